@@ -1,0 +1,217 @@
+//! `gemma-chat generate` (headless, scriptable) and `gemma-chat --prompt` (one streamed answer).
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use gemma_chat::generate::{GenerateOptions, LoadedModel, generate, load};
+use gemma_chat::sampling::SamplingParams;
+use gemma_chat::tokenizer::{chat_prompt, stream::TextStream};
+use gemma_chat::{backend, model::ComputeDtype};
+use serde_json::json;
+
+use super::ModelArgs;
+
+/// Arguments of `generate`.
+#[derive(Debug, Args)]
+pub struct GenerateArgs {
+    #[command(flatten)]
+    common: ModelArgs,
+    /// Prompt text: BOS, then the text with special-token strings recognised (no chat template
+    /// unless --chat).
+    #[arg(long, conflicts_with = "ids", required_unless_present = "ids")]
+    prompt: Option<String>,
+    /// Prompt as comma-separated token ids, used as given (no BOS added).
+    #[arg(long, value_delimiter = ',')]
+    ids: Option<Vec<u32>>,
+    /// Wrap --prompt in the model's chat layout (one user turn, then the model's turn).
+    #[arg(long, requires = "prompt")]
+    chat: bool,
+    /// Most tokens to generate.
+    #[arg(long, default_value_t = 32)]
+    max_new_tokens: usize,
+    /// Sampling temperature (0 = greedy).
+    #[arg(long, default_value_t = 0.0)]
+    temperature: f32,
+    /// Top-k filter (0 = off).
+    #[arg(long, default_value_t = 64)]
+    top_k: usize,
+    /// Top-p filter (1 = off).
+    #[arg(long, default_value_t = 0.95)]
+    top_p: f32,
+    /// Min-p filter (0 = off).
+    #[arg(long, default_value_t = 0.0)]
+    min_p: f32,
+    /// Sampling seed.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Prefill chunk length in tokens.
+    #[arg(long, default_value_t = 256)]
+    chunk: usize,
+    /// Write the logits of every prompt position to this safetensors file (tensor `logits`,
+    /// `[T, vocab]`, f32).
+    #[arg(long)]
+    dump_logits: Option<PathBuf>,
+    /// Print one JSON object instead of the text.
+    #[arg(long)]
+    json: bool,
+}
+
+fn load_model(common: &ModelArgs) -> anyhow::Result<LoadedModel> {
+    let Some(path) = &common.model else {
+        bail!("no model given: pass --model DIR or set GEMMA_CHAT_MODEL");
+    };
+    let device = backend::device(&common.backend)?;
+    load(path, &device, common.dtype, &mut |_, _| {})
+        .with_context(|| format!("loading {}", path.display()))
+}
+
+/// Runs `generate`.
+pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
+    if !(0.0..=2.0).contains(&args.temperature) {
+        bail!(
+            "--temperature must be within 0..=2, got {}",
+            args.temperature
+        );
+    }
+    let t0 = Instant::now();
+    let lm = load_model(&args.common)?;
+    let load_s = t0.elapsed().as_secs_f64();
+    let cfg = lm.model.config();
+    let prompt_ids = match (&args.ids, &args.prompt) {
+        (Some(ids), _) => ids.clone(),
+        (None, Some(text)) => {
+            let tok = lm
+                .tokenizer
+                .as_ref()
+                .context("this model directory has no tokenizer.json: pass the prompt as --ids")?;
+            let text = if args.chat {
+                chat_prompt(cfg.family, text)
+            } else {
+                text.clone()
+            };
+            let mut ids = vec![cfg.bos_token_id];
+            ids.extend(tok.encode(&text)?);
+            ids
+        }
+        (None, None) => bail!("pass --prompt TEXT or --ids 2,818,…"),
+    };
+    if prompt_ids.is_empty() {
+        bail!("the prompt is empty");
+    }
+    let opts = GenerateOptions {
+        max_new_tokens: args.max_new_tokens,
+        sampling: SamplingParams {
+            temperature: args.temperature,
+            top_k: args.top_k,
+            top_p: args.top_p,
+            min_p: args.min_p,
+            seed: args.seed,
+        },
+        chunk: args.chunk,
+        prompt_logits: args.dump_logits.is_some(),
+        stop_ids: lm.stop_ids.clone(),
+    };
+    let mut cache = lm.model.new_cache();
+    let mut stream = TextStream::new();
+    let mut text = String::new();
+    let stdout = std::io::stdout();
+    let mut on_token = |id: u32| {
+        if let Some(tok) = &lm.tokenizer
+            && let Ok(delta) = stream.push(tok, id)
+        {
+            if !args.json {
+                let mut out = stdout.lock();
+                let _ = out.write_all(delta.as_bytes());
+                let _ = out.flush();
+            }
+            text.push_str(&delta);
+        }
+        true
+    };
+    let out = generate(&lm.model, &mut cache, &prompt_ids, &opts, &mut on_token)?;
+    if let Some(tok) = &lm.tokenizer {
+        let rest = stream.finish(tok)?;
+        if !args.json {
+            print!("{rest}");
+        }
+        text.push_str(&rest);
+    }
+    if let (Some(path), Some(logits)) = (&args.dump_logits, &out.prompt_logits) {
+        write_logits(path, logits, prompt_ids.len(), cfg.vocab_size)?;
+    }
+    let n_dec = out.generated.len().saturating_sub(1);
+    if args.json {
+        let obj = json!({
+            "prompt_ids": prompt_ids,
+            "generated_ids": out.generated,
+            "text": text,
+            "finish_reason": out.finish.as_str(),
+            "timings": {
+                "load_s": load_s,
+                "prefill_s": out.prefill_s,
+                "decode_s": out.decode_s,
+                "prefill_tok_s": prompt_ids.len() as f64 / out.prefill_s.max(1e-9),
+                "decode_tok_s": n_dec as f64 / out.decode_s.max(1e-9),
+            },
+            "dtype": match args.common.dtype { ComputeDtype::F32 => "f32", ComputeDtype::F16 => "f16" },
+        });
+        println!("{obj}");
+    } else {
+        println!();
+    }
+    Ok(())
+}
+
+fn write_logits(path: &std::path::Path, logits: &[f32], rows: usize, vocab: usize) -> anyhow::Result<()> {
+    let bytes: Vec<u8> = logits.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let view =
+        safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![rows, vocab], &bytes)
+            .context("building the logits tensor")?;
+    safetensors::serialize_to_file([("logits", view)], None, path)
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}
+
+/// `gemma-chat --prompt TEXT`: one user turn in the chat layout, the answer streamed to stdout.
+pub fn chat_once(
+    common: &ModelArgs,
+    prompt: &str,
+    max_new_tokens: usize,
+    temperature: f32,
+) -> anyhow::Result<()> {
+    let lm = load_model(common)?;
+    let tok = lm
+        .tokenizer
+        .as_ref()
+        .context("this model has no tokenizer, so it cannot chat; use `generate --ids`")?;
+    let cfg = lm.model.config();
+    let mut ids = vec![cfg.bos_token_id];
+    ids.extend(tok.encode(&chat_prompt(cfg.family, prompt))?);
+    let opts = GenerateOptions {
+        max_new_tokens,
+        sampling: SamplingParams {
+            temperature,
+            ..Default::default()
+        },
+        chunk: 256,
+        prompt_logits: false,
+        stop_ids: lm.stop_ids.clone(),
+    };
+    let mut cache = lm.model.new_cache();
+    let mut stream = TextStream::new();
+    let stdout = std::io::stdout();
+    let mut on_token = |id: u32| {
+        if let Ok(delta) = stream.push(tok, id) {
+            let mut out = stdout.lock();
+            let _ = out.write_all(delta.as_bytes());
+            let _ = out.flush();
+        }
+        true
+    };
+    generate(&lm.model, &mut cache, &ids, &opts, &mut on_token)?;
+    println!("{}", stream.finish(tok)?);
+    Ok(())
+}

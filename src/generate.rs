@@ -1,0 +1,224 @@
+//! Loading a model directory and running one prompt through it: chunked prefill, then one-token
+//! decode steps until a stop id or the token budget. Shared by the command line and the engine.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use burn::tensor::{Device, Tensor};
+
+use crate::error::{Error, Result};
+use crate::loader::{self, safetensors::SafetensorsSource};
+use crate::model::config::{Family, ModelConfig, token_ids};
+use crate::model::{ComputeDtype, Gemma, KvCache, Logits, build::build};
+use crate::sampling::{Sampler, SamplingParams};
+use crate::tokenizer::Tokenizer;
+
+/// A model with what is needed to talk to it.
+#[derive(Debug)]
+pub struct LoadedModel {
+    /// The weights.
+    pub model: Gemma,
+    /// The tokenizer, when the checkpoint ships one.
+    pub tokenizer: Option<Tokenizer>,
+    /// Ids that end a turn.
+    pub stop_ids: Vec<u32>,
+    /// Where it was loaded from.
+    pub path: PathBuf,
+}
+
+/// Loads a Hugging Face model directory (config.json, safetensors, optional tokenizer.json and
+/// generation_config.json).
+pub fn load(
+    path: &Path,
+    device: &Device,
+    dtype: ComputeDtype,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<LoadedModel> {
+    if !path.exists() {
+        return Err(Error::Invalid(format!(
+            "model path {} does not exist: point --model at a model directory (config.json + \
+             *.safetensors)",
+            path.display()
+        )));
+    }
+    if path.is_file() {
+        return Err(Error::Invalid(format!(
+            "{} is a file: point --model at the model's directory (config.json + *.safetensors)",
+            path.display()
+        )));
+    }
+    let dir = loader::model_dir(path);
+    let config = ModelConfig::from_file(&dir.join("config.json"))?;
+    let source = SafetensorsSource::open(&dir)?;
+    let model = build(config, &source, device, dtype, progress)?;
+    let tok_path = dir.join("tokenizer.json");
+    let tokenizer = if tok_path.exists() {
+        Some(Tokenizer::from_file(&tok_path)?)
+    } else {
+        None
+    };
+    let stop_ids = stop_ids(&dir, model.config());
+    Ok(LoadedModel {
+        model,
+        tokenizer,
+        stop_ids,
+        path: dir,
+    })
+}
+
+/// Stop ids as the reference resolves them: `generation_config.json`, else `config.json`, else
+/// the family's defaults.
+fn stop_ids(dir: &Path, cfg: &ModelConfig) -> Vec<u32> {
+    let from_gen = std::fs::read_to_string(dir.join("generation_config.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .and_then(|v| token_ids(v.get("eos_token_id")));
+    match from_gen {
+        Some(ids) if !ids.is_empty() => ids,
+        _ if !cfg.eos_token_ids.is_empty() => cfg.eos_token_ids.clone(),
+        _ => match cfg.family {
+            Family::Gemma4 => vec![1, 106, 50],
+            Family::Gemma3 => vec![1, 106],
+        },
+    }
+}
+
+/// How to run one prompt.
+#[derive(Debug, Clone)]
+pub struct GenerateOptions {
+    /// Most tokens to generate.
+    pub max_new_tokens: usize,
+    /// Sampling settings.
+    pub sampling: SamplingParams,
+    /// Prefill chunk length.
+    pub chunk: usize,
+    /// Keep the logits of every prompt position (`--dump-logits`).
+    pub prompt_logits: bool,
+    /// Ids that end generation.
+    pub stop_ids: Vec<u32>,
+}
+
+/// Why generation ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finish {
+    /// A stop id was produced.
+    Stop,
+    /// `max_new_tokens` were produced.
+    Length,
+    /// The caller asked to stop.
+    Cancelled,
+}
+
+impl Finish {
+    /// The name used in JSON output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Finish::Stop => "stop",
+            Finish::Length => "length",
+            Finish::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// What one generation produced.
+#[derive(Debug, Clone)]
+pub struct GenerateOutput {
+    /// Generated ids, the stop id included when one ended the turn.
+    pub generated: Vec<u32>,
+    /// Why it ended.
+    pub finish: Finish,
+    /// `[prompt_len, vocab]` row-major, when asked for.
+    pub prompt_logits: Option<Vec<f32>>,
+    /// Seconds spent in prefill.
+    pub prefill_s: f64,
+    /// Seconds spent in decode steps.
+    pub decode_s: f64,
+}
+
+/// Runs `prompt` from the cache's current position, then decodes. `on_token` sees each new id
+/// and returns false to stop.
+pub fn generate(
+    model: &Gemma,
+    cache: &mut KvCache,
+    prompt: &[u32],
+    opts: &GenerateOptions,
+    on_token: &mut dyn FnMut(u32) -> bool,
+) -> Result<GenerateOutput> {
+    if prompt.is_empty() {
+        return Err(Error::Invalid("the prompt is empty".into()));
+    }
+    let chunk = opts.chunk.max(1);
+    let start = Instant::now();
+    let mut all_logits = opts.prompt_logits.then(Vec::new);
+    let mut last = None;
+    let chunks: Vec<&[u32]> = prompt.chunks(chunk).collect();
+    for (i, part) in chunks.iter().enumerate() {
+        let is_last = i + 1 == chunks.len();
+        let mode = match (opts.prompt_logits, is_last) {
+            (true, _) => Logits::All,
+            (false, true) => Logits::Last,
+            (false, false) => Logits::None,
+        };
+        let pos = cache.len();
+        let out = model.forward(part, cache, pos, mode)?;
+        if let (Some(all), Some(l)) = (all_logits.as_mut(), out.as_ref()) {
+            all.extend(to_vec(l.clone())?);
+        }
+        if is_last {
+            last = out;
+        }
+    }
+    let mut logits = match last {
+        Some(l) => last_row(l)?,
+        None => {
+            return Err(Error::Backend(
+                "the last prefill chunk returned no logits".into(),
+            ));
+        }
+    };
+    let prefill_s = start.elapsed().as_secs_f64();
+
+    let start = Instant::now();
+    let mut sampler = Sampler::new(opts.sampling.clone());
+    let mut generated = Vec::new();
+    let mut finish = Finish::Length;
+    while generated.len() < opts.max_new_tokens {
+        let id = sampler.sample(&logits);
+        generated.push(id);
+        if opts.stop_ids.contains(&id) {
+            finish = Finish::Stop;
+            break;
+        }
+        if !on_token(id) {
+            finish = Finish::Cancelled;
+            break;
+        }
+        if generated.len() == opts.max_new_tokens {
+            break;
+        }
+        let pos = cache.len();
+        let out = model
+            .forward(&[id], cache, pos, Logits::Last)?
+            .ok_or_else(|| Error::Backend("a decode step returned no logits".into()))?;
+        logits = last_row(out)?;
+    }
+    Ok(GenerateOutput {
+        generated,
+        finish,
+        prompt_logits: all_logits,
+        prefill_s,
+        decode_s: start.elapsed().as_secs_f64(),
+    })
+}
+
+fn to_vec(t: Tensor<2>) -> Result<Vec<f32>> {
+    t.into_data()
+        .try_to_vec::<f32>()
+        .map_err(|e| Error::Backend(format!("cannot read logits: {e:?}")))
+}
+
+fn last_row(t: Tensor<2>) -> Result<Vec<f32>> {
+    let [rows, cols] = t.dims();
+    let v = to_vec(t)?;
+    Ok(v[(rows - 1) * cols..].to_vec())
+}

@@ -1,0 +1,26 @@
+//! gemma-chat: a terminal chat application that runs Gemma 4 (and Gemma 3) models in-process on
+//! burn.
+//!
+//! Module map, by role:
+//! - Inference core: [`model`] (config, decoder, KV cache; weights only, no conversation state),
+//!   [`loader`] (safetensors and, later, GGUF into named tensors), [`tokenizer`] (text ↔ ids).
+//! - Running it: [`generate`] (prefill + decode loop shared by the command line and the engine),
+//!   [`sampling`] (greedy and seeded sampling on the host), [`backend`] (device selection).
+//! - Errors: [`error`].
+//!
+//! | I want to… | Go to |
+//! |---|---|
+//! | fix a numerical bug in a layer | `model/*.rs` |
+//! | support a new checkpoint naming or format | `loader/*.rs` |
+//! | change how a config.json is read | `model/config.rs` |
+//! | change temperature, top-p or other sampling | `sampling.rs` |
+
+pub mod backend;
+pub mod error;
+pub mod generate;
+pub mod loader;
+pub mod model;
+pub mod sampling;
+pub mod tokenizer;
+
+pub use error::{Error, Result};

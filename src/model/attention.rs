@@ -1,0 +1,140 @@
+//! Grouped-query self-attention of one decoder layer: q/k/v projections, per-head norms, RoPE,
+//! the cache append (or a read of the donor's cache on KV-shared layers), and the masked softmax.
+
+use burn::tensor::{DType, Device, Tensor, TensorData, activation::softmax};
+
+use super::config::{AttnKind, LayerSpec};
+use super::kv_cache::{KvCache, LayerKv};
+use super::ops::{Linear, RmsNorm, apply_rope, cast};
+
+/// Weights of one attention block.
+#[derive(Debug, Clone)]
+pub struct Attention {
+    pub(crate) q_proj: Linear,
+    /// Absent on KV-shared layers.
+    pub(crate) k_proj: Option<Linear>,
+    /// Absent on KV-shared layers and on full layers with `attention_k_eq_v`.
+    pub(crate) v_proj: Option<Linear>,
+    pub(crate) o_proj: Linear,
+    pub(crate) q_norm: RmsNorm,
+    pub(crate) k_norm: Option<RmsNorm>,
+    /// Scale-less V norm (Gemma 4) or none (Gemma 3).
+    pub(crate) v_norm: Option<RmsNorm>,
+}
+
+/// What one attention call needs besides the weights.
+pub struct AttnInput<'a> {
+    /// This layer's index.
+    pub layer: usize,
+    /// This layer's geometry.
+    pub spec: &'a LayerSpec,
+    /// Query heads.
+    pub num_heads: usize,
+    /// Logical position of the first query row.
+    pub q_start: usize,
+    /// RoPE tables for the query rows, which are also the rows of the new keys.
+    pub cos: &'a Tensor<2>,
+    /// See `cos`.
+    pub sin: &'a Tensor<2>,
+    /// Sliding window of the model (keys visible to a query, itself included).
+    pub window: usize,
+    /// Multiplier on the scores.
+    pub scale: f32,
+    /// Softcap on the scores.
+    pub softcap: Option<f32>,
+}
+
+impl Attention {
+    /// # Shapes
+    /// - x: `[T, H]` (already normed) → `[T, H]`
+    pub fn forward(&self, x: Tensor<2>, cache: &mut KvCache, a: &AttnInput) -> Tensor<2> {
+        let [t, _] = x.dims();
+        let hd = a.spec.head_dim;
+        let (nh, nkv) = (a.num_heads, a.spec.kv_heads);
+        let dtype = x.dtype();
+        let device = x.device();
+
+        let q = self.q_proj.forward(x.clone()).reshape([t, nh, hd]);
+        let q = self.q_norm.forward(q).swap_dims(0, 1);
+        let q = apply_rope(q, a.cos, a.sin);
+
+        let kv: LayerKv = match (a.spec.kv_donor, &self.k_proj) {
+            (Some(donor), _) => cache
+                .view(donor)
+                .cloned()
+                .expect("the donor layer runs before its KV-shared layers"),
+            (None, Some(k_proj)) => {
+                let k_raw = k_proj.forward(x.clone()).reshape([t, nkv, hd]);
+                let v_raw = match &self.v_proj {
+                    Some(v_proj) => v_proj.forward(x).reshape([t, nkv, hd]),
+                    None => k_raw.clone(),
+                };
+                let k = match &self.k_norm {
+                    Some(n) => n.forward(k_raw),
+                    None => k_raw,
+                };
+                let k = apply_rope(k.swap_dims(0, 1), a.cos, a.sin);
+                let v = match &self.v_norm {
+                    Some(n) => n.forward(v_raw),
+                    None => v_raw,
+                }
+                .swap_dims(0, 1);
+                cache.append(a.layer, k, v)
+            }
+            (None, None) => unreachable!("non-shared layers always have k_proj"),
+        };
+
+        let s = kv.len();
+        let g = nh / nkv;
+        // Heads are grouped contiguously: query head h reads KV head h / g. Folding the group
+        // into the row axis avoids copying K/V per query head.
+        let q = q.reshape([nkv, g * t, hd]);
+        let mut scores = q.matmul(kv.k.clone().swap_dims(1, 2));
+        scores = cast(scores, DType::F32).mul_scalar(a.scale);
+        if let Some(c) = a.softcap {
+            scores = scores.div_scalar(c).tanh().mul_scalar(c);
+        }
+        if let Some(mask) = build_mask(a, kv.start, s, t, g, &device) {
+            scores = scores + mask.unsqueeze::<3>();
+        }
+        let probs = cast(softmax(scores, 2), dtype);
+        let out = probs.matmul(kv.v.clone()); // [nkv, g*t, hd]
+        let out = out
+            .reshape([nh, t, hd])
+            .swap_dims(0, 1)
+            .reshape([t, nh * hd]);
+        self.o_proj.forward(out)
+    }
+}
+
+/// Additive mask `[g·T, S]` (0 or −∞) on logical positions, or `None` when every key is visible.
+fn build_mask(
+    a: &AttnInput,
+    k_start: usize,
+    s: usize,
+    t: usize,
+    g: usize,
+    device: &Device,
+) -> Option<Tensor<2>> {
+    let sliding = a.spec.kind == AttnKind::Sliding;
+    let visible = |p: usize, j: usize| j <= p && (!sliding || p - j < a.window);
+    let all = (0..t).all(|r| (0..s).all(|c| visible(a.q_start + r, k_start + c)));
+    if all {
+        return None;
+    }
+    let mut row_masks = Vec::with_capacity(t * s);
+    for r in 0..t {
+        for c in 0..s {
+            let ok = visible(a.q_start + r, k_start + c);
+            row_masks.push(if ok { 0.0f32 } else { f32::NEG_INFINITY });
+        }
+    }
+    let mut data = Vec::with_capacity(g * t * s);
+    for _ in 0..g {
+        data.extend_from_slice(&row_masks);
+    }
+    Some(Tensor::<2>::from_data(
+        TensorData::new(data, [g * t, s]),
+        device,
+    ))
+}

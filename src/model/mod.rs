@@ -1,0 +1,269 @@
+//! The Gemma decoder (Gemma 3 and every Gemma 4 variant) on burn. Holds weights only:
+//! [`Gemma::forward`] reads and extends a [`KvCache`] that the caller owns, so one set of weights
+//! serves every conversation.
+
+pub mod attention;
+pub mod build;
+pub mod config;
+pub mod ffn;
+pub mod kv_cache;
+pub mod ops;
+
+use burn::tensor::{DType, Device, Int, Tensor, TensorData};
+
+use self::attention::{Attention, AttnInput};
+use self::config::{AttnKind, ModelConfig};
+use self::ffn::{Mlp, Moe};
+pub use self::kv_cache::KvCache;
+pub use self::ops::ComputeDtype;
+use self::ops::{RmsNorm, cast, rope_tables};
+use crate::error::{Error, Result};
+
+/// Which positions' logits a forward returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Logits {
+    /// None: a prefill chunk whose logits nobody reads.
+    None,
+    /// The last position only (decode, the last prefill chunk).
+    Last,
+    /// Every position of the chunk (`--dump-logits`, tests).
+    All,
+}
+
+/// Per-layer embedding weights (E2B/E4B).
+#[derive(Debug, Clone)]
+pub(crate) struct Ple {
+    /// `[V_ple, L·P]`.
+    pub table: Tensor<2>,
+    /// `[L·P, H]`.
+    pub model_projection: ops::Linear,
+    pub projection_norm: RmsNorm,
+}
+
+/// Per-layer PLE weights.
+#[derive(Debug, Clone)]
+pub(crate) struct LayerPle {
+    pub gate: ops::Linear,
+    pub projection: ops::Linear,
+    pub post_norm: RmsNorm,
+}
+
+/// One decoder layer.
+#[derive(Debug, Clone)]
+pub(crate) struct Layer {
+    pub input_norm: RmsNorm,
+    pub attn: Attention,
+    pub post_attn_norm: RmsNorm,
+    pub pre_ffn_norm: RmsNorm,
+    pub mlp: Mlp,
+    pub post_ffn_norm: RmsNorm,
+    /// MoE branch with its norms: pre_ffn_2, post_ffn_1, post_ffn_2.
+    pub moe: Option<(Moe, RmsNorm, RmsNorm, RmsNorm)>,
+    pub ple: Option<LayerPle>,
+    /// `layer_scalar`, multiplies the whole stream at the end of the layer.
+    pub scalar: Option<f32>,
+}
+
+/// A loaded Gemma text decoder.
+#[derive(Debug, Clone)]
+pub struct Gemma {
+    pub(crate) config: ModelConfig,
+    pub(crate) embed: Tensor<2>,
+    pub(crate) lm_head: Option<Tensor<2>>,
+    pub(crate) ple: Option<Ple>,
+    pub(crate) layers: Vec<Layer>,
+    pub(crate) final_norm: RmsNorm,
+    pub(crate) inv_freq_sliding: Vec<f32>,
+    pub(crate) inv_freq_full: Vec<f32>,
+    pub(crate) device: Device,
+    pub(crate) dtype: DType,
+}
+
+impl Gemma {
+    /// The resolved configuration.
+    pub fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    /// The compute device.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// A fresh, empty cache for this model.
+    pub fn new_cache(&self) -> KvCache {
+        KvCache::new(&self.config)
+    }
+
+    /// Runs `ids` at positions `pos..pos + ids.len()` and appends their keys and values to
+    /// `cache`, which must hold exactly `pos` positions.
+    ///
+    /// # Shapes
+    /// - returns `[1, vocab]` for [`Logits::Last`], `[T, vocab]` for [`Logits::All`], and
+    ///   `None` for [`Logits::None`]; always f32.
+    pub fn forward(
+        &self,
+        ids: &[u32],
+        cache: &mut KvCache,
+        pos: usize,
+        logits: Logits,
+    ) -> Result<Option<Tensor<2>>> {
+        if ids.is_empty() {
+            return Err(Error::Invalid("forward needs at least one token".into()));
+        }
+        if cache.len() != pos {
+            return Err(Error::Invalid(format!(
+                "cache holds {} positions but the forward starts at {pos}",
+                cache.len()
+            )));
+        }
+        let cfg = &self.config;
+        if let Some(&id) = ids.iter().find(|&&id| id as usize >= cfg.vocab_size) {
+            return Err(Error::TokenOutOfRange {
+                id,
+                vocab: cfg.vocab_size,
+            });
+        }
+        let t = ids.len();
+        let hsize = cfg.hidden_size;
+        let idx = Tensor::<1, Int>::from_data(
+            TensorData::new(ids.iter().map(|&i| i as i64).collect(), [t]),
+            &self.device,
+        );
+        // Embedding scale: sqrt(H) in the compute dtype, as the reference casts its buffer.
+        let scale = match self.dtype {
+            DType::F16 => half::f16::from_f32((hsize as f32).sqrt()).to_f32(),
+            _ => (hsize as f32).sqrt(),
+        };
+        let mut x = self.embed.clone().select(0, idx.clone()).mul_scalar(scale);
+        let mut ple = self.ple.as_ref().map(|p| self.ple_inputs(p, ids, &x));
+
+        let mut q_start = pos;
+        let mut rows = t;
+        let tables = |kind: AttnKind, start: usize, len: usize| {
+            let inv = match kind {
+                AttnKind::Sliding => &self.inv_freq_sliding,
+                AttnKind::Full => &self.inv_freq_full,
+            };
+            rope_tables(inv, start, len, &self.device, self.dtype)
+        };
+        let mut rope_s = tables(AttnKind::Sliding, q_start, rows);
+        let mut rope_f = tables(AttnKind::Full, q_start, rows);
+
+        for (i, (layer, spec)) in self.layers.iter().zip(&cfg.layers).enumerate() {
+            // KV-shared layers write no cache: past the first one, only the rows whose logits are
+            // wanted matter.
+            if spec.kv_donor.is_some() && logits != Logits::All && rows > 1 {
+                let keep = rows - 1;
+                x = x.slice([keep..rows, 0..hsize]);
+                ple = ple.map(|p| {
+                    let [_, l, w] = p.dims();
+                    p.slice([keep..rows, 0..l, 0..w])
+                });
+                q_start += keep;
+                rows = 1;
+                rope_s = tables(AttnKind::Sliding, q_start, 1);
+                rope_f = tables(AttnKind::Full, q_start, 1);
+            }
+            let (cos, sin) = match spec.kind {
+                AttnKind::Sliding => (&rope_s.0, &rope_s.1),
+                AttnKind::Full => (&rope_f.0, &rope_f.1),
+            };
+            let input = AttnInput {
+                layer: i,
+                spec,
+                num_heads: cfg.num_heads,
+                q_start,
+                cos,
+                sin,
+                window: cfg.sliding_window,
+                scale: cfg.attn_scale,
+                softcap: cfg.attn_logit_softcapping,
+            };
+            let layer_ple = ple.as_ref().map(|p| {
+                let [n, _, w] = p.dims();
+                p.clone().slice([0..n, i..i + 1, 0..w]).reshape([n, w])
+            });
+            x = layer.forward(x, cache, &input, layer_ple);
+        }
+        cache.finish(t);
+
+        if logits == Logits::None {
+            return Ok(None);
+        }
+        if logits == Logits::Last && rows > 1 {
+            x = x.slice([rows - 1..rows, 0..hsize]);
+        }
+        let h = self.final_norm.forward(x);
+        let head = self.lm_head.as_ref().unwrap_or(&self.embed);
+        let mut out = cast(h.matmul(head.clone().t()), DType::F32);
+        if let Some(c) = cfg.final_logit_softcapping {
+            out = out.div_scalar(c).tanh().mul_scalar(c);
+        }
+        Ok(Some(out))
+    }
+
+    /// Per-layer inputs `[T, L, P]`: `(norm(x0·Wᵀ·H^-½) + E_ple[ids]·√P) · 2^-½`.
+    fn ple_inputs(&self, p: &Ple, ids: &[u32], x0: &Tensor<2>) -> Tensor<3> {
+        let cfg = &self.config;
+        let spec = cfg
+            .ple
+            .as_ref()
+            .map(|s| (s.width, s.vocab))
+            .unwrap_or((1, 1));
+        let (width, vocab) = spec;
+        let (t, l) = (ids.len(), cfg.num_layers());
+        let ids: Vec<i64> = ids
+            .iter()
+            .map(|&i| if (i as usize) < vocab { i as i64 } else { 0 })
+            .collect();
+        let idx = Tensor::<1, Int>::from_data(TensorData::new(ids, [t]), &self.device);
+        let tok = p
+            .table
+            .clone()
+            .select(0, idx)
+            .mul_scalar((width as f32).sqrt())
+            .reshape([t, l, width]);
+        let ctx = p
+            .model_projection
+            .forward(x0.clone())
+            .mul_scalar((cfg.hidden_size as f32).powf(-0.5))
+            .reshape([t, l, width]);
+        let ctx = p.projection_norm.forward(ctx);
+        (ctx + tok).mul_scalar(std::f32::consts::FRAC_1_SQRT_2)
+    }
+}
+
+impl Layer {
+    fn forward(
+        &self,
+        h: Tensor<2>,
+        cache: &mut KvCache,
+        a: &AttnInput,
+        ple: Option<Tensor<2>>,
+    ) -> Tensor<2> {
+        let attn = self
+            .attn
+            .forward(self.input_norm.forward(h.clone()), cache, a);
+        let h = h + self.post_attn_norm.forward(attn);
+
+        let dense = self.mlp.forward(self.pre_ffn_norm.forward(h.clone()));
+        let f = match &self.moe {
+            None => dense,
+            Some((moe, pre2, post1, post2)) => {
+                let experts = moe.forward(pre2.forward(h.clone()), h.clone());
+                post1.forward(dense) + post2.forward(experts)
+            }
+        };
+        let mut h = h + self.post_ffn_norm.forward(f);
+
+        if let (Some(lp), Some(p)) = (&self.ple, ple) {
+            let g = burn::tensor::activation::gelu_approximate(lp.gate.forward(h.clone())) * p;
+            h = h + lp.post_norm.forward(lp.projection.forward(g));
+        }
+        match self.scalar {
+            Some(s) => h.mul_scalar(s),
+            None => h,
+        }
+    }
+}
