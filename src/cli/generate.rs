@@ -165,7 +165,12 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn write_logits(path: &std::path::Path, logits: &[f32], rows: usize, vocab: usize) -> anyhow::Result<()> {
+fn write_logits(
+    path: &std::path::Path,
+    logits: &[f32],
+    rows: usize,
+    vocab: usize,
+) -> anyhow::Result<()> {
     let bytes: Vec<u8> = logits.iter().flat_map(|v| v.to_le_bytes()).collect();
     let view =
         safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![rows, vocab], &bytes)

@@ -16,14 +16,16 @@ pub struct SafetensorsSource {
     files: Vec<(PathBuf, Mmap)>,
     /// Canonical name → (file index, name as stored).
     index: HashMap<String, (usize, String)>,
-    dir: PathBuf,
+    /// The single file, or the shard index: where a missing tensor should have been.
+    listing: PathBuf,
 }
 
 impl SafetensorsSource {
     /// Opens the checkpoint in `dir`, sharded or not.
     pub fn open(dir: &Path) -> Result<Self> {
         let index_path = dir.join("model.safetensors.index.json");
-        let paths: Vec<PathBuf> = if index_path.exists() {
+        let sharded = index_path.exists();
+        let paths: Vec<PathBuf> = if sharded {
             let text =
                 std::fs::read_to_string(&index_path).map_err(|e| Error::io(&index_path, e))?;
             let json: serde_json::Value =
@@ -79,10 +81,15 @@ impl SafetensorsSource {
             }
             files.push((path, mmap));
         }
+        let listing = if sharded {
+            index_path
+        } else {
+            files[0].0.clone()
+        };
         Ok(Self {
             files,
             index,
-            dir: dir.to_path_buf(),
+            listing,
         })
     }
 }
@@ -143,7 +150,7 @@ impl TensorSource for SafetensorsSource {
     fn path_of(&self, name: &str) -> PathBuf {
         match self.index.get(name) {
             Some((file, _)) => self.files[*file].0.clone(),
-            None => self.dir.clone(),
+            None => self.listing.clone(),
         }
     }
 }

@@ -65,7 +65,7 @@ pub(crate) struct Layer {
 }
 
 /// A loaded Gemma text decoder.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Gemma {
     pub(crate) config: ModelConfig,
     pub(crate) embed: Tensor<2>,
@@ -77,6 +77,17 @@ pub struct Gemma {
     pub(crate) inv_freq_full: Vec<f32>,
     pub(crate) device: Device,
     pub(crate) dtype: DType,
+}
+
+impl std::fmt::Debug for Gemma {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gemma")
+            .field("model_type", &self.config.model_type)
+            .field("layers", &self.layers.len())
+            .field("hidden_size", &self.config.hidden_size)
+            .field("dtype", &self.dtype)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Gemma {
