@@ -7,11 +7,13 @@ use std::time::Instant;
 use burn::tensor::{Device, Tensor};
 
 use crate::error::{Error, Result};
+use crate::loader::gguf::{GgufFile, GgufSource};
+use crate::loader::gguf_config::model_config;
 use crate::loader::{self, safetensors::SafetensorsSource};
 use crate::model::config::{Family, ModelConfig, token_ids};
 use crate::model::{ComputeDtype, Gemma, KvCache, Logits, build::build};
 use crate::sampling::{Sampler, SamplingParams};
-use crate::tokenizer::Tokenizer;
+use crate::tokenizer::{self, Tokenizer};
 
 /// A model with what is needed to talk to it.
 #[derive(Debug)]
@@ -26,8 +28,8 @@ pub struct LoadedModel {
     pub path: PathBuf,
 }
 
-/// Loads a Hugging Face model directory (config.json, safetensors, optional tokenizer.json and
-/// generation_config.json).
+/// Loads a model: a Hugging Face directory (config.json, safetensors, optional tokenizer.json and
+/// generation_config.json) or a GGUF file (or a directory holding one GGUF file).
 pub fn load(
     path: &Path,
     device: &Device,
@@ -37,13 +39,16 @@ pub fn load(
     if !path.exists() {
         return Err(Error::Invalid(format!(
             "model path {} does not exist: point --model at a model directory (config.json + \
-             *.safetensors)",
+             *.safetensors) or a .gguf file",
             path.display()
         )));
     }
+    if let Some(gguf) = gguf_path(path) {
+        return load_gguf(&gguf, device, dtype, progress);
+    }
     if path.is_file() {
         return Err(Error::Invalid(format!(
-            "{} is a file: point --model at the model's directory (config.json + *.safetensors)",
+            "{} is neither a .gguf file nor a model directory (config.json + *.safetensors)",
             path.display()
         )));
     }
@@ -66,6 +71,60 @@ pub fn load(
     })
 }
 
+/// The GGUF file `path` names: the path itself, or the only `.gguf` in a directory without a
+/// config.json.
+fn gguf_path(path: &Path) -> Option<PathBuf> {
+    let is_gguf = |p: &Path| {
+        p.extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("gguf"))
+    };
+    if path.is_file() {
+        return is_gguf(path).then(|| path.to_path_buf());
+    }
+    if path.join("config.json").exists() {
+        return None;
+    }
+    let found: Vec<PathBuf> = std::fs::read_dir(path)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| is_gguf(p))
+        .collect();
+    (found.len() == 1).then(|| found[0].clone())
+}
+
+fn load_gguf(
+    path: &Path,
+    device: &Device,
+    dtype: ComputeDtype,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<LoadedModel> {
+    let file = GgufFile::open(path)?;
+    let config = model_config(&file)?;
+    let tokenizer = Some(tokenizer::gguf::from_gguf(&file)?);
+    let source = GgufSource::new(file);
+    let model = build(config, &source, device, dtype, progress)?;
+    // GGUF has no generation config: the file's eos plus the family's end-of-turn ids.
+    let mut stop_ids = family_stop_ids(model.config().family);
+    for id in &model.config().eos_token_ids {
+        if !stop_ids.contains(id) {
+            stop_ids.push(*id);
+        }
+    }
+    Ok(LoadedModel {
+        model,
+        tokenizer,
+        stop_ids,
+        path: path.to_path_buf(),
+    })
+}
+
+fn family_stop_ids(family: Family) -> Vec<u32> {
+    match family {
+        Family::Gemma4 => vec![1, 106, 50],
+        Family::Gemma3 => vec![1, 106],
+    }
+}
+
 /// Stop ids as the reference resolves them: `generation_config.json`, else `config.json`, else
 /// the family's defaults.
 fn stop_ids(dir: &Path, cfg: &ModelConfig) -> Vec<u32> {
@@ -76,10 +135,7 @@ fn stop_ids(dir: &Path, cfg: &ModelConfig) -> Vec<u32> {
     match from_gen {
         Some(ids) if !ids.is_empty() => ids,
         _ if !cfg.eos_token_ids.is_empty() => cfg.eos_token_ids.clone(),
-        _ => match cfg.family {
-            Family::Gemma4 => vec![1, 106, 50],
-            Family::Gemma3 => vec![1, 106],
-        },
+        _ => family_stop_ids(cfg.family),
     }
 }
 

@@ -16,6 +16,7 @@
 //! | change temperature, top-p or other sampling | `sampling.rs` |
 
 pub mod backend;
+pub mod demo;
 pub mod error;
 pub mod generate;
 pub mod loader;

@@ -9,7 +9,7 @@ use clap::Args;
 use gemma_chat::generate::{GenerateOptions, LoadedModel, generate, load};
 use gemma_chat::sampling::SamplingParams;
 use gemma_chat::tokenizer::{chat_prompt, stream::TextStream};
-use gemma_chat::{backend, model::ComputeDtype};
+use gemma_chat::{backend, demo, model::ComputeDtype};
 use serde_json::json;
 
 use super::ModelArgs;
@@ -59,12 +59,15 @@ pub struct GenerateArgs {
     json: bool,
 }
 
+/// Loads `--model`, or the demo model (fetched on first use) when none is given.
 fn load_model(common: &ModelArgs) -> anyhow::Result<LoadedModel> {
-    let Some(path) = &common.model else {
-        bail!("no model given: pass --model DIR or set GEMMA_CHAT_MODEL");
-    };
     let device = backend::device(&common.backend)?;
-    load(path, &device, common.dtype, &mut |_, _| {})
+    let path = match &common.model {
+        Some(path) => path.clone(),
+        None => demo::ensure(&mut |line| eprintln!("{line}"))
+            .context("no --model given, and the demo model could not be fetched")?,
+    };
+    load(&path, &device, common.dtype, &mut |_, _| {})
         .with_context(|| format!("loading {}", path.display()))
 }
 

