@@ -60,7 +60,7 @@ pub struct GenerateArgs {
 }
 
 /// Loads `--model`, or the demo model (fetched on first use) when none is given.
-fn load_model(common: &ModelArgs) -> anyhow::Result<LoadedModel> {
+pub fn load_model(common: &ModelArgs) -> anyhow::Result<LoadedModel> {
     let device = backend::device(&common.backend)?;
     let path = match &common.model {
         Some(path) => path.clone(),

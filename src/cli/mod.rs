@@ -1,5 +1,6 @@
 //! Command-line interface: the argument types and the dispatch to each command.
 
+mod chat;
 mod generate;
 
 use std::path::PathBuf;
@@ -23,7 +24,7 @@ pub struct Cli {
     #[arg(long, default_value_t = 512)]
     max_new_tokens: usize,
     /// Sampling temperature (0 = greedy).
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.7)]
     temperature: f32,
 }
 
@@ -56,10 +57,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             Some(prompt) => {
                 generate::chat_once(&cli.common, &prompt, cli.max_new_tokens, cli.temperature)
             }
-            None => anyhow::bail!(
-                "the terminal UI is not in this build yet; use `gemma-chat --prompt TEXT` or \
-                 `gemma-chat generate --help`"
-            ),
+            None => chat::run(&cli.common, cli.max_new_tokens, cli.temperature),
         },
     }
 }
