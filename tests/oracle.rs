@@ -170,3 +170,42 @@ fn f16_stays_close_to_the_reference() {
         assert!(d < 0.25, "{}: f16 logits differ by {d}", dir.display());
     }
 }
+
+#[test]
+fn rewinding_the_cache_then_refeeding_gives_the_same_logits() {
+    let mut rewound = 0;
+    for dir in fixtures() {
+        let r = reference(&dir);
+        let lm = load_f32(&dir);
+        let whole = prompt_logits(&lm, &r.prompt, r.prompt.len());
+        let vocab = r.vocab;
+        for back in 1..=4 {
+            let mut cache = lm.model.new_cache();
+            for part in r.prompt.chunks(2) {
+                let pos = cache.len();
+                lm.model
+                    .forward(part, &mut cache, pos, Logits::None)
+                    .expect("forward");
+            }
+            let at = r.prompt.len() - back;
+            if !cache.truncate(at) {
+                // The sliding window no longer covers `at`: nothing may have changed.
+                assert_eq!(cache.len(), r.prompt.len());
+                continue;
+            }
+            rewound += 1;
+            assert_eq!(cache.len(), at);
+            let l = lm
+                .model
+                .forward(&r.prompt[at..], &mut cache, at, Logits::All)
+                .expect("forward")
+                .expect("logits")
+                .into_data()
+                .try_to_vec::<f32>()
+                .expect("f32");
+            let d = max_abs_diff(&l, &whole[at * vocab..]);
+            assert!(d < 1e-4, "{}: rewind {back} differs by {d}", dir.display());
+        }
+    }
+    assert!(rewound > 0, "no rewind was possible");
+}

@@ -60,7 +60,7 @@ impl Attention {
 
         let kv: LayerKv = match (a.spec.kv_donor, &self.k_proj) {
             (Some(donor), _) => cache
-                .view(donor)
+                .layer(donor)
                 .cloned()
                 .expect("the donor layer runs before its KV-shared layers"),
             (None, Some(k_proj)) => {
@@ -85,20 +85,23 @@ impl Attention {
         };
 
         let s = kv.len();
+        let k_start = kv.start;
+        let (keys, values) = kv.view();
+        drop(kv);
         let g = nh / nkv;
         // Heads are grouped contiguously: query head h reads KV head h / g. Folding the group
         // into the row axis avoids copying K/V per query head.
         let q = q.reshape([nkv, g * t, hd]);
-        let mut scores = q.matmul(kv.k.clone().swap_dims(1, 2));
+        let mut scores = q.matmul(keys.swap_dims(1, 2));
         scores = cast(scores, DType::F32).mul_scalar(a.scale);
         if let Some(c) = a.softcap {
             scores = scores.div_scalar(c).tanh().mul_scalar(c);
         }
-        if let Some(mask) = build_mask(a, kv.start, s, t, g, &device) {
+        if let Some(mask) = build_mask(a, k_start, s, t, g, &device) {
             scores = scores + mask.unsqueeze::<3>();
         }
         let probs = cast(softmax(scores, 2), dtype);
-        let out = probs.matmul(kv.v.clone()); // [nkv, g*t, hd]
+        let out = probs.matmul(values); // [nkv, g*t, hd]
         let out = out
             .reshape([nh, t, hd])
             .swap_dims(0, 1)

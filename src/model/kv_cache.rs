@@ -1,8 +1,11 @@
 //! The KV cache one conversation owns: per layer, the post-norm, post-RoPE keys and the values of
 //! the positions it still needs. The model reads and appends to it; it never owns one.
 //!
-//! Full layers keep every position. Sliding layers keep only the last `window − 1` positions
-//! after each forward, so their memory is bounded; their masks use logical positions.
+//! Each layer keeps a buffer with spare capacity and appends in place (doubling when full), so a
+//! decode step costs one small write, not a copy of the history. Full layers keep every position.
+//! Sliding layers drop positions no later query can see, but only once twice the window has
+//! piled up, so trimming is amortised and short rewinds stay possible; their masks use logical
+//! positions, never buffer slots.
 
 use burn::tensor::Tensor;
 
@@ -11,23 +14,63 @@ use super::config::{AttnKind, ModelConfig};
 /// Keys and values of one layer.
 #[derive(Debug, Clone)]
 pub struct LayerKv {
-    /// `[kv_heads, len, head_dim]`.
-    pub k: Tensor<3>,
-    /// `[kv_heads, len, head_dim]`.
-    pub v: Tensor<3>,
-    /// Logical position of the first kept entry.
+    /// `[kv_heads, capacity, head_dim]`; the first `len` positions are live.
+    k: Tensor<3>,
+    /// Same layout as `k`.
+    v: Tensor<3>,
+    /// Live positions.
+    len: usize,
+    /// Logical position of the first live entry.
     pub start: usize,
 }
 
 impl LayerKv {
     /// Number of positions held.
     pub fn len(&self) -> usize {
-        self.k.dims()[1]
+        self.len
     }
 
     /// Whether no position is held.
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.len == 0
+    }
+
+    /// The live keys and values, `[kv_heads, len, head_dim]` each.
+    pub fn view(&self) -> (Tensor<3>, Tensor<3>) {
+        let [h, _, d] = self.k.dims();
+        (
+            self.k.clone().slice([0..h, 0..self.len, 0..d]),
+            self.v.clone().slice([0..h, 0..self.len, 0..d]),
+        )
+    }
+
+    fn append(&mut self, k: Tensor<3>, v: Tensor<3>) {
+        let [h, t, d] = k.dims();
+        let cap = self.k.dims()[1];
+        if self.len + t > cap {
+            let new_cap = (2 * cap).max(self.len + t).max(16);
+            let grow = |buf: &Tensor<3>| {
+                let spare =
+                    Tensor::<3>::zeros([h, new_cap - self.len, d], &buf.device()).cast(buf.dtype());
+                Tensor::cat(vec![buf.clone().slice([0..h, 0..self.len, 0..d]), spare], 1)
+            };
+            self.k = grow(&self.k);
+            self.v = grow(&self.v);
+        }
+        let range = [0..h, self.len..self.len + t, 0..d];
+        self.k.inplace(|buf| buf.slice_assign(range.clone(), k));
+        self.v.inplace(|buf| buf.slice_assign(range, v));
+        self.len += t;
+    }
+
+    /// Keeps only the last `keep` positions (a copy into a fresh buffer).
+    fn keep_last(&mut self, keep: usize) {
+        let drop = self.len - keep;
+        let [h, _, d] = self.k.dims();
+        self.k = self.k.clone().slice([0..h, drop..self.len, 0..d]);
+        self.v = self.v.clone().slice([0..h, drop..self.len, 0..d]);
+        self.len = keep;
+        self.start += drop;
     }
 }
 
@@ -90,41 +133,32 @@ impl KvCache {
             return false;
         }
         for kv in self.layers.iter_mut().flatten() {
-            let keep = len - kv.start;
-            let [h, _, d] = kv.k.dims();
-            kv.k = kv.k.clone().slice([0..h, 0..keep, 0..d]);
-            kv.v = kv.v.clone().slice([0..h, 0..keep, 0..d]);
+            kv.len = len - kv.start;
         }
         self.len = len;
         true
     }
 
-    /// Appends one chunk's keys and values to `layer` and returns the whole view.
+    /// Appends one chunk's keys and values to `layer` and returns its live view.
     pub(crate) fn append(&mut self, layer: usize, k: Tensor<3>, v: Tensor<3>) -> LayerKv {
-        let slot = &mut self.layers[layer];
-        let kv = match slot.take() {
-            None => LayerKv {
-                k,
-                v,
-                start: self.len,
-            },
-            Some(old) => LayerKv {
-                k: Tensor::cat(vec![old.k, k], 1),
-                v: Tensor::cat(vec![old.v, v], 1),
-                start: old.start,
-            },
-        };
-        *slot = Some(kv.clone());
-        kv
+        let start = self.len;
+        let slot = self.layers[layer].get_or_insert_with(|| LayerKv {
+            k: k.zeros_like().slice([0..k.dims()[0], 0..0, 0..k.dims()[2]]),
+            v: v.zeros_like().slice([0..v.dims()[0], 0..0, 0..v.dims()[2]]),
+            len: 0,
+            start,
+        });
+        slot.append(k, v);
+        slot.clone()
     }
 
-    /// The current view of `layer` (used by KV-shared layers to read their donor).
-    pub(crate) fn view(&self, layer: usize) -> Option<&LayerKv> {
+    /// The current state of `layer` (used by KV-shared layers to read their donor).
+    pub(crate) fn layer(&self, layer: usize) -> Option<&LayerKv> {
         self.layers[layer].as_ref()
     }
 
-    /// Ends a forward of `added` positions: advances the length and drops sliding entries that
-    /// no later query can see.
+    /// Ends a forward of `added` positions: advances the length and, once a sliding layer holds
+    /// twice its window, drops the positions no later query can see.
     pub(crate) fn finish(&mut self, added: usize) {
         self.len += added;
         let keep = self.window.saturating_sub(1);
@@ -133,13 +167,9 @@ impl KvCache {
                 continue;
             }
             if let Some(kv) = slot
-                && kv.len() > keep
+                && kv.len > 2 * keep.max(1)
             {
-                let drop = kv.len() - keep;
-                let [h, n, d] = kv.k.dims();
-                kv.k = kv.k.clone().slice([0..h, drop..n, 0..d]);
-                kv.v = kv.v.clone().slice([0..h, drop..n, 0..d]);
-                kv.start += drop;
+                kv.keep_last(keep);
             }
         }
     }

@@ -162,8 +162,11 @@ impl Gemma {
         let mut rope_f = tables(AttnKind::Full, q_start, rows);
 
         for (i, (layer, spec)) in self.layers.iter().zip(&cfg.layers).enumerate() {
-            // KV-shared layers write no cache: past the first one, only the rows whose logits are
-            // wanted matter.
+            // KV-shared layers write no cache: a chunk whose logits nobody reads can stop at the
+            // first of them, and otherwise only the rows whose logits are wanted matter.
+            if spec.kv_donor.is_some() && logits == Logits::None {
+                break;
+            }
             if spec.kv_donor.is_some() && logits != Logits::All && rows > 1 {
                 let keep = rows - 1;
                 x = x.slice([keep..rows, 0..hsize]);
