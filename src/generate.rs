@@ -22,10 +22,24 @@ pub struct LoadedModel {
     pub model: Gemma,
     /// The tokenizer, when the checkpoint ships one.
     pub tokenizer: Option<Tokenizer>,
-    /// Ids that end a turn.
+    /// Ids the checkpoint declares as ending generation (what transformers stops on).
     pub stop_ids: Vec<u32>,
     /// Where it was loaded from.
     pub path: PathBuf,
+}
+
+impl LoadedModel {
+    /// Ids that end a chat turn: the declared ones plus the family's end-of-turn ids (Gemma 4:
+    /// 1, 106, 50; Gemma 3: 1, 106), since base checkpoints often declare only `<eos>`.
+    pub fn chat_stop_ids(&self) -> Vec<u32> {
+        let mut ids = self.stop_ids.clone();
+        for id in family_stop_ids(self.model.config().family) {
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
+        }
+        ids
+    }
 }
 
 /// Loads a model: a Hugging Face directory (config.json, safetensors, optional tokenizer.json and
@@ -103,12 +117,16 @@ fn load_gguf(
     let tokenizer = Some(tokenizer::gguf::from_gguf(&file)?);
     let source = GgufSource::new(file);
     let model = build(config, &source, device, dtype, progress)?;
-    // GGUF has no generation config: the file's eos plus the family's end-of-turn ids.
-    let mut stop_ids = family_stop_ids(model.config().family);
-    for id in &model.config().eos_token_ids {
-        if !stop_ids.contains(id) {
-            stop_ids.push(*id);
-        }
+    // What the file declares, as transformers reads it: eos (and llama.cpp's end-of-turn id
+    // when the converter stored one). Chat adds the family's turn ids on top.
+    let mut stop_ids = model.config().eos_token_ids.clone();
+    if let Some(eot) = source
+        .file()
+        .get("tokenizer.ggml.eot_token_id")
+        .and_then(|v| v.as_u64())
+        && !stop_ids.contains(&(eot as u32))
+    {
+        stop_ids.push(eot as u32);
     }
     Ok(LoadedModel {
         model,

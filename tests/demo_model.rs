@@ -141,11 +141,34 @@ fn greedy_generation_matches_transformers() {
             sampling: SamplingParams::default(),
             chunk: 4,
             prompt_logits: false,
-            // transformers stops on the GGUF's eos only.
-            stop_ids: vec![1],
+            // What the file declares, which is what transformers stops on.
+            stop_ids: lm.stop_ids.clone(),
         };
         let mut cache = lm.model.new_cache();
         let out = generate(&lm.model, &mut cache, &prompt_ids, &opts, &mut |_| true).expect("gen");
         assert_eq!(out.generated, ids(&case["greedy_ids"]), "{prompt:?}");
     }
+}
+
+#[test]
+fn the_generate_command_reproduces_transformers() {
+    let text = std::fs::read_to_string(fixture("greedy.json")).expect("reference");
+    let reference: serde_json::Value = serde_json::from_str(&text).expect("json");
+    let case = &reference["cases"][1];
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gemma-chat"))
+        .args(["generate", "--model"])
+        .arg(demo_path())
+        .args(["--prompt", case["prompt"].as_str().expect("prompt")])
+        .args(["--max-new-tokens", "24", "--temperature", "0", "--json"])
+        .output()
+        .expect("runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["prompt_ids"], case["prompt_ids"]);
+    assert_eq!(v["generated_ids"], case["greedy_ids"]);
+    assert!(v["text"].as_str().expect("text").len() > 10);
 }

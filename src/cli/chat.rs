@@ -90,7 +90,7 @@ pub fn run(common: &ModelArgs, max_new_tokens: usize, temperature: f32) -> anyho
             },
             chunk: 256,
             prompt_logits: false,
-            stop_ids: lm.stop_ids.clone(),
+            stop_ids: lm.chat_stop_ids(),
         };
         let mut stream = TextStream::new();
         let stdout = std::io::stdout();

@@ -115,7 +115,12 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
         },
         chunk: args.chunk,
         prompt_logits: args.dump_logits.is_some(),
-        stop_ids: lm.stop_ids.clone(),
+        // Raw prompts stop where transformers would; a chat turn also ends at end-of-turn.
+        stop_ids: if args.chat {
+            lm.chat_stop_ids()
+        } else {
+            lm.stop_ids.clone()
+        },
     };
     let mut cache = lm.model.new_cache();
     let mut stream = TextStream::new();
@@ -206,7 +211,7 @@ pub fn chat_once(
         },
         chunk: 256,
         prompt_logits: false,
-        stop_ids: lm.stop_ids.clone(),
+        stop_ids: lm.chat_stop_ids(),
     };
     let mut cache = lm.model.new_cache();
     let mut stream = TextStream::new();
