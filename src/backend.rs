@@ -12,14 +12,39 @@ pub const BACKENDS: [&str; 3] = ["cpu", "wgpu", "cuda"];
 pub fn device(name: &str) -> Result<Device> {
     match name {
         "cpu" | "flex" => cpu(),
-        "wgpu" | "cuda" => Err(Error::Backend(format!(
-            "this build has no `{name}` backend: rebuild with `cargo build --release --features {name}`"
-        ))),
+        "wgpu" => wgpu(),
+        "cuda" => cuda(),
         other => Err(Error::Backend(format!(
             "unknown backend `{other}`: choose one of {}",
             BACKENDS.join(", ")
         ))),
     }
+}
+
+fn missing(name: &str) -> Error {
+    Error::Backend(format!(
+        "this build has no `{name}` backend: rebuild with `cargo build --release --features {name}`"
+    ))
+}
+
+#[cfg(feature = "wgpu")]
+fn wgpu() -> Result<Device> {
+    Ok(Device::wgpu(Default::default()))
+}
+
+#[cfg(not(feature = "wgpu"))]
+fn wgpu() -> Result<Device> {
+    Err(missing("wgpu"))
+}
+
+#[cfg(feature = "cuda")]
+fn cuda() -> Result<Device> {
+    Ok(Device::cuda(0))
+}
+
+#[cfg(not(feature = "cuda"))]
+fn cuda() -> Result<Device> {
+    Err(missing("cuda"))
 }
 
 #[cfg(feature = "flex")]
@@ -29,7 +54,5 @@ fn cpu() -> Result<Device> {
 
 #[cfg(not(feature = "flex"))]
 fn cpu() -> Result<Device> {
-    Err(Error::Backend(
-        "this build has no CPU backend: rebuild with `--features flex`".into(),
-    ))
+    Err(missing("flex"))
 }

@@ -172,3 +172,28 @@ fn the_generate_command_reproduces_transformers() {
     assert_eq!(v["generated_ids"], case["greedy_ids"]);
     assert!(v["text"].as_str().expect("text").len() > 10);
 }
+
+#[test]
+fn streaming_detokenization_keeps_characters_whole() {
+    let file = GgufFile::open(demo_path()).expect("opens");
+    let tok = from_gguf(&file).expect("builds");
+    for text in [
+        "Grüße 👨‍👩‍👧‍👦 und 日本語のテキスト, emoji 🇫🇷🎉 and   spaces\n\tend",
+        " leading space, ℌ𝔢𝔩𝔩𝔬 𝕎𝕠𝕣𝕝𝕕 — “quotes” ∑ x² ≤ ∞",
+        "\u{1}\u{2} control bytes and a lone combining \u{301} mark",
+    ] {
+        let ids = tok.encode(text).expect("encodes");
+        let mut stream = gemma_chat::tokenizer::stream::TextStream::new();
+        let mut out = String::new();
+        for &id in &ids {
+            let delta = stream.push(&tok, id).expect("decodes");
+            assert!(
+                !delta.contains('\u{FFFD}'),
+                "a split character leaked: {delta:?}"
+            );
+            out.push_str(&delta);
+        }
+        out.push_str(&stream.finish(&tok).expect("finishes"));
+        assert_eq!(out, text);
+    }
+}
