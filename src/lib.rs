@@ -17,6 +17,7 @@
 
 pub mod backend;
 pub mod demo;
+pub mod engine;
 pub mod error;
 pub mod generate;
 pub mod loader;

@@ -2,9 +2,10 @@
 //! stdin/stdout that keeps one warm session, so each turn prefills only its own tokens.
 
 use std::io::{BufRead, Write};
+use std::sync::atomic::AtomicBool;
 
 use anyhow::Context;
-use gemma_chat::generate::{Finish, GenerateOptions, generate};
+use gemma_chat::engine::session::{Session, TurnEnd};
 use gemma_chat::model::config::Family;
 use gemma_chat::sampling::SamplingParams;
 use gemma_chat::tokenizer::stream::TextStream;
@@ -35,10 +36,11 @@ pub fn run(common: &ModelArgs, max_new_tokens: usize, temperature: f32) -> anyho
         cfg.num_layers(),
         lm.path.display()
     );
-    let mut cache = lm.model.new_cache();
-    // Ids the session still has to feed before the next user turn: the last sampled token,
-    // which ended the turn or was never fed back.
-    let mut pending: Vec<u32> = Vec::new();
+    let mut session = Session::new(&lm.model);
+    // The conversation in token space; the session holds all of it but a final stop id.
+    let mut convo: Vec<u32> = Vec::new();
+    let stop_ids = lm.chat_stop_ids();
+    let never = AtomicBool::new(false);
     let mut turn = 0u64;
     let stdin = std::io::stdin();
     let mut lines = stdin.lock().lines();
@@ -51,26 +53,25 @@ pub fn run(common: &ModelArgs, max_new_tokens: usize, temperature: f32) -> anyho
             "" => continue,
             "/quit" | "/exit" => break,
             "/reset" => {
-                cache.clear();
-                pending.clear();
+                session.reset();
+                convo.clear();
                 eprintln!("(new conversation)");
                 continue;
             }
             _ => {}
         }
-        let mut ids = Vec::new();
-        if cache.is_empty() {
-            ids.push(cfg.bos_token_id);
+        let mut next = convo.clone();
+        if next.is_empty() {
+            next.push(cfg.bos_token_id);
         } else {
-            ids.append(&mut pending);
-            ids.extend(tok.encode("\n")?);
+            next.extend(tok.encode("\n")?);
         }
         let mut turn_text = format!("{open}user\n{text}{close}\n{open}model\n");
         if cfg.family == Family::Gemma4 {
             turn_text.push_str("<|channel>thought\n<channel|>");
         }
-        ids.extend(tok.encode(&turn_text)?);
-        let needed = cache.len() + ids.len() + max_new_tokens;
+        next.extend(tok.encode(&turn_text)?);
+        let needed = next.len() + max_new_tokens;
         if needed > limit {
             eprintln!(
                 "error: this turn needs {needed} tokens of context, the limit is {limit}; \
@@ -78,46 +79,51 @@ pub fn run(common: &ModelArgs, max_new_tokens: usize, temperature: f32) -> anyho
             );
             continue;
         }
-        let reused = cache.len();
-        let prefilled = ids.len();
         turn += 1;
-        let opts = GenerateOptions {
-            max_new_tokens,
-            sampling: SamplingParams {
-                temperature,
-                seed: turn,
-                ..Default::default()
-            },
-            chunk: 256,
-            prompt_logits: false,
-            stop_ids: lm.chat_stop_ids(),
+        let sampling = SamplingParams {
+            temperature,
+            seed: turn,
+            ..Default::default()
         };
         let mut stream = TextStream::new();
+        let mut answer = Vec::new();
         let stdout = std::io::stdout();
         let mut on_token = |id: u32| {
+            answer.push(id);
             if let Ok(delta) = stream.push(tok, id) {
                 let mut out = stdout.lock();
                 let _ = out.write_all(delta.as_bytes());
                 let _ = out.flush();
             }
-            true
         };
-        let out = generate(&lm.model, &mut cache, &ids, &opts, &mut on_token)?;
+        let (end, stats) = session.run_turn(
+            &lm.model,
+            &next,
+            &sampling,
+            max_new_tokens,
+            &stop_ids,
+            256,
+            &never,
+            &mut on_token,
+        )?;
         println!("{}", stream.finish(tok)?);
-        if let Some(&last) = out.generated.last() {
-            pending.push(last);
-        }
-        if out.finish != Finish::Stop {
+        next.extend(&answer);
+        match end {
+            TurnEnd::Stop(id) => next.push(id),
             // The answer was cut: close the model's turn so the history stays well-formed.
-            pending.extend(tok.encode(close)?);
+            TurnEnd::Length | TurnEnd::Stopped => next.extend(tok.encode(close)?),
         }
-        let n = out.generated.len();
+        convo = next;
         eprintln!(
-            "[reused {reused} · prefilled {prefilled} at {:.0} tok/s · {n} tokens at {:.1} tok/s · \
+            "[{} · reused {} · prefilled {} at {:.0} tok/s · {} tokens at {:.1} tok/s · \
              context {}/{limit}]",
-            prefilled as f64 / out.prefill_s.max(1e-9),
-            n.saturating_sub(1) as f64 / out.decode_s.max(1e-9),
-            cache.len() + pending.len(),
+            stats.reuse.as_str(),
+            stats.reused_tokens,
+            stats.prefilled_tokens,
+            stats.prefill_tok_s,
+            stats.generated_tokens,
+            stats.decode_tok_s,
+            convo.len(),
         );
     }
     Ok(())

@@ -1,0 +1,285 @@
+//! One conversation's warm state: its KV cache and its resident token ids, always of the same
+//! length. A new turn reuses the longest prefix the session already holds and prefills only the
+//! rest; it re-prefills the history only when it must, and says why ([`Reuse`]).
+//!
+//! The contract is `shared/docs/sessions.md`: `resident.len() == position()` after every call,
+//! failed and stopped ones included; never an empty prefill; a failure leaves the session empty
+//! and marked, never half-updated.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use crate::error::{Error, Result};
+use crate::model::{Gemma, KvCache, Logits};
+use crate::sampling::{Sampler, SamplingParams};
+
+/// Why a turn prefilled what it did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reuse {
+    /// Nothing was resident: full prefill.
+    New,
+    /// The prompt extends the resident ids: only the suffix is prefilled.
+    ExactPrefix,
+    /// The prompt diverges from the resident ids: rewound to the longest common prefix.
+    Rewind,
+    /// The prompt equals the resident ids: the last token is prefilled again for fresh logits.
+    Equal,
+    /// The session was marked dirty by an earlier failure: full prefill.
+    Dirty,
+    /// The prompt diverges where the sliding window can no longer rewind: full prefill.
+    Mismatch,
+}
+
+impl Reuse {
+    /// The name shown to users and in stats.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reuse::New => "new",
+            Reuse::ExactPrefix => "exact_prefix",
+            Reuse::Rewind => "rewind",
+            Reuse::Equal => "equal",
+            Reuse::Dirty => "dirty",
+            Reuse::Mismatch => "mismatch",
+        }
+    }
+}
+
+/// What a turn cost.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnStats {
+    /// How the resident ids were reused.
+    pub reuse: Reuse,
+    /// Prompt tokens that were already resident.
+    pub reused_tokens: usize,
+    /// Prompt tokens that were prefilled.
+    pub prefilled_tokens: usize,
+    /// Prefill speed.
+    pub prefill_tok_s: f64,
+    /// Decode speed.
+    pub decode_tok_s: f64,
+    /// Seconds from the start of the turn to the first sampled token.
+    pub ttft_s: f64,
+    /// Tokens generated (the stop id excluded).
+    pub generated_tokens: usize,
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TurnEnd {
+    /// A stop id ended it (not resident: the next turn decides how the turn is closed).
+    Stop(u32),
+    /// The token budget ran out.
+    Length,
+    /// The caller stopped it.
+    Stopped,
+}
+
+/// A conversation's KV cache and resident ids.
+#[derive(Debug, Clone)]
+pub struct Session {
+    cache: KvCache,
+    resident: Vec<u32>,
+    dirty: bool,
+}
+
+impl Session {
+    /// An empty session for `model`.
+    pub fn new(model: &Gemma) -> Self {
+        Self {
+            cache: model.new_cache(),
+            resident: Vec::new(),
+            dirty: false,
+        }
+    }
+
+    /// Positions held; always `resident().len()`.
+    pub fn position(&self) -> usize {
+        debug_assert_eq!(self.cache.len(), self.resident.len());
+        self.resident.len()
+    }
+
+    /// The token ids the cache holds, in order.
+    pub fn resident(&self) -> &[u32] {
+        &self.resident
+    }
+
+    /// Whether an earlier failure forces the next turn to start over.
+    pub fn is_dirty(&self) -> bool {
+        self.dirty
+    }
+
+    /// Drops everything.
+    pub fn reset(&mut self) {
+        self.cache.clear();
+        self.resident.clear();
+        self.dirty = false;
+    }
+
+    /// Rewinds to `pos` positions; false (and unchanged) when the sliding window cannot.
+    pub fn rewind(&mut self, pos: usize) -> bool {
+        if pos > self.resident.len() || !self.cache.truncate(pos) {
+            return false;
+        }
+        self.resident.truncate(pos);
+        true
+    }
+
+    /// Makes the resident ids a prefix of `prompt`, keeping as much as it can, and returns how;
+    /// what remains of `prompt` past `position()` must be prefilled (never nothing).
+    pub fn prepare(&mut self, prompt: &[u32]) -> Result<Reuse> {
+        if prompt.is_empty() {
+            return Err(Error::Invalid("the prompt is empty".into()));
+        }
+        if self.dirty {
+            self.reset();
+            return Ok(Reuse::Dirty);
+        }
+        if self.resident.is_empty() {
+            return Ok(Reuse::New);
+        }
+        let common = self
+            .resident
+            .iter()
+            .zip(prompt)
+            .take_while(|(a, b)| a == b)
+            .count();
+        if common == self.resident.len() && common < prompt.len() {
+            return Ok(Reuse::ExactPrefix);
+        }
+        // Equal, or diverging: keep at most one token short of the prompt so that the last one
+        // is prefilled again and gives fresh logits.
+        let keep = common.min(prompt.len() - 1);
+        let reason = if common == prompt.len() && common == self.resident.len() {
+            Reuse::Equal
+        } else {
+            Reuse::Rewind
+        };
+        if self.rewind(keep) {
+            Ok(reason)
+        } else {
+            self.reset();
+            Ok(Reuse::Mismatch)
+        }
+    }
+
+    /// Prefills `ids` at the current position in chunks, checking `stop` between chunks.
+    /// Returns the last position's logits, or `None` when stopped. On failure the session is
+    /// emptied and marked dirty.
+    pub fn prefill(
+        &mut self,
+        model: &Gemma,
+        ids: &[u32],
+        chunk: usize,
+        stop: &AtomicBool,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<Option<Vec<f32>>> {
+        if ids.is_empty() {
+            return Err(Error::Invalid("prefill needs at least one token".into()));
+        }
+        let chunks: Vec<&[u32]> = ids.chunks(chunk.max(1)).collect();
+        let mut done = 0;
+        for (i, part) in chunks.iter().enumerate() {
+            if stop.load(Ordering::Relaxed) {
+                return Ok(None);
+            }
+            let last = i + 1 == chunks.len();
+            let mode = if last { Logits::Last } else { Logits::None };
+            let out = self.step(model, part, mode)?;
+            done += part.len();
+            progress(done, ids.len());
+            if last {
+                return Ok(out);
+            }
+        }
+        Ok(None)
+    }
+
+    /// Feeds one chunk, keeping the invariant whatever happens.
+    fn step(&mut self, model: &Gemma, ids: &[u32], mode: Logits) -> Result<Option<Vec<f32>>> {
+        let pos = self.position();
+        let result = model
+            .forward(ids, &mut self.cache, pos, mode)
+            .and_then(|out| {
+                out.map(|t| {
+                    let [rows, cols] = t.dims();
+                    t.into_data()
+                        .try_to_vec::<f32>()
+                        .map(|v| v[(rows - 1) * cols..].to_vec())
+                        .map_err(|e| Error::Backend(format!("cannot read logits: {e:?}")))
+                })
+                .transpose()
+            });
+        match result {
+            Ok(out) => {
+                self.resident.extend_from_slice(ids);
+                Ok(out)
+            }
+            Err(e) => {
+                self.cache.clear();
+                self.resident.clear();
+                self.dirty = true;
+                Err(e)
+            }
+        }
+    }
+
+    /// Runs one turn: reuses what it can of `prompt` (the whole conversation in ids), prefills
+    /// the rest, then samples up to `max_new_tokens`. Every sampled token but a stop id becomes
+    /// resident. `on_token` sees each kept token; `stop` ends the turn within one chunk or step.
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_turn(
+        &mut self,
+        model: &Gemma,
+        prompt: &[u32],
+        sampling: &SamplingParams,
+        max_new_tokens: usize,
+        stop_ids: &[u32],
+        chunk: usize,
+        stop: &AtomicBool,
+        on_token: &mut dyn FnMut(u32),
+    ) -> Result<(TurnEnd, TurnStats)> {
+        let start = Instant::now();
+        let reuse = self.prepare(prompt)?;
+        let reused = self.position();
+        let todo = &prompt[reused..];
+        let logits = self.prefill(model, todo, chunk, stop, &mut |_, _| {})?;
+        let prefill_s = start.elapsed().as_secs_f64();
+        let mut stats = TurnStats {
+            reuse,
+            reused_tokens: reused,
+            prefilled_tokens: todo.len(),
+            prefill_tok_s: todo.len() as f64 / prefill_s.max(1e-9),
+            decode_tok_s: 0.0,
+            ttft_s: 0.0,
+            generated_tokens: 0,
+        };
+        let Some(mut logits) = logits else {
+            return Ok((TurnEnd::Stopped, stats));
+        };
+        let mut sampler = Sampler::new(sampling.clone());
+        let decode_start = Instant::now();
+        let mut end = TurnEnd::Length;
+        for n in 0..max_new_tokens {
+            let id = sampler.sample(&logits);
+            if n == 0 {
+                stats.ttft_s = start.elapsed().as_secs_f64();
+            }
+            if stop_ids.contains(&id) {
+                end = TurnEnd::Stop(id);
+                break;
+            }
+            on_token(id);
+            stats.generated_tokens += 1;
+            let out = self.step(model, &[id], Logits::Last)?;
+            logits =
+                out.ok_or_else(|| Error::Backend("a decode step returned no logits".into()))?;
+            if stop.load(Ordering::Relaxed) {
+                end = TurnEnd::Stopped;
+                break;
+            }
+        }
+        stats.decode_tok_s =
+            stats.generated_tokens as f64 / decode_start.elapsed().as_secs_f64().max(1e-9);
+        Ok((end, stats))
+    }
+}

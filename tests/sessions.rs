@@ -1,0 +1,306 @@
+//! Warm sessions on the oracle fixtures: warm equals cold, exact reuse counts, no bleed between
+//! interleaved sessions, rewinds, stops and failures that keep `resident.len() == position()`.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+
+use burn::tensor::Device;
+use gemma_chat::engine::session::{Reuse, Session, TurnEnd};
+use gemma_chat::generate::{LoadedModel, load};
+use gemma_chat::model::{ComputeDtype, Gemma};
+use gemma_chat::sampling::SamplingParams;
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/oracle")
+        .join(name)
+}
+
+fn model(name: &str) -> LoadedModel {
+    load(
+        &fixture(name),
+        &Device::flex(),
+        ComputeDtype::F32,
+        &mut |_, _| {},
+    )
+    .expect("loads")
+}
+
+/// Deterministic pseudo-random ids in `3..vocab`.
+fn ids(seed: u64, n: usize, vocab: usize) -> Vec<u32> {
+    let mut x = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    (0..n)
+        .map(|_| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            3 + ((x >> 33) as usize % (vocab - 3)) as u32
+        })
+        .collect()
+}
+
+fn never() -> AtomicBool {
+    AtomicBool::new(false)
+}
+
+/// Logits after prefilling `prompt` into a fresh session.
+fn cold(model: &Gemma, prompt: &[u32]) -> Vec<f32> {
+    let mut s = Session::new(model);
+    s.prefill(model, prompt, 5, &never(), &mut |_, _| {})
+        .expect("prefill")
+        .expect("logits")
+}
+
+fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
+}
+
+const FIXTURES: [&str; 3] = ["gemma4_e2b_style", "gemma4_moe", "gemma3"];
+
+#[test]
+fn warm_turns_prefill_only_the_new_tokens_and_equal_a_cold_recompute() {
+    for name in FIXTURES {
+        let lm = model(name);
+        let m = &lm.model;
+        let vocab = m.config().vocab_size;
+        let mut s = Session::new(m);
+        let mut convo = vec![2];
+        for turn in 0..3u64 {
+            let new = ids(turn, 7 + turn as usize * 5, vocab);
+            convo.extend(&new);
+            let before = s.position();
+            let mut got = Vec::new();
+            let (_, stats) = s
+                .run_turn(
+                    m,
+                    &convo,
+                    &SamplingParams::default(),
+                    4,
+                    &[],
+                    3,
+                    &never(),
+                    &mut |id| got.push(id),
+                )
+                .expect("turn");
+            let expected = if turn == 0 {
+                Reuse::New
+            } else {
+                Reuse::ExactPrefix
+            };
+            assert_eq!(stats.reuse, expected, "{name} turn {turn}");
+            assert_eq!(stats.reused_tokens, before);
+            assert_eq!(stats.prefilled_tokens, convo.len() - before);
+            convo.extend(&got);
+            assert_eq!(s.resident(), convo.as_slice());
+            assert_eq!(s.position(), convo.len());
+        }
+        // The fourth turn, warm, against the whole history cold.
+        let new = ids(99, 6, vocab);
+        convo.extend(&new);
+        assert_eq!(s.prepare(&convo).expect("prepare"), Reuse::ExactPrefix);
+        let at = s.position();
+        let warm = s
+            .prefill(m, &convo[at..], 4, &never(), &mut |_, _| {})
+            .expect("prefill")
+            .expect("logits");
+        let d = max_abs_diff(&warm, &cold(m, &convo));
+        assert!(d < 1e-4, "{name}: warm vs cold differ by {d}");
+    }
+}
+
+#[test]
+fn interleaved_sessions_do_not_bleed() {
+    let lm = model("gemma4_e2b_style");
+    let m = &lm.model;
+    let vocab = m.config().vocab_size;
+    let window = m.config().sliding_window;
+    for len in [window - 3, 3 * window + 1] {
+        let prompts: Vec<Vec<u32>> = (0..3).map(|k| ids(10 + k, len, vocab)).collect();
+        // A alone.
+        let mut alone = Session::new(m);
+        let first = alone
+            .prefill(m, &prompts[0], 4, &never(), &mut |_, _| {})
+            .expect("prefill")
+            .expect("logits");
+        let mut alone_logits = vec![first];
+        for step in 0..6u32 {
+            let l = alone
+                .prefill(m, &[5 + step], 4, &never(), &mut |_, _| {})
+                .expect("decode")
+                .expect("logits");
+            alone_logits.push(l);
+        }
+        // A, B and C, token by token in turn.
+        let mut sessions: Vec<Session> = (0..3).map(|_| Session::new(m)).collect();
+        let mut a_logits = Vec::new();
+        for (k, s) in sessions.iter_mut().enumerate() {
+            let l = s
+                .prefill(m, &prompts[k], 4, &never(), &mut |_, _| {})
+                .expect("prefill")
+                .expect("logits");
+            if k == 0 {
+                a_logits.push(l);
+            }
+        }
+        for step in 0..6u32 {
+            for (k, s) in sessions.iter_mut().enumerate() {
+                let id = if k == 0 {
+                    5 + step
+                } else {
+                    40 + step + k as u32
+                };
+                let l = s
+                    .prefill(m, &[id], 4, &never(), &mut |_, _| {})
+                    .expect("decode")
+                    .expect("logits");
+                if k == 0 {
+                    a_logits.push(l);
+                }
+            }
+        }
+        for (i, (a, b)) in a_logits.iter().zip(&alone_logits).enumerate() {
+            let same = a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits());
+            assert!(same, "prompt length {len}: step {i} differs from A alone");
+        }
+    }
+}
+
+#[test]
+fn equal_and_diverging_prompts_rewind_instead_of_starting_over() {
+    let lm = model("gemma3");
+    let m = &lm.model;
+    let vocab = m.config().vocab_size;
+    let prompt = ids(3, 20, vocab);
+    let mut s = Session::new(m);
+    s.prefill(m, &prompt, 6, &never(), &mut |_, _| {})
+        .expect("prefill");
+
+    // The same prompt again: one token is prefilled again, never an empty prefill.
+    assert_eq!(s.prepare(&prompt).expect("prepare"), Reuse::Equal);
+    assert_eq!(s.position(), prompt.len() - 1);
+    let l = s
+        .prefill(m, &prompt[s.position()..], 6, &never(), &mut |_, _| {})
+        .expect("prefill")
+        .expect("logits");
+    assert!(max_abs_diff(&l, &cold(m, &prompt)) < 1e-4);
+
+    // Diverging two tokens from the end: rewound to the common prefix when the window allows.
+    let mut edited = prompt.clone();
+    let n = edited.len();
+    edited[n - 2] = 7;
+    match s.prepare(&edited).expect("prepare") {
+        Reuse::Rewind => assert_eq!(s.position(), n - 2),
+        Reuse::Mismatch => assert_eq!(s.position(), 0),
+        other => panic!("unexpected {other:?}"),
+    }
+    assert_eq!(s.resident(), &edited[..s.position()]);
+    let at = s.position();
+    let l = s
+        .prefill(m, &edited[at..], 6, &never(), &mut |_, _| {})
+        .expect("prefill")
+        .expect("logits");
+    assert!(max_abs_diff(&l, &cold(m, &edited)) < 1e-4);
+}
+
+#[test]
+fn stops_and_failures_keep_the_invariant() {
+    let lm = model("gemma4_moe");
+    let m = &lm.model;
+    let vocab = m.config().vocab_size;
+    let prompt = ids(4, 30, vocab);
+
+    // Stopped before the first chunk: nothing is prefilled, the turn reports it.
+    let mut s = Session::new(m);
+    let stopped = AtomicBool::new(true);
+    let (end, stats) = s
+        .run_turn(
+            m,
+            &prompt,
+            &SamplingParams::default(),
+            5,
+            &[],
+            4,
+            &stopped,
+            &mut |_| {},
+        )
+        .expect("turn");
+    assert_eq!(end, TurnEnd::Stopped);
+    assert_eq!(stats.generated_tokens, 0);
+    assert_eq!(s.position(), s.resident().len());
+
+    // Stopped between prefill chunks: the chunks done stay resident and consistent.
+    let mut s = Session::new(m);
+    let flag = AtomicBool::new(false);
+    let out = s
+        .prefill(m, &prompt, 4, &flag, &mut |done, _| {
+            if done >= 8 {
+                flag.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+        })
+        .expect("prefill");
+    assert!(out.is_none());
+    assert_eq!(s.resident(), &prompt[..8]);
+
+    // A failing prefill (an id outside the vocabulary) empties and marks the session.
+    let mut bad = prompt.clone();
+    bad.push(vocab as u32 + 5);
+    assert!(s.prepare(&bad).is_ok());
+    let at = s.position();
+    assert!(
+        s.prefill(m, &bad[at..], 64, &never(), &mut |_, _| {})
+            .is_err()
+    );
+    assert!(s.is_dirty());
+    assert_eq!(s.position(), 0);
+    assert_eq!(s.prepare(&prompt).expect("prepare"), Reuse::Dirty);
+    let (_, stats) = s
+        .run_turn(
+            m,
+            &prompt,
+            &SamplingParams::default(),
+            3,
+            &[],
+            4,
+            &never(),
+            &mut |_| {},
+        )
+        .expect("turn");
+    assert_eq!(stats.reuse, Reuse::New);
+    assert_eq!(s.position(), prompt.len() + 3);
+
+    // A stop id ends the turn and is not resident.
+    let mut s = Session::new(m);
+    let mut first = None;
+    s.run_turn(
+        m,
+        &prompt,
+        &SamplingParams::default(),
+        1,
+        &[],
+        4,
+        &never(),
+        &mut |id| first = Some(id),
+    )
+    .expect("turn");
+    let stop = first.expect("one token");
+    let mut s = Session::new(m);
+    let (end, _) = s
+        .run_turn(
+            m,
+            &prompt,
+            &SamplingParams::default(),
+            5,
+            &[stop],
+            4,
+            &never(),
+            &mut |_| {},
+        )
+        .expect("turn");
+    assert_eq!(end, TurnEnd::Stop(stop));
+    assert_eq!(s.resident(), prompt.as_slice());
+}
