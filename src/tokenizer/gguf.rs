@@ -69,7 +69,17 @@ pub fn from_gguf(file: &GgufFile) -> Result<Tokenizer> {
         .enumerate()
         .map(|(i, p)| (p.clone(), i as u32))
         .collect();
-    let merges = derive_merges(&pieces, &score, &vocab);
+    // Converters that start from a BPE tokenizer.json store its merges ("left right", spaces as
+    // in the pieces); SentencePiece-based ones do not, and the merges are derived.
+    let merges = match file.get("tokenizer.ggml.merges").and_then(Value::as_array) {
+        Some(list) => list
+            .iter()
+            .filter_map(|m| m.as_str())
+            .filter_map(|m| m.split_once(' '))
+            .map(|(l, r)| (l.replace(' ', "▁"), r.replace(' ', "▁")))
+            .collect(),
+        None => derive_merges(&pieces, &score, &vocab),
+    };
 
     let bpe = BPE::builder()
         .vocab_and_merges(vocab, merges)
