@@ -120,12 +120,14 @@ pub fn model_config(file: &GgufFile) -> Result<ModelConfig> {
         c.insert("model_type".into(), json!("gemma4_text"));
         let swa_len = key("attention.key_length_swa").and_then(Value::as_u64);
         c.insert("head_dim".into(), json!(swa_len.or(key_len).unwrap_or(256)));
-        c.insert("global_head_dim".into(), json!(key_len.unwrap_or(512)));
+        let global_head_dim = key_len.unwrap_or(512);
+        c.insert("global_head_dim".into(), json!(global_head_dim));
         c.insert(
             "rope_parameters".into(),
             json!({
                 "sliding_attention": {"rope_type": "default", "rope_theta": theta_swa},
-                "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
+                "full_attention": {"rope_type": "proportional",
+                                   "partial_rotary_factor": rotated_fraction(file, global_head_dim)?,
                                    "rope_theta": theta},
             }),
         );
@@ -170,6 +172,16 @@ pub fn model_config(file: &GgufFile) -> Result<ModelConfig> {
     cfg.norm_offset = 0.0;
     fit_layers_to_tensors(file, &mut cfg)?;
     Ok(cfg)
+}
+
+/// The fraction of a full layer's frequency pairs that rotate. llama.cpp encodes proportional
+/// RoPE as a `rope_freqs` tensor of factors: 1 for rotated pairs, 1e30 for the others.
+fn rotated_fraction(file: &GgufFile, head_dim: u64) -> Result<f64> {
+    let Some(t) = file.dequantize("rope_freqs.weight")? else {
+        return Ok(0.25);
+    };
+    let rotated = t.data.iter().filter(|&&f| f < 1e20).count();
+    Ok((2 * rotated) as f64 / head_dim.max(1) as f64)
 }
 
 /// A per-layer array's first element, or the value itself.

@@ -1,0 +1,52 @@
+//! GGUF files made from the oracle fixtures by llama.cpp's own converter
+//! (`tests/fixtures/make_gguf_fixtures.py`) give transformers' logits, like the safetensors they
+//! came from: the GGUF names, metadata and per-layer arrays map onto the same model.
+
+use std::path::Path;
+
+use burn::tensor::Device;
+use gemma_chat::generate::load;
+use gemma_chat::model::{ComputeDtype, Logits};
+use safetensors::SafeTensors;
+
+#[test]
+fn converted_gemma4_ggufs_match_transformers() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    for name in ["gemma4_e2b_style", "gemma4_moe", "gemma4_31b_style_bf16"] {
+        let bytes = std::fs::read(root.join("oracle").join(name).join("reference.safetensors"))
+            .expect("reference");
+        let st = SafeTensors::deserialize(&bytes).expect("parses");
+        let want: Vec<f32> = st
+            .tensor("logits")
+            .expect("logits")
+            .data()
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
+        let prompt: Vec<u32> = st
+            .tensor("prompt_ids")
+            .expect("ids")
+            .data()
+            .chunks_exact(8)
+            .map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes")) as u32)
+            .collect();
+        let path = root.join("gguf").join(format!("{name}.gguf"));
+        let lm = load(&path, &Device::flex(), ComputeDtype::F32, &mut |_, _| {})
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let mut cache = lm.model.new_cache();
+        let got = lm
+            .model
+            .forward(&prompt, &mut cache, 0, Logits::All)
+            .expect("forward")
+            .expect("logits")
+            .into_data()
+            .try_to_vec::<f32>()
+            .expect("f32");
+        let d = got
+            .iter()
+            .zip(&want)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0f32, f32::max);
+        assert!(d < 2e-3, "{name}: GGUF logits differ by {d}");
+    }
+}
