@@ -197,3 +197,32 @@ fn streaming_detokenization_keeps_characters_whole() {
         assert_eq!(out, text);
     }
 }
+
+#[test]
+fn the_line_chat_keeps_its_session_warm() {
+    use std::io::Write;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gemma-chat"))
+        .args(["--model"])
+        .arg(demo_path())
+        .args(["--max-new-tokens", "6", "--temperature", "0"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("starts");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"Hello there\nAnd again\n/quit\n")
+        .expect("writes");
+    let out = child.wait_with_output().expect("finishes");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("[new · reused 0 · prefilled"), "{err}");
+    assert!(err.contains("[exact_prefix · reused"), "{err}");
+}

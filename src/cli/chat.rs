@@ -1,93 +1,85 @@
-//! `gemma-chat` without a subcommand, until the terminal UI lands: a line-by-line chat on
-//! stdin/stdout that keeps one warm session, so each turn prefills only its own tokens.
+//! Chat without the terminal UI: `gemma-chat --prompt TEXT` (one answer) and, until the UI
+//! lands, `gemma-chat` alone (a line-by-line chat on stdin/stdout). Both keep one warm session,
+//! so each turn prefills only its own tokens.
 
 use std::io::{BufRead, Write};
 use std::sync::atomic::AtomicBool;
 
 use anyhow::Context;
-use gemma_chat::engine::session::{Session, TurnEnd};
-use gemma_chat::model::config::Family;
+use gemma_chat::engine::session::{Session, TurnEnd, TurnStats};
+use gemma_chat::generate::LoadedModel;
 use gemma_chat::sampling::SamplingParams;
 use gemma_chat::tokenizer::stream::TextStream;
+use gemma_chat::tokenizer::{Tokenizer, turn_markers, user_turn};
 
 use super::ModelArgs;
 use super::generate::load_model;
 
-/// Context limit of the interactive chat, in tokens.
+/// Context limit of a chat, in tokens.
 const CONTEXT: usize = 8192;
 
-/// Runs the interactive chat until EOF or `/quit`.
-pub fn run(common: &ModelArgs, max_new_tokens: usize, temperature: f32) -> anyhow::Result<()> {
-    let lm = load_model(common)?;
-    let tok = lm
-        .tokenizer
-        .as_ref()
-        .context("this model has no tokenizer, so it cannot chat; use `generate --ids`")?;
-    let cfg = lm.model.config();
-    let limit = CONTEXT.min(cfg.max_position_embeddings);
-    let (open, close) = match cfg.family {
-        Family::Gemma4 => ("<|turn>", "<turn|>"),
-        Family::Gemma3 => ("<start_of_turn>", "<end_of_turn>"),
-    };
-    eprintln!(
-        "gemma-chat: {} ({} layers) from {}. Type a message; /reset starts over, /quit or \
-         Ctrl+D leaves.",
-        cfg.model_type,
-        cfg.num_layers(),
-        lm.path.display()
-    );
-    let mut session = Session::new(&lm.model);
-    // The conversation in token space; the session holds all of it but a final stop id.
-    let mut convo: Vec<u32> = Vec::new();
-    let stop_ids = lm.chat_stop_ids();
-    let never = AtomicBool::new(false);
-    let mut turn = 0u64;
-    let stdin = std::io::stdin();
-    let mut lines = stdin.lock().lines();
-    loop {
-        eprint!("\n> ");
-        let Some(line) = lines.next() else { break };
-        let line = line.context("reading stdin")?;
-        let text = line.trim();
-        match text {
-            "" => continue,
-            "/quit" | "/exit" => break,
-            "/reset" => {
-                session.reset();
-                convo.clear();
-                eprintln!("(new conversation)");
-                continue;
-            }
-            _ => {}
-        }
-        let mut next = convo.clone();
+/// One conversation in token space over a warm session.
+struct Chat<'a> {
+    lm: &'a LoadedModel,
+    tok: &'a Tokenizer,
+    session: Session,
+    /// The whole conversation; the session holds all of it but a final stop id.
+    convo: Vec<u32>,
+    stop_ids: Vec<u32>,
+    limit: usize,
+    turns: u64,
+}
+
+impl<'a> Chat<'a> {
+    fn new(lm: &'a LoadedModel) -> anyhow::Result<Self> {
+        let tok = lm
+            .tokenizer
+            .as_ref()
+            .context("this model has no tokenizer, so it cannot chat; use `generate --ids`")?;
+        Ok(Self {
+            lm,
+            tok,
+            session: Session::new(&lm.model),
+            convo: Vec::new(),
+            stop_ids: lm.chat_stop_ids(),
+            limit: CONTEXT.min(lm.model.config().max_position_embeddings),
+            turns: 0,
+        })
+    }
+
+    fn reset(&mut self) {
+        self.session.reset();
+        self.convo.clear();
+    }
+
+    /// Answers `text`, streaming the answer to stdout.
+    fn turn(&mut self, text: &str, max_new: usize, temperature: f32) -> anyhow::Result<TurnStats> {
+        let cfg = self.lm.model.config();
+        let mut next = self.convo.clone();
         if next.is_empty() {
             next.push(cfg.bos_token_id);
         } else {
-            next.extend(tok.encode("\n")?);
+            next.extend(self.tok.encode("\n")?);
         }
-        let mut turn_text = format!("{open}user\n{text}{close}\n{open}model\n");
-        if cfg.family == Family::Gemma4 {
-            turn_text.push_str("<|channel>thought\n<channel|>");
-        }
-        next.extend(tok.encode(&turn_text)?);
-        let needed = next.len() + max_new_tokens;
-        if needed > limit {
-            eprintln!(
-                "error: this turn needs {needed} tokens of context, the limit is {limit}; \
-                 type /reset to start a new conversation"
+        next.extend(self.tok.encode(&user_turn(cfg.family, text))?);
+        let needed = next.len() + max_new;
+        if needed > self.limit {
+            anyhow::bail!(
+                "this turn needs {needed} tokens of context, the limit is {}; start a new \
+                 conversation (/reset)",
+                self.limit
             );
-            continue;
         }
-        turn += 1;
+        self.turns += 1;
         let sampling = SamplingParams {
             temperature,
-            seed: turn,
+            seed: self.turns,
             ..Default::default()
         };
         let mut stream = TextStream::new();
         let mut answer = Vec::new();
         let stdout = std::io::stdout();
+        let tok = self.tok;
         let mut on_token = |id: u32| {
             answer.push(id);
             if let Ok(delta) = stream.push(tok, id) {
@@ -96,12 +88,13 @@ pub fn run(common: &ModelArgs, max_new_tokens: usize, temperature: f32) -> anyho
                 let _ = out.flush();
             }
         };
-        let (end, stats) = session.run_turn(
-            &lm.model,
+        let never = AtomicBool::new(false);
+        let (end, stats) = self.session.run_turn(
+            &self.lm.model,
             &next,
             &sampling,
-            max_new_tokens,
-            &stop_ids,
+            max_new,
+            &self.stop_ids,
             256,
             &never,
             &mut on_token,
@@ -111,20 +104,65 @@ pub fn run(common: &ModelArgs, max_new_tokens: usize, temperature: f32) -> anyho
         match end {
             TurnEnd::Stop(id) => next.push(id),
             // The answer was cut: close the model's turn so the history stays well-formed.
-            TurnEnd::Length | TurnEnd::Stopped => next.extend(tok.encode(close)?),
+            TurnEnd::Length | TurnEnd::Stopped => {
+                next.extend(tok.encode(turn_markers(cfg.family).1)?)
+            }
         }
-        convo = next;
-        eprintln!(
-            "[{} · reused {} · prefilled {} at {:.0} tok/s · {} tokens at {:.1} tok/s · \
-             context {}/{limit}]",
-            stats.reuse.as_str(),
-            stats.reused_tokens,
-            stats.prefilled_tokens,
-            stats.prefill_tok_s,
-            stats.generated_tokens,
-            stats.decode_tok_s,
-            convo.len(),
-        );
+        self.convo = next;
+        Ok(stats)
+    }
+}
+
+/// `gemma-chat --prompt TEXT`: one user turn, the answer streamed to stdout.
+pub fn once(
+    common: &ModelArgs,
+    prompt: &str,
+    max_new: usize,
+    temperature: f32,
+) -> anyhow::Result<()> {
+    let lm = load_model(common)?;
+    Chat::new(&lm)?.turn(prompt, max_new, temperature)?;
+    Ok(())
+}
+
+/// Runs the interactive chat until EOF or `/quit`.
+pub fn run(common: &ModelArgs, max_new: usize, temperature: f32) -> anyhow::Result<()> {
+    let lm = load_model(common)?;
+    let mut chat = Chat::new(&lm)?;
+    let cfg = lm.model.config();
+    eprintln!(
+        "gemma-chat: {} ({} layers) from {}. Type a message; /reset starts over, /quit or \
+         Ctrl+D leaves.",
+        cfg.model_type,
+        cfg.num_layers(),
+        lm.path.display()
+    );
+    let stdin = std::io::stdin();
+    for line in stdin.lock().lines() {
+        let line = line.context("reading stdin")?;
+        match line.trim() {
+            "" => continue,
+            "/quit" | "/exit" => break,
+            "/reset" => {
+                chat.reset();
+                eprintln!("(new conversation)\n");
+            }
+            text => match chat.turn(text, max_new, temperature) {
+                Ok(stats) => eprintln!(
+                    "[{} · reused {} · prefilled {} at {:.0} tok/s · {} tokens at {:.1} tok/s · \
+                     context {}/{}]\n",
+                    stats.reuse.as_str(),
+                    stats.reused_tokens,
+                    stats.prefilled_tokens,
+                    stats.prefill_tok_s,
+                    stats.generated_tokens,
+                    stats.decode_tok_s,
+                    chat.convo.len(),
+                    chat.limit,
+                ),
+                Err(e) => eprintln!("error: {e:#}\n"),
+            },
+        }
     }
     Ok(())
 }

@@ -54,9 +54,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Some(Command::Generate(args)) => generate::run(args),
         None => match cli.prompt {
-            Some(prompt) => {
-                generate::chat_once(&cli.common, &prompt, cli.max_new_tokens, cli.temperature)
-            }
+            Some(prompt) => chat::once(&cli.common, &prompt, cli.max_new_tokens, cli.temperature),
             None => chat::run(&cli.common, cli.max_new_tokens, cli.temperature),
         },
     }

@@ -63,15 +63,26 @@ impl Tokenizer {
     }
 }
 
-/// The built-in single-turn chat prompt for a family, thinking off, without the leading BOS.
-pub fn chat_prompt(family: Family, user: &str) -> String {
-    let user = user.trim();
+/// The built-in chat layout's turn markers for a family: (open, close).
+pub fn turn_markers(family: Family) -> (&'static str, &'static str) {
     match family {
-        Family::Gemma4 => {
-            format!("<|turn>user\n{user}<turn|>\n<|turn>model\n<|channel>thought\n<channel|>")
-        }
-        Family::Gemma3 => {
-            format!("<start_of_turn>user\n{user}<end_of_turn>\n<start_of_turn>model\n")
-        }
+        Family::Gemma4 => ("<|turn>", "<turn|>"),
+        Family::Gemma3 => ("<start_of_turn>", "<end_of_turn>"),
     }
+}
+
+/// One user turn in the built-in layout, followed by the opening of the model's turn (thinking
+/// off for Gemma 4: an empty thought channel).
+pub fn user_turn(family: Family, user: &str) -> String {
+    let (open, close) = turn_markers(family);
+    let mut text = format!("{open}user\n{}{close}\n{open}model\n", user.trim());
+    if family == Family::Gemma4 {
+        text.push_str("<|channel>thought\n<channel|>");
+    }
+    text
+}
+
+/// The built-in single-turn chat prompt for a family, without the leading BOS.
+pub fn chat_prompt(family: Family, user: &str) -> String {
+    user_turn(family, user)
 }
