@@ -273,6 +273,24 @@ fn stops_and_failures_keep_the_invariant() {
     assert_eq!(stats.reuse, Reuse::New);
     assert_eq!(s.position(), prompt.len() + 3);
 
+    // A turn that cannot fit the context is refused and changes nothing.
+    let before = s.resident().to_vec();
+    let long = ids(9, 600, vocab);
+    let err = s
+        .run_turn(
+            m,
+            &long,
+            &SamplingParams::default(),
+            3,
+            &[],
+            4,
+            &never(),
+            &mut |_| {},
+        )
+        .expect_err("too long");
+    assert!(err.to_string().contains("context length exceeded"), "{err}");
+    assert_eq!(s.resident(), before.as_slice());
+
     // A stop id ends the turn and is not resident.
     let mut s = Session::new(m);
     let mut first = None;

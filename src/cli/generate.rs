@@ -122,6 +122,15 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
             lm.stop_ids.clone()
         },
     };
+    let limit = cfg.max_position_embeddings;
+    if prompt_ids.len() + args.max_new_tokens > limit {
+        // Scripts compare against the reference, which runs past it too; chats refuse instead.
+        eprintln!(
+            "warning: {} prompt + {} new tokens exceed the model's trained context of {limit}",
+            prompt_ids.len(),
+            args.max_new_tokens
+        );
+    }
     let mut cache = lm.model.new_cache();
     let mut stream = TextStream::new();
     let mut text = String::new();

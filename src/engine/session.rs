@@ -238,6 +238,12 @@ impl Session {
         stop: &AtomicBool,
         on_token: &mut dyn FnMut(u32),
     ) -> Result<(TurnEnd, TurnStats)> {
+        let limit = model.config().max_position_embeddings;
+        let needed = prompt.len() + max_new_tokens;
+        if needed > limit {
+            // Refused before anything changes: the session stays as it was.
+            return Err(Error::ContextLengthExceeded { needed, limit });
+        }
         let start = Instant::now();
         let reuse = self.prepare(prompt)?;
         let reused = self.position();
