@@ -1,4 +1,6 @@
-//! The engine side of gemma-chat: warm per-conversation sessions over one shared model. The
-//! engine thread and its protocol build on [`session`].
+//! The engine side of gemma-chat: one engine thread ([`worker`]) owns the weights and a warm
+//! [`session`] per tab; the UI talks to it only through [`protocol`].
 
+pub mod protocol;
 pub mod session;
+pub mod worker;

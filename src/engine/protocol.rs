@@ -1,0 +1,103 @@
+//! What the UI and the engine thread say to each other: commands in, events out, each naming
+//! its tab. The UI sees only this module.
+
+use crate::engine::session::{TurnEnd, TurnStats};
+use crate::sampling::SamplingParams;
+
+/// A conversation tab, numbered by the UI.
+pub type TabId = u64;
+
+/// UI → engine.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    /// The user sent `text` in `tab`: answer it.
+    Submit {
+        /// The tab.
+        tab: TabId,
+        /// The user's message.
+        text: String,
+    },
+    /// Stop the tab's generation within one prefill chunk or decode step.
+    Stop {
+        /// The tab.
+        tab: TabId,
+    },
+    /// Answer the tab's last message again.
+    Regenerate {
+        /// The tab.
+        tab: TabId,
+    },
+    /// Forget the tab and free its session (a running turn is stopped first).
+    CloseTab {
+        /// The tab.
+        tab: TabId,
+    },
+    /// Sampling for the tab's next turns.
+    SetSampling {
+        /// The tab.
+        tab: TabId,
+        /// The settings.
+        sampling: SamplingParams,
+        /// Most tokens per answer.
+        max_new_tokens: usize,
+    },
+    /// End the engine thread.
+    Shutdown,
+}
+
+/// Engine → UI.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// Weights loaded so far.
+    Loading {
+        /// Layers done.
+        done: usize,
+        /// Layers in all.
+        total: usize,
+    },
+    /// The model is loaded and commands are served.
+    Ready {
+        /// The model's type, e.g. `gemma4_text`.
+        model: String,
+        /// The context limit per tab, in tokens.
+        context_length: usize,
+    },
+    /// The model could not be loaded; the engine thread has ended.
+    LoadFailed {
+        /// What went wrong and what to do.
+        error: String,
+    },
+    /// Prompt tokens prefilled so far in this turn.
+    Prefill {
+        /// The tab.
+        tab: TabId,
+        /// Tokens done.
+        done: usize,
+        /// Tokens to prefill.
+        total: usize,
+    },
+    /// More answer text.
+    Token {
+        /// The tab.
+        tab: TabId,
+        /// The new text (whole characters only).
+        text: String,
+    },
+    /// The turn ended.
+    Finished {
+        /// The tab.
+        tab: TabId,
+        /// Why it ended.
+        end: TurnEnd,
+        /// What it cost.
+        stats: TurnStats,
+    },
+    /// The turn failed; the tab's session is intact or, after a backend failure, empty and
+    /// marked to start over.
+    Failed {
+        /// The tab.
+        tab: TabId,
+        /// What went wrong.
+        error: String,
+    },
+}

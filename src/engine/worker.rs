@@ -1,0 +1,402 @@
+//! The engine thread: owns the one copy of the weights and every tab's session, serves
+//! [`Command`]s and streams [`Event`]s. Work advances one prefill chunk or one decode step at a
+//! time, round-robin over the tabs that have a turn running, and commands are read between
+//! steps: a stop lands within one chunk or step, and a long prefill in one tab never freezes
+//! another.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicBool;
+use std::sync::mpsc::{Receiver, Sender, TryRecvError, channel};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use super::protocol::{Command, Event, TabId};
+use super::session::{Reuse, Session, TurnEnd, TurnStats};
+use crate::error::{Error, Result};
+use crate::generate::LoadedModel;
+use crate::sampling::{Sampler, SamplingParams};
+use crate::tokenizer::stream::TextStream;
+use crate::tokenizer::{Tokenizer, turn_markers, user_turn};
+
+/// Prompt tokens per prefill step.
+const CHUNK: usize = 128;
+
+/// The UI's end of the engine.
+#[derive(Debug)]
+pub struct EngineHandle {
+    commands: Sender<Command>,
+    /// Events from the engine, in order.
+    pub events: Receiver<Event>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl EngineHandle {
+    /// Sends a command; false when the engine thread has ended.
+    pub fn send(&self, command: Command) -> bool {
+        self.commands.send(command).is_ok()
+    }
+}
+
+impl Drop for EngineHandle {
+    fn drop(&mut self) {
+        let _ = self.commands.send(Command::Shutdown);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Starts the engine thread. `load` runs on it and reports progress as `(done, total)`.
+pub fn spawn<F>(load: F) -> EngineHandle
+where
+    F: FnOnce(&mut dyn FnMut(usize, usize)) -> Result<LoadedModel> + Send + 'static,
+{
+    let (commands, command_rx) = channel();
+    let (event_tx, events) = channel();
+    let thread = std::thread::Builder::new()
+        .name("gemma-engine".into())
+        .spawn(move || {
+            let lm = match load(&mut |done, total| {
+                let _ = event_tx.send(Event::Loading { done, total });
+            }) {
+                Ok(lm) => lm,
+                Err(e) => {
+                    let _ = event_tx.send(Event::LoadFailed {
+                        error: e.to_string(),
+                    });
+                    return;
+                }
+            };
+            let Some(tok) = lm.tokenizer.as_ref() else {
+                let _ = event_tx.send(Event::LoadFailed {
+                    error: "this model has no tokenizer, so it cannot chat".into(),
+                });
+                return;
+            };
+            let cfg = lm.model.config();
+            let _ = event_tx.send(Event::Ready {
+                model: cfg.model_type.clone(),
+                context_length: cfg.max_position_embeddings,
+            });
+            Worker {
+                lm: &lm,
+                tok,
+                events: event_tx,
+                tabs: BTreeMap::new(),
+                stop_ids: lm.chat_stop_ids(),
+                last: None,
+            }
+            .run(command_rx);
+        })
+        .ok();
+    EngineHandle {
+        commands,
+        events,
+        thread,
+    }
+}
+
+struct Tab {
+    session: Session,
+    /// The conversation in ids; the session holds it all but a final stop id.
+    convo: Vec<u32>,
+    /// Where the last model answer starts in `convo`, for regenerate.
+    last_answer: Option<usize>,
+    sampling: SamplingParams,
+    max_new_tokens: usize,
+    job: Option<Job>,
+}
+
+struct Job {
+    prompt: Vec<u32>,
+    reuse: Reuse,
+    reused: usize,
+    prefilled: usize,
+    logits: Option<Vec<f32>>,
+    sampler: Sampler,
+    stream: TextStream,
+    answer: Vec<u32>,
+    started: Instant,
+    prefill_s: f64,
+    ttft_s: f64,
+    stop: bool,
+}
+
+struct Worker<'a> {
+    lm: &'a LoadedModel,
+    tok: &'a Tokenizer,
+    events: Sender<Event>,
+    tabs: BTreeMap<TabId, Tab>,
+    stop_ids: Vec<u32>,
+    last: Option<TabId>,
+}
+
+impl Worker<'_> {
+    fn run(mut self, commands: Receiver<Command>) {
+        loop {
+            let busy = self.tabs.values().any(|t| t.job.is_some());
+            let first = if busy {
+                match commands.try_recv() {
+                    Ok(c) => Some(c),
+                    Err(TryRecvError::Empty) => None,
+                    Err(TryRecvError::Disconnected) => return,
+                }
+            } else {
+                match commands.recv() {
+                    Ok(c) => Some(c),
+                    Err(_) => return,
+                }
+            };
+            let mut next = first;
+            while let Some(c) = next {
+                if c == Command::Shutdown {
+                    return;
+                }
+                self.command(c);
+                next = commands.try_recv().ok();
+            }
+            self.step();
+        }
+    }
+
+    fn emit(&self, e: Event) {
+        let _ = self.events.send(e);
+    }
+
+    fn tab(&mut self, tab: TabId) -> &mut Tab {
+        let model = &self.lm.model;
+        self.tabs.entry(tab).or_insert_with(|| Tab {
+            session: Session::new(model),
+            convo: Vec::new(),
+            last_answer: None,
+            sampling: SamplingParams::default(),
+            max_new_tokens: 512,
+            job: None,
+        })
+    }
+
+    fn command(&mut self, c: Command) {
+        match c {
+            Command::Submit { tab, text } => {
+                if let Err(e) = self.submit(tab, &text) {
+                    self.emit(Event::Failed {
+                        tab,
+                        error: e.to_string(),
+                    });
+                }
+            }
+            Command::Regenerate { tab } => {
+                if let Err(e) = self.regenerate(tab) {
+                    self.emit(Event::Failed {
+                        tab,
+                        error: e.to_string(),
+                    });
+                }
+            }
+            Command::Stop { tab } => {
+                if let Some(job) = self.tabs.get_mut(&tab).and_then(|t| t.job.as_mut()) {
+                    job.stop = true;
+                }
+            }
+            Command::CloseTab { tab } => {
+                self.tabs.remove(&tab);
+            }
+            Command::SetSampling {
+                tab,
+                sampling,
+                max_new_tokens,
+            } => {
+                let t = self.tab(tab);
+                t.sampling = sampling;
+                t.max_new_tokens = max_new_tokens;
+            }
+            Command::Shutdown => {}
+        }
+    }
+
+    fn submit(&mut self, tab: TabId, text: &str) -> Result<()> {
+        let cfg = self.lm.model.config();
+        let (bos, family) = (cfg.bos_token_id, cfg.family);
+        let tok = self.tok;
+        let t = self.tab(tab);
+        if t.job.is_some() {
+            return Err(Error::Invalid(
+                "a turn is still running in this tab; stop it first".into(),
+            ));
+        }
+        let mut prompt = t.convo.clone();
+        if prompt.is_empty() {
+            prompt.push(bos);
+        } else {
+            prompt.extend(tok.encode("\n")?);
+        }
+        prompt.extend(tok.encode(&user_turn(family, text))?);
+        self.start(tab, prompt)
+    }
+
+    fn regenerate(&mut self, tab: TabId) -> Result<()> {
+        let t = self.tab(tab);
+        if t.job.is_some() {
+            return Err(Error::Invalid(
+                "a turn is still running in this tab; stop it first".into(),
+            ));
+        }
+        let at = t
+            .last_answer
+            .ok_or_else(|| Error::Invalid("there is no answer to regenerate yet".into()))?;
+        let prompt = t.convo[..at].to_vec();
+        self.start(tab, prompt)
+    }
+
+    /// Starts a turn whose whole conversation is `prompt`.
+    fn start(&mut self, tab: TabId, prompt: Vec<u32>) -> Result<()> {
+        let limit = self.lm.model.config().max_position_embeddings;
+        let t = self.tab(tab);
+        let needed = prompt.len() + t.max_new_tokens;
+        if needed > limit {
+            return Err(Error::ContextLengthExceeded { needed, limit });
+        }
+        let reuse = t.session.prepare(&prompt)?;
+        let reused = t.session.position();
+        t.job = Some(Job {
+            sampler: Sampler::new(t.sampling.clone()),
+            prompt,
+            reuse,
+            reused,
+            prefilled: 0,
+            logits: None,
+            stream: TextStream::new(),
+            answer: Vec::new(),
+            started: Instant::now(),
+            prefill_s: 0.0,
+            ttft_s: 0.0,
+            stop: false,
+        });
+        Ok(())
+    }
+
+    /// Advances the next running turn by one prefill chunk or one decode step.
+    fn step(&mut self) {
+        let next = self
+            .tabs
+            .iter()
+            .filter(|(_, t)| t.job.is_some())
+            .map(|(id, _)| *id)
+            .find(|id| self.last.is_none_or(|l| *id > l))
+            .or_else(|| {
+                self.tabs
+                    .iter()
+                    .find(|(_, t)| t.job.is_some())
+                    .map(|(id, _)| *id)
+            });
+        let Some(tab) = next else { return };
+        self.last = Some(tab);
+        if let Err(e) = self.advance(tab) {
+            if let Some(t) = self.tabs.get_mut(&tab) {
+                t.job = None;
+            }
+            self.emit(Event::Failed {
+                tab,
+                error: e.to_string(),
+            });
+        }
+    }
+
+    fn advance(&mut self, tab: TabId) -> Result<()> {
+        let (model, tok) = (&self.lm.model, self.tok);
+        let never = AtomicBool::new(false);
+        let Some(t) = self.tabs.get_mut(&tab) else {
+            return Ok(());
+        };
+        let max_new = t.max_new_tokens;
+        let Some(job) = t.job.as_mut() else {
+            return Ok(());
+        };
+        if job.stop {
+            return self.finish(tab, TurnEnd::Stopped);
+        }
+        let todo = job.prompt.len() - job.reused;
+        if job.prefilled < todo {
+            let from = job.reused + job.prefilled;
+            let to = (from + CHUNK).min(job.prompt.len());
+            let out =
+                t.session
+                    .prefill(model, &job.prompt[from..to], CHUNK, &never, &mut |_, _| {})?;
+            job.prefilled += to - from;
+            job.logits = out;
+            if job.prefilled == todo {
+                job.prefill_s = job.started.elapsed().as_secs_f64();
+            }
+            let event = Event::Prefill {
+                tab,
+                done: job.prefilled,
+                total: todo,
+            };
+            let _ = self.events.send(event);
+            return Ok(());
+        }
+        if job.answer.len() >= max_new {
+            return self.finish(tab, TurnEnd::Length);
+        }
+        let logits = job
+            .logits
+            .take()
+            .ok_or_else(|| Error::Backend("no logits to sample from".into()))?;
+        let id = job.sampler.sample(&logits);
+        if job.answer.is_empty() {
+            job.ttft_s = job.started.elapsed().as_secs_f64();
+        }
+        if self.stop_ids.contains(&id) {
+            return self.finish(tab, TurnEnd::Stop(id));
+        }
+        job.answer.push(id);
+        let text = job.stream.push(tok, id)?;
+        job.logits = t.session.prefill(model, &[id], 1, &never, &mut |_, _| {})?;
+        if !text.is_empty() {
+            let _ = self.events.send(Event::Token { tab, text });
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, tab: TabId, end: TurnEnd) -> Result<()> {
+        let tok = self.tok;
+        let family = self.lm.model.config().family;
+        let Some(t) = self.tabs.get_mut(&tab) else {
+            return Ok(());
+        };
+        let Some(mut job) = t.job.take() else {
+            return Ok(());
+        };
+        let rest = job.stream.finish(tok)?;
+        if !rest.is_empty() {
+            let _ = self.events.send(Event::Token { tab, text: rest });
+        }
+        let todo = job.prompt.len() - job.reused;
+        let decode_s = (job.started.elapsed().as_secs_f64() - job.prefill_s).max(1e-9);
+        let stats = TurnStats {
+            reuse: job.reuse,
+            reused_tokens: job.reused,
+            prefilled_tokens: job.prefilled,
+            prefill_tok_s: job.prefilled as f64 / job.prefill_s.max(1e-9),
+            decode_tok_s: job.answer.len() as f64 / decode_s,
+            ttft_s: job.ttft_s,
+            generated_tokens: job.answer.len(),
+        };
+        if job.prefilled == todo {
+            // The turn happened: commit it to the conversation, closed whatever ended it.
+            let at = job.prompt.len();
+            let mut convo = std::mem::take(&mut job.prompt);
+            convo.append(&mut job.answer);
+            match end {
+                TurnEnd::Stop(id) => convo.push(id),
+                TurnEnd::Length | TurnEnd::Stopped => {
+                    convo.extend(tok.encode(turn_markers(family).1)?)
+                }
+            }
+            t.convo = convo;
+            t.last_answer = Some(at);
+        }
+        let _ = self.events.send(Event::Finished { tab, end, stats });
+        Ok(())
+    }
+}

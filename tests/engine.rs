@@ -1,0 +1,173 @@
+//! The engine thread over the protocol, on the demo model: events name their tabs, turns in two
+//! tabs interleave without bleeding, follow-ups prefill only the new turn, stop and close act
+//! within a step, regenerate rewinds instead of starting over.
+
+use std::sync::mpsc::RecvTimeoutError;
+use std::time::Duration;
+
+use burn::tensor::Device;
+use gemma_chat::demo;
+use gemma_chat::engine::protocol::{Command, Event, TabId};
+use gemma_chat::engine::session::{Reuse, TurnEnd, TurnStats};
+use gemma_chat::engine::worker::{EngineHandle, spawn};
+use gemma_chat::generate::load;
+use gemma_chat::model::ComputeDtype;
+use gemma_chat::sampling::SamplingParams;
+
+fn engine() -> EngineHandle {
+    let path = demo::ensure(&mut |l| eprintln!("{l}")).expect("demo model");
+    let h = spawn(move |progress| load(&path, &Device::flex(), ComputeDtype::F32, progress));
+    loop {
+        match h
+            .events
+            .recv_timeout(Duration::from_secs(120))
+            .expect("loads")
+        {
+            Event::Ready { .. } => return h,
+            Event::Loading { .. } => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}
+
+fn greedy(h: &EngineHandle, tab: TabId, max_new_tokens: usize) {
+    h.send(Command::SetSampling {
+        tab,
+        sampling: SamplingParams::default(),
+        max_new_tokens,
+    });
+}
+
+/// Collects events until every tab in `tabs` has finished; returns each tab's text and stats.
+fn run_until_finished(h: &EngineHandle, tabs: &[TabId]) -> Vec<(String, TurnEnd, TurnStats)> {
+    let mut out: Vec<Option<(String, TurnEnd, TurnStats)>> = vec![None; tabs.len()];
+    let mut text = vec![String::new(); tabs.len()];
+    while out.iter().any(Option::is_none) {
+        let e = match h.events.recv_timeout(Duration::from_secs(120)) {
+            Ok(e) => e,
+            Err(RecvTimeoutError::Timeout) => panic!("no event for 120 s"),
+            Err(RecvTimeoutError::Disconnected) => panic!("engine ended"),
+        };
+        match e {
+            Event::Token { tab, text: t } => {
+                let i = tabs.iter().position(|x| *x == tab).expect("a known tab");
+                assert!(out[i].is_none(), "token after finish");
+                text[i].push_str(&t);
+            }
+            Event::Finished { tab, end, stats } => {
+                let i = tabs.iter().position(|x| *x == tab).expect("a known tab");
+                out[i] = Some((std::mem::take(&mut text[i]), end, stats));
+            }
+            Event::Prefill { tab, .. } => assert!(tabs.contains(&tab)),
+            Event::Failed { tab, error } => panic!("tab {tab} failed: {error}"),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    out.into_iter().map(|o| o.expect("finished")).collect()
+}
+
+#[test]
+fn tabs_interleave_without_bleed_and_follow_ups_stay_warm() {
+    let h = engine();
+    // Tab 1 alone, as the reference.
+    greedy(&h, 1, 8);
+    h.send(Command::Submit {
+        tab: 1,
+        text: "Name three colours.".into(),
+    });
+    let alone = run_until_finished(&h, &[1]).remove(0);
+    assert_eq!(alone.2.reuse, Reuse::New);
+    assert!(!alone.0.is_empty());
+
+    // The same first turn in tabs 2 and 3 at once, with a different message in tab 3.
+    greedy(&h, 2, 8);
+    greedy(&h, 3, 8);
+    h.send(Command::Submit {
+        tab: 2,
+        text: "Name three colours.".into(),
+    });
+    h.send(Command::Submit {
+        tab: 3,
+        text: "Count to five.".into(),
+    });
+    let both = run_until_finished(&h, &[2, 3]);
+    assert_eq!(both[0].0, alone.0, "tab 2 must answer as tab 1 did alone");
+
+    // A follow-up in tab 1 prefills only its own tokens.
+    let before = alone.2.reused_tokens + alone.2.prefilled_tokens + alone.2.generated_tokens;
+    h.send(Command::Submit {
+        tab: 1,
+        text: "And three more?".into(),
+    });
+    let follow = run_until_finished(&h, &[1]).remove(0);
+    assert_eq!(follow.2.reuse, Reuse::ExactPrefix);
+    assert_eq!(follow.2.reused_tokens, before);
+    assert!(follow.2.prefilled_tokens < 20, "{:?}", follow.2);
+
+    // Regenerate rewinds to the prompt and answers the same way (greedy).
+    h.send(Command::Regenerate { tab: 1 });
+    let again = run_until_finished(&h, &[1]).remove(0);
+    assert_eq!(again.0, follow.0);
+    assert!(matches!(again.2.reuse, Reuse::Rewind | Reuse::Equal));
+    assert!(again.2.prefilled_tokens <= 1, "{:?}", again.2);
+}
+
+#[test]
+fn stop_and_close_take_effect_within_a_step() {
+    let h = engine();
+    greedy(&h, 7, 400);
+    h.send(Command::Submit {
+        tab: 7,
+        text: "Tell me a very long story.".into(),
+    });
+    // Wait for the first token, then stop.
+    loop {
+        match h
+            .events
+            .recv_timeout(Duration::from_secs(120))
+            .expect("event")
+        {
+            Event::Token { tab: 7, .. } => break,
+            Event::Prefill { .. } => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    h.send(Command::Stop { tab: 7 });
+    let stopped = run_until_finished(&h, &[7]).remove(0);
+    assert_eq!(stopped.1, TurnEnd::Stopped);
+    assert!(stopped.2.generated_tokens < 400);
+
+    // A closed tab goes quiet, and the engine serves the others.
+    h.send(Command::Submit {
+        tab: 7,
+        text: "Another long story, please.".into(),
+    });
+    h.send(Command::CloseTab { tab: 7 });
+    greedy(&h, 8, 3);
+    h.send(Command::Submit {
+        tab: 8,
+        text: "Hi".into(),
+    });
+    let mut finished = false;
+    while !finished {
+        match h
+            .events
+            .recv_timeout(Duration::from_secs(120))
+            .expect("event")
+        {
+            Event::Finished { tab: 8, .. } => finished = true,
+            Event::Token { tab: 8, .. } | Event::Prefill { tab: 8, .. } => {}
+            // Tab 7 may have taken one step before the close arrived; nothing after.
+            Event::Prefill { tab: 7, .. } | Event::Token { tab: 7, .. } => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    // Submitting in a closed tab starts a fresh conversation there.
+    greedy(&h, 7, 2);
+    h.send(Command::Submit {
+        tab: 7,
+        text: "Hi".into(),
+    });
+    let fresh = run_until_finished(&h, &[7]).remove(0);
+    assert_eq!(fresh.2.reuse, Reuse::New);
+}
