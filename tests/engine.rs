@@ -35,6 +35,7 @@ fn greedy(h: &EngineHandle, tab: TabId, max_new_tokens: usize) {
         tab,
         sampling: SamplingParams::default(),
         max_new_tokens,
+        stop: Vec::new(),
     });
 }
 
@@ -170,4 +171,51 @@ fn stop_and_close_take_effect_within_a_step() {
     });
     let fresh = run_until_finished(&h, &[7]).remove(0);
     assert_eq!(fresh.2.reuse, Reuse::New);
+}
+
+#[test]
+fn a_stop_string_ends_the_answer_and_never_shows() {
+    let h = engine();
+    greedy(&h, 1, 12);
+    h.send(Command::Submit {
+        tab: 1,
+        text: "Write a short poem about the sea.".into(),
+    });
+    let full = run_until_finished(&h, &[1]).remove(0).0;
+    let chars: Vec<char> = full.chars().collect();
+    assert!(chars.len() > 8, "{full:?}");
+    // A stop string from the middle of the answer, straddling tokens more often than not.
+    let cut = chars.len() / 2;
+    let stop: String = chars[cut..cut + 3].iter().collect();
+    let before: String = chars[..cut].iter().collect();
+    let shown = full
+        .find(&stop)
+        .map(|i| &full[..i])
+        .unwrap_or(&before)
+        .to_string();
+    h.send(Command::SetSampling {
+        tab: 2,
+        sampling: SamplingParams::default(),
+        max_new_tokens: 12,
+        stop: vec![stop.clone()],
+    });
+    h.send(Command::Submit {
+        tab: 2,
+        text: "Write a short poem about the sea.".into(),
+    });
+    let (text, end, _) = run_until_finished(&h, &[2]).remove(0);
+    assert_eq!(end, TurnEnd::StopString);
+    assert_eq!(text, shown);
+    assert!(!text.contains(&stop));
+    // The tab goes on; the next turn reuses what stayed resident or says why it cannot.
+    h.send(Command::Submit {
+        tab: 2,
+        text: "Another one.".into(),
+    });
+    let next = run_until_finished(&h, &[2]).remove(0);
+    assert!(
+        matches!(next.2.reuse, Reuse::ExactPrefix | Reuse::Dirty),
+        "{:?}",
+        next.2
+    );
 }

@@ -104,7 +104,7 @@ impl<'a> Chat<'a> {
         match end {
             TurnEnd::Stop(id) => next.push(id),
             // The answer was cut: close the model's turn so the history stays well-formed.
-            TurnEnd::Length | TurnEnd::Stopped => {
+            TurnEnd::Length | TurnEnd::Stopped | TurnEnd::StopString => {
                 next.extend(tok.encode(turn_markers(cfg.family).1)?)
             }
         }

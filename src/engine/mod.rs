@@ -3,4 +3,5 @@
 
 pub mod protocol;
 pub mod session;
+pub mod stop;
 pub mod worker;

@@ -40,6 +40,8 @@ pub enum Command {
         sampling: SamplingParams,
         /// Most tokens per answer.
         max_new_tokens: usize,
+        /// Texts that end an answer; they are never shown.
+        stop: Vec<String>,
     },
     /// End the engine thread.
     Shutdown,

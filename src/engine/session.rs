@@ -72,6 +72,8 @@ pub enum TurnEnd {
     Length,
     /// The caller stopped it.
     Stopped,
+    /// A stop string appeared in the text; the tokens that made it are not resident.
+    StopString,
 }
 
 /// A conversation's KV cache and resident ids.
@@ -106,6 +108,12 @@ impl Session {
     /// Whether an earlier failure forces the next turn to start over.
     pub fn is_dirty(&self) -> bool {
         self.dirty
+    }
+
+    /// Forces the next turn to start over (reason `dirty`), e.g. when tokens the user never saw
+    /// could not be rewound.
+    pub fn mark_dirty(&mut self) {
+        self.dirty = true;
     }
 
     /// Drops everything.

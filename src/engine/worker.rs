@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use super::protocol::{Command, Event, TabId};
 use super::session::{Reuse, Session, TurnEnd, TurnStats};
+use super::stop;
 use crate::error::{Error, Result};
 use crate::generate::LoadedModel;
 use crate::sampling::{Sampler, SamplingParams};
@@ -104,6 +105,7 @@ struct Tab {
     last_answer: Option<usize>,
     sampling: SamplingParams,
     max_new_tokens: usize,
+    stop_strings: Vec<String>,
     job: Option<Job>,
 }
 
@@ -116,6 +118,10 @@ struct Job {
     sampler: Sampler,
     stream: TextStream,
     answer: Vec<u32>,
+    /// Decoded text not shown yet (it may be the start of a stop string).
+    pending: String,
+    /// Bytes of answer text shown so far.
+    shown: usize,
     started: Instant,
     prefill_s: f64,
     ttft_s: f64,
@@ -171,6 +177,7 @@ impl Worker<'_> {
             last_answer: None,
             sampling: SamplingParams::default(),
             max_new_tokens: 512,
+            stop_strings: Vec::new(),
             job: None,
         })
     }
@@ -205,10 +212,12 @@ impl Worker<'_> {
                 tab,
                 sampling,
                 max_new_tokens,
+                stop,
             } => {
                 let t = self.tab(tab);
                 t.sampling = sampling;
                 t.max_new_tokens = max_new_tokens;
+                t.stop_strings = stop;
             }
             Command::Shutdown => {}
         }
@@ -267,6 +276,8 @@ impl Worker<'_> {
             logits: None,
             stream: TextStream::new(),
             answer: Vec::new(),
+            pending: String::new(),
+            shown: 0,
             started: Instant::now(),
             prefill_s: 0.0,
             ttft_s: 0.0,
@@ -350,11 +361,18 @@ impl Worker<'_> {
             return self.finish(tab, TurnEnd::Stop(id));
         }
         job.answer.push(id);
-        let text = job.stream.push(tok, id)?;
-        job.logits = t.session.prefill(model, &[id], 1, &never, &mut |_, _| {})?;
-        if !text.is_empty() {
+        let delta = job.stream.push(tok, id)?;
+        job.pending.push_str(&delta);
+        let (show, stop_at) = stop::scan(&job.pending, &t.stop_strings);
+        if show > 0 {
+            let text: String = job.pending.drain(..show).collect();
+            job.shown += text.len();
             let _ = self.events.send(Event::Token { tab, text });
         }
+        if stop_at.is_some() {
+            return self.finish(tab, TurnEnd::StopString);
+        }
+        job.logits = t.session.prefill(model, &[id], 1, &never, &mut |_, _| {})?;
         Ok(())
     }
 
@@ -367,9 +385,23 @@ impl Worker<'_> {
         let Some(mut job) = t.job.take() else {
             return Ok(());
         };
-        let rest = job.stream.finish(tok)?;
-        if !rest.is_empty() {
-            let _ = self.events.send(Event::Token { tab, text: rest });
+        if end == TurnEnd::StopString {
+            // Keep only the tokens whose text was shown; rewind the session past the rest.
+            let mut keep = job.answer.len();
+            while keep > 0 && tok.decode(&job.answer[..keep], true)?.len() > job.shown {
+                keep -= 1;
+            }
+            job.answer.truncate(keep);
+            let resident = job.prompt.len() + keep;
+            if t.session.position() > resident && !t.session.rewind(resident) {
+                t.session.mark_dirty();
+            }
+        } else {
+            job.pending.push_str(&job.stream.finish(tok)?);
+            if !job.pending.is_empty() {
+                let text = std::mem::take(&mut job.pending);
+                let _ = self.events.send(Event::Token { tab, text });
+            }
         }
         let todo = job.prompt.len() - job.reused;
         let decode_s = (job.started.elapsed().as_secs_f64() - job.prefill_s).max(1e-9);
@@ -389,7 +421,7 @@ impl Worker<'_> {
             convo.append(&mut job.answer);
             match end {
                 TurnEnd::Stop(id) => convo.push(id),
-                TurnEnd::Length | TurnEnd::Stopped => {
+                TurnEnd::Length | TurnEnd::Stopped | TurnEnd::StopString => {
                     convo.extend(tok.encode(turn_markers(family).1)?)
                 }
             }
