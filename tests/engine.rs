@@ -8,15 +8,21 @@ use std::time::Duration;
 use burn::tensor::Device;
 use gemma_chat::demo;
 use gemma_chat::engine::protocol::{Command, Event, TabId};
-use gemma_chat::engine::session::{Reuse, TurnEnd, TurnStats};
-use gemma_chat::engine::worker::{EngineHandle, spawn};
+use gemma_chat::engine::session::{Reuse, Tier, TurnEnd, TurnStats};
+use gemma_chat::engine::worker::{EngineHandle, EngineOptions, spawn};
 use gemma_chat::generate::load;
 use gemma_chat::model::ComputeDtype;
 use gemma_chat::sampling::SamplingParams;
 
 fn engine() -> EngineHandle {
+    engine_with(EngineOptions::default())
+}
+
+fn engine_with(options: EngineOptions) -> EngineHandle {
     let path = demo::ensure(&mut |l| eprintln!("{l}")).expect("demo model");
-    let h = spawn(move |progress| load(&path, &Device::flex(), ComputeDtype::F32, progress));
+    let h = spawn(options, move |progress| {
+        load(&path, &Device::flex(), ComputeDtype::F32, progress)
+    });
     loop {
         match h
             .events
@@ -41,6 +47,16 @@ fn greedy(h: &EngineHandle, tab: TabId, max_new_tokens: usize) {
 
 /// Collects events until every tab in `tabs` has finished; returns each tab's text and stats.
 fn run_until_finished(h: &EngineHandle, tabs: &[TabId]) -> Vec<(String, TurnEnd, TurnStats)> {
+    run_collecting_tiers(h, tabs).0
+}
+
+/// Like [`run_until_finished`], also returning the tier changes seen on the way.
+#[allow(clippy::type_complexity)]
+fn run_collecting_tiers(
+    h: &EngineHandle,
+    tabs: &[TabId],
+) -> (Vec<(String, TurnEnd, TurnStats)>, Vec<(TabId, Tier)>) {
+    let mut tiers = Vec::new();
     let mut out: Vec<Option<(String, TurnEnd, TurnStats)>> = vec![None; tabs.len()];
     let mut text = vec![String::new(); tabs.len()];
     while out.iter().any(Option::is_none) {
@@ -60,11 +76,13 @@ fn run_until_finished(h: &EngineHandle, tabs: &[TabId]) -> Vec<(String, TurnEnd,
                 out[i] = Some((std::mem::take(&mut text[i]), end, stats));
             }
             Event::Prefill { tab, .. } => assert!(tabs.contains(&tab)),
+            Event::TabState { tab, tier } => tiers.push((tab, tier)),
             Event::Failed { tab, error } => panic!("tab {tab} failed: {error}"),
             other => panic!("unexpected {other:?}"),
         }
     }
-    out.into_iter().map(|o| o.expect("finished")).collect()
+    let out = out.into_iter().map(|o| o.expect("finished")).collect();
+    (out, tiers)
 }
 
 #[test]
@@ -160,6 +178,7 @@ fn stop_and_close_take_effect_within_a_step() {
             Event::Token { tab: 8, .. } | Event::Prefill { tab: 8, .. } => {}
             // Tab 7 may have taken one step before the close arrived; nothing after.
             Event::Prefill { tab: 7, .. } | Event::Token { tab: 7, .. } => {}
+            Event::TabState { .. } => {}
             other => panic!("unexpected {other:?}"),
         }
     }
@@ -218,4 +237,41 @@ fn a_stop_string_ends_the_answer_and_never_shows() {
         "{:?}",
         next.2
     );
+}
+
+#[test]
+fn alternating_tabs_never_re_prefill_and_a_budget_of_one_swaps_through_ram() {
+    for budget in [None, Some(1)] {
+        let h = engine_with(EngineOptions {
+            memory_budget: budget,
+            host_budget: None,
+        });
+        let mut offloaded = 0;
+        for tab in [1, 2] {
+            greedy(&h, tab, 3);
+            h.send(Command::Submit {
+                tab,
+                text: "Hello".into(),
+            });
+            run_until_finished(&h, &[tab]);
+        }
+        for round in 0..10 {
+            for tab in [1, 2] {
+                h.send(Command::Submit {
+                    tab,
+                    text: format!("Round {round}."),
+                });
+                let (mut out, tiers) = run_collecting_tiers(&h, &[tab]);
+                let stats = out.remove(0).2;
+                assert_eq!(stats.reuse, Reuse::ExactPrefix, "{budget:?} round {round}");
+                assert!(stats.prefilled_tokens < 16, "{budget:?}: {stats:?}");
+                assert!(!tiers.iter().any(|(_, t)| *t == Tier::Cold));
+                offloaded += tiers.iter().filter(|(_, t)| *t == Tier::Host).count();
+            }
+        }
+        match budget {
+            None => assert_eq!(offloaded, 0),
+            Some(_) => assert!(offloaded >= 19, "only {offloaded} swaps through RAM"),
+        }
+    }
 }

@@ -322,3 +322,49 @@ fn stops_and_failures_keep_the_invariant() {
     assert_eq!(end, TurnEnd::Stop(stop));
     assert_eq!(s.resident(), prompt.as_slice());
 }
+
+#[test]
+fn a_session_moved_to_host_memory_comes_back_bit_identical() {
+    use gemma_chat::engine::session::{Tier, serving_capacity};
+    for name in FIXTURES {
+        let lm = model(name);
+        let m = &lm.model;
+        let vocab = m.config().vocab_size;
+        let prompt = ids(5, 25, vocab);
+        let mut warm = Session::new(m);
+        warm.prefill(m, &prompt, 4, &never(), &mut |_, _| {})
+            .expect("prefill");
+        let mut moved = warm.clone();
+        let bytes = moved.device_bytes();
+        assert!(bytes > 0);
+        moved.offload();
+        assert_eq!(moved.tier(), Tier::Host);
+        assert_eq!((moved.device_bytes(), moved.host_bytes()), (0, bytes));
+        assert_eq!(moved.position(), prompt.len());
+        let step = |s: &mut Session| {
+            s.prefill(m, &[9, 10], 4, &never(), &mut |_, _| {})
+                .expect("prefill")
+                .expect("logits")
+        };
+        let (a, b) = (step(&mut warm), step(&mut moved));
+        assert!(
+            a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()),
+            "{name}"
+        );
+        assert_eq!(moved.tier(), Tier::Device);
+
+        moved.evict();
+        assert_eq!(moved.tier(), Tier::Cold);
+        assert_eq!(moved.position(), 0);
+        assert_eq!(moved.prepare(&prompt).expect("prepare"), Reuse::Evicted);
+
+        // One session's estimate covers what a session at that length holds.
+        let (per, n) = serving_capacity(m, 4, prompt.len() + 2, 10 * bytes);
+        assert!(
+            per >= warm.device_bytes(),
+            "{name}: {per} < {}",
+            warm.device_bytes()
+        );
+        assert!(n >= 1);
+    }
+}

@@ -1,7 +1,7 @@
 //! What the UI and the engine thread say to each other: commands in, events out, each naming
 //! its tab. The UI sees only this module.
 
-use crate::engine::session::{TurnEnd, TurnStats};
+pub use crate::engine::session::{Reuse, Tier, TurnEnd, TurnStats};
 use crate::sampling::SamplingParams;
 
 /// A conversation tab, numbered by the UI.
@@ -93,6 +93,13 @@ pub enum Event {
         end: TurnEnd,
         /// What it cost.
         stats: TurnStats,
+    },
+    /// Where a tab's session now lives (device, host memory, or text only).
+    TabState {
+        /// The tab.
+        tab: TabId,
+        /// The tier.
+        tier: Tier,
     },
     /// The turn failed; the tab's session is intact or, after a backend failure, empty and
     /// marked to start over.

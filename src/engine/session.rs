@@ -9,7 +9,10 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
+use burn::tensor::Device;
+
 use crate::error::{Error, Result};
+use crate::model::kv_cache::HostKv;
 use crate::model::{Gemma, KvCache, Logits};
 use crate::sampling::{Sampler, SamplingParams};
 
@@ -26,6 +29,8 @@ pub enum Reuse {
     Equal,
     /// The session was marked dirty by an earlier failure: full prefill.
     Dirty,
+    /// The session had been dropped to text to free memory: full prefill.
+    Evicted,
     /// The prompt diverges where the sliding window can no longer rewind: full prefill.
     Mismatch,
 }
@@ -39,6 +44,7 @@ impl Reuse {
             Reuse::Rewind => "rewind",
             Reuse::Equal => "equal",
             Reuse::Dirty => "dirty",
+            Reuse::Evicted => "evicted",
             Reuse::Mismatch => "mismatch",
         }
     }
@@ -76,12 +82,26 @@ pub enum TurnEnd {
     StopString,
 }
 
+/// Where a session's KV state lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tier {
+    /// On the compute device, ready to run.
+    Device,
+    /// Copied to host memory; restored before its next turn without any prefill.
+    Host,
+    /// Dropped to text to free memory; the next turn prefills the history again.
+    Cold,
+}
+
 /// A conversation's KV cache and resident ids.
 #[derive(Debug, Clone)]
 pub struct Session {
     cache: KvCache,
+    host: Option<HostKv>,
     resident: Vec<u32>,
     dirty: bool,
+    evicted: bool,
+    device: Device,
 }
 
 impl Session {
@@ -89,15 +109,64 @@ impl Session {
     pub fn new(model: &Gemma) -> Self {
         Self {
             cache: model.new_cache(),
+            host: None,
             resident: Vec::new(),
             dirty: false,
+            evicted: false,
+            device: model.device().clone(),
         }
     }
 
     /// Positions held; always `resident().len()`.
     pub fn position(&self) -> usize {
-        debug_assert_eq!(self.cache.len(), self.resident.len());
+        let held = match &self.host {
+            Some(h) => h.len(),
+            None => self.cache.len(),
+        };
+        debug_assert_eq!(held, self.resident.len());
         self.resident.len()
+    }
+
+    /// Where the KV state lives now.
+    pub fn tier(&self) -> Tier {
+        match (&self.host, self.evicted) {
+            (Some(_), _) => Tier::Host,
+            (None, true) => Tier::Cold,
+            (None, false) => Tier::Device,
+        }
+    }
+
+    /// Bytes of KV state on the compute device.
+    pub fn device_bytes(&self) -> usize {
+        self.cache.bytes()
+    }
+
+    /// Bytes of KV state in host memory.
+    pub fn host_bytes(&self) -> usize {
+        self.host.as_ref().map_or(0, HostKv::bytes)
+    }
+
+    /// Moves the KV state to host memory; the resident ids stay.
+    pub fn offload(&mut self) {
+        if self.host.is_none() && !self.cache.is_empty() {
+            self.host = Some(self.cache.to_host());
+            self.cache.clear();
+        }
+    }
+
+    /// Drops the KV state to free memory; the next turn prefills again (reason `evicted`).
+    pub fn evict(&mut self) {
+        self.cache.clear();
+        self.host = None;
+        self.resident.clear();
+        self.evicted = true;
+    }
+
+    /// Brings host-held state back to the device (a copy, no prefill).
+    fn restore(&mut self) {
+        if let Some(host) = self.host.take() {
+            self.cache = KvCache::from_host(host, &self.device);
+        }
     }
 
     /// The token ids the cache holds, in order.
@@ -119,12 +188,15 @@ impl Session {
     /// Drops everything.
     pub fn reset(&mut self) {
         self.cache.clear();
+        self.host = None;
         self.resident.clear();
         self.dirty = false;
+        self.evicted = false;
     }
 
     /// Rewinds to `pos` positions; false (and unchanged) when the sliding window cannot.
     pub fn rewind(&mut self, pos: usize) -> bool {
+        self.restore();
         if pos > self.resident.len() || !self.cache.truncate(pos) {
             return false;
         }
@@ -138,9 +210,14 @@ impl Session {
         if prompt.is_empty() {
             return Err(Error::Invalid("the prompt is empty".into()));
         }
+        self.restore();
         if self.dirty {
             self.reset();
             return Ok(Reuse::Dirty);
+        }
+        if self.evicted {
+            self.reset();
+            return Ok(Reuse::Evicted);
         }
         if self.resident.is_empty() {
             return Ok(Reuse::New);
@@ -184,6 +261,7 @@ impl Session {
         if ids.is_empty() {
             return Err(Error::Invalid("prefill needs at least one token".into()));
         }
+        self.restore();
         let chunks: Vec<&[u32]> = ids.chunks(chunk.max(1)).collect();
         let mut done = 0;
         for (i, part) in chunks.iter().enumerate() {
@@ -296,4 +374,17 @@ impl Session {
             stats.generated_tokens as f64 / decode_start.elapsed().as_secs_f64().max(1e-9);
         Ok((end, stats))
     }
+}
+
+/// How many sessions fit in `budget` bytes of KV state: the estimated bytes of one session at
+/// `context` positions with `elem_bytes` per value, and the count (the weights are shared and
+/// not counted).
+pub fn serving_capacity(
+    model: &Gemma,
+    elem_bytes: usize,
+    context: usize,
+    budget: usize,
+) -> (usize, usize) {
+    let per = KvCache::estimate_bytes(model.config(), elem_bytes, context).max(1);
+    (per, budget / per)
 }

@@ -11,7 +11,7 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use super::protocol::{Command, Event, TabId};
-use super::session::{Reuse, Session, TurnEnd, TurnStats};
+use super::session::{Reuse, Session, Tier, TurnEnd, TurnStats};
 use super::stop;
 use crate::error::{Error, Result};
 use crate::generate::LoadedModel;
@@ -47,8 +47,18 @@ impl Drop for EngineHandle {
     }
 }
 
+/// Memory limits for the sessions' KV state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EngineOptions {
+    /// Bytes of KV state allowed on the compute device (`None`: no limit). Past it, the least
+    /// recently used idle tab moves to host memory.
+    pub memory_budget: Option<usize>,
+    /// Bytes of KV state allowed in host memory (`None`: no limit). Past it, a tab drops to text.
+    pub host_budget: Option<usize>,
+}
+
 /// Starts the engine thread. `load` runs on it and reports progress as `(done, total)`.
-pub fn spawn<F>(load: F) -> EngineHandle
+pub fn spawn<F>(options: EngineOptions, load: F) -> EngineHandle
 where
     F: FnOnce(&mut dyn FnMut(usize, usize)) -> Result<LoadedModel> + Send + 'static,
 {
@@ -86,6 +96,8 @@ where
                 tabs: BTreeMap::new(),
                 stop_ids: lm.chat_stop_ids(),
                 last: None,
+                options,
+                clock: 0,
             }
             .run(command_rx);
         })
@@ -107,6 +119,10 @@ struct Tab {
     max_new_tokens: usize,
     stop_strings: Vec<String>,
     job: Option<Job>,
+    /// When the tab last started a turn (LRU order for eviction).
+    last_used: u64,
+    /// The tier last reported to the UI.
+    tier: Tier,
 }
 
 struct Job {
@@ -135,6 +151,8 @@ struct Worker<'a> {
     tabs: BTreeMap<TabId, Tab>,
     stop_ids: Vec<u32>,
     last: Option<TabId>,
+    options: EngineOptions,
+    clock: u64,
 }
 
 impl Worker<'_> {
@@ -179,6 +197,8 @@ impl Worker<'_> {
             max_new_tokens: 512,
             stop_strings: Vec::new(),
             job: None,
+            last_used: 0,
+            tier: Tier::Device,
         })
     }
 
@@ -260,11 +280,14 @@ impl Worker<'_> {
     /// Starts a turn whose whole conversation is `prompt`.
     fn start(&mut self, tab: TabId, prompt: Vec<u32>) -> Result<()> {
         let limit = self.lm.model.config().max_position_embeddings;
+        self.clock += 1;
+        let now = self.clock;
         let t = self.tab(tab);
         let needed = prompt.len() + t.max_new_tokens;
         if needed > limit {
             return Err(Error::ContextLengthExceeded { needed, limit });
         }
+        t.last_used = now;
         let reuse = t.session.prepare(&prompt)?;
         let reused = t.session.position();
         t.job = Some(Job {
@@ -283,7 +306,57 @@ impl Worker<'_> {
             ttft_s: 0.0,
             stop: false,
         });
+        self.enforce_budget(tab);
         Ok(())
+    }
+
+    /// Moves least recently used idle tabs to host memory, or to text when host memory is full
+    /// too, until the device budget holds. The active and generating tabs never move.
+    fn enforce_budget(&mut self, active: TabId) {
+        if let Some(budget) = self.options.memory_budget {
+            loop {
+                let used: usize = self.tabs.values().map(|t| t.session.device_bytes()).sum();
+                if used <= budget {
+                    break;
+                }
+                let victim = self
+                    .tabs
+                    .iter()
+                    .filter(|(id, t)| {
+                        **id != active && t.job.is_none() && t.session.device_bytes() > 0
+                    })
+                    .min_by_key(|(_, t)| t.last_used)
+                    .map(|(id, _)| *id);
+                let Some(victim) = victim else { break };
+                let host_used: usize = self.tabs.values().map(|t| t.session.host_bytes()).sum();
+                let t = self.tabs.get_mut(&victim).expect("victim exists");
+                let fits = self
+                    .options
+                    .host_budget
+                    .is_none_or(|h| host_used + t.session.device_bytes() <= h);
+                if fits {
+                    t.session.offload();
+                } else {
+                    t.session.evict();
+                }
+            }
+        }
+        self.report_tiers();
+    }
+
+    /// Tells the UI about every tab whose tier changed.
+    fn report_tiers(&mut self) {
+        let mut changed = Vec::new();
+        for (id, t) in self.tabs.iter_mut() {
+            let tier = t.session.tier();
+            if tier != t.tier {
+                t.tier = tier;
+                changed.push((*id, tier));
+            }
+        }
+        for (tab, tier) in changed {
+            self.emit(Event::TabState { tab, tier });
+        }
     }
 
     /// Advances the next running turn by one prefill chunk or one decode step.
@@ -429,6 +502,7 @@ impl Worker<'_> {
             t.last_answer = Some(at);
         }
         let _ = self.events.send(Event::Finished { tab, end, stats });
+        self.enforce_budget(tab);
         Ok(())
     }
 }

@@ -174,3 +174,104 @@ impl KvCache {
         }
     }
 }
+
+/// A cache moved off the compute device into host memory (its live positions only).
+#[derive(Debug, Clone)]
+pub struct HostKv {
+    layers: Vec<Option<(burn::tensor::TensorData, burn::tensor::TensorData, usize)>>,
+    kinds: Vec<AttnKind>,
+    window: usize,
+    len: usize,
+}
+
+impl HostKv {
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        self.layers
+            .iter()
+            .flatten()
+            .map(|(k, v, _)| k.bytes().len() + v.bytes().len())
+            .sum()
+    }
+
+    /// Positions held.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl KvCache {
+    /// Estimated bytes of one session's keys and values at `context` positions, with
+    /// `elem_bytes` per value: every non-shared layer, sliding ones capped at twice the window.
+    pub fn estimate_bytes(cfg: &ModelConfig, elem_bytes: usize, context: usize) -> usize {
+        cfg.layers
+            .iter()
+            .filter(|l| l.kv_donor.is_none())
+            .map(|l| {
+                let positions = match l.kind {
+                    AttnKind::Full => context,
+                    AttnKind::Sliding => context.min(2 * cfg.sliding_window),
+                };
+                2 * l.kv_heads * l.head_dim * elem_bytes * positions
+            })
+            .sum()
+    }
+
+    /// Bytes of live keys and values.
+    pub fn bytes(&self) -> usize {
+        self.layers
+            .iter()
+            .flatten()
+            .map(|kv| {
+                let [h, _, d] = kv.k.dims();
+                2 * h * kv.len * d * kv.k.dtype().size()
+            })
+            .sum()
+    }
+
+    /// Copies the live positions to host memory.
+    pub fn to_host(&self) -> HostKv {
+        HostKv {
+            layers: self
+                .layers
+                .iter()
+                .map(|l| {
+                    l.as_ref().map(|kv| {
+                        let (k, v) = kv.view();
+                        (k.into_data(), v.into_data(), kv.start)
+                    })
+                })
+                .collect(),
+            kinds: self.kinds.clone(),
+            window: self.window,
+            len: self.len,
+        }
+    }
+
+    /// Rebuilds a cache on `device` from a host copy.
+    pub fn from_host(host: HostKv, device: &burn::tensor::Device) -> Self {
+        Self {
+            layers: host
+                .layers
+                .into_iter()
+                .map(|l| {
+                    l.map(|(k, v, start)| {
+                        let (kd, vd) = (k.dtype(), v.dtype());
+                        let k = Tensor::<3>::from_data(k, (device, kd));
+                        let v = Tensor::<3>::from_data(v, (device, vd));
+                        let len = k.dims()[1];
+                        LayerKv { k, v, len, start }
+                    })
+                })
+                .collect(),
+            kinds: host.kinds,
+            window: host.window,
+            len: host.len,
+        }
+    }
+}
