@@ -368,3 +368,45 @@ fn a_session_moved_to_host_memory_comes_back_bit_identical() {
         assert!(n >= 1);
     }
 }
+
+#[test]
+fn regenerate_after_a_long_answer_rewinds_to_the_turn_snapshot() {
+    for name in FIXTURES {
+        let lm = model(name);
+        let m = &lm.model;
+        let vocab = m.config().vocab_size;
+        let window = m.config().sliding_window;
+        let prompt = ids(6, 3 * window, vocab);
+        let mut s = Session::new(m);
+        // An answer far longer than the window: the sliding buffers have moved on.
+        let long = 3 * window;
+        let (_, stats) = s
+            .run_turn(
+                m,
+                &prompt,
+                &SamplingParams::default(),
+                long,
+                &[],
+                4,
+                &never(),
+                &mut |_| {},
+            )
+            .expect("turn");
+        assert_eq!(stats.generated_tokens, long);
+        assert_eq!(s.position(), prompt.len() + long);
+        // Regenerate: the same prompt again. The snapshot taken one token before its end lets the
+        // session rewind there instead of prefilling everything.
+        assert_eq!(
+            s.prepare(&prompt).expect("prepare"),
+            Reuse::Rewind,
+            "{name}"
+        );
+        assert_eq!(s.position(), prompt.len() - 1);
+        let l = s
+            .prefill(m, &prompt[prompt.len() - 1..], 4, &never(), &mut |_, _| {})
+            .expect("prefill")
+            .expect("logits");
+        let d = max_abs_diff(&l, &cold(m, &prompt));
+        assert!(d < 1e-4, "{name}: regenerate differs from cold by {d}");
+    }
+}

@@ -12,7 +12,7 @@ use std::time::Instant;
 use burn::tensor::Device;
 
 use crate::error::{Error, Result};
-use crate::model::kv_cache::HostKv;
+use crate::model::kv_cache::{HostKv, SlidingSnapshot};
 use crate::model::{Gemma, KvCache, Logits};
 use crate::sampling::{Sampler, SamplingParams};
 
@@ -102,7 +102,12 @@ pub struct Session {
     dirty: bool,
     evicted: bool,
     device: Device,
+    /// Sliding-window state at recent user-turn boundaries, newest last.
+    snapshots: Vec<SlidingSnapshot>,
 }
+
+/// Turn-boundary snapshots kept per session.
+const SNAPSHOTS: usize = 4;
 
 impl Session {
     /// An empty session for `model`.
@@ -114,6 +119,7 @@ impl Session {
             dirty: false,
             evicted: false,
             device: model.device().clone(),
+            snapshots: Vec::new(),
         }
     }
 
@@ -156,6 +162,7 @@ impl Session {
 
     /// Drops the KV state to free memory; the next turn prefills again (reason `evicted`).
     pub fn evict(&mut self) {
+        self.snapshots.clear();
         self.cache.clear();
         self.host = None;
         self.resident.clear();
@@ -187,6 +194,7 @@ impl Session {
 
     /// Drops everything.
     pub fn reset(&mut self) {
+        self.snapshots.clear();
         self.cache.clear();
         self.host = None;
         self.resident.clear();
@@ -201,7 +209,36 @@ impl Session {
             return false;
         }
         self.resident.truncate(pos);
+        self.snapshots.retain(|s| s.position() <= pos);
         true
+    }
+
+    /// Remembers the sliding-window state here (a user-turn boundary), so that a later
+    /// regenerate or edit can rewind to it without a full prefill.
+    pub fn snapshot(&mut self) {
+        self.restore();
+        let pos = self.position();
+        if self.snapshots.last().is_some_and(|s| s.position() == pos) {
+            return;
+        }
+        self.snapshots.push(self.cache.snapshot_sliding());
+        if self.snapshots.len() > SNAPSHOTS {
+            self.snapshots.remove(0);
+        }
+    }
+
+    /// Rewinds to the latest snapshot at or before `pos`; its position, or `None` when none is
+    /// usable.
+    fn rewind_to_snapshot(&mut self, pos: usize) -> Option<usize> {
+        while let Some(snap) = self.snapshots.pop() {
+            if snap.position() <= pos && self.cache.restore_sliding(&snap) {
+                let at = snap.position();
+                self.resident.truncate(at);
+                self.snapshots.push(snap);
+                return Some(at);
+            }
+        }
+        None
     }
 
     /// Makes the resident ids a prefix of `prompt`, keeping as much as it can, and returns how;
@@ -239,7 +276,7 @@ impl Session {
         } else {
             Reuse::Rewind
         };
-        if self.rewind(keep) {
+        if self.rewind(keep) || self.rewind_to_snapshot(keep).is_some() {
             Ok(reason)
         } else {
             self.reset();
@@ -334,7 +371,17 @@ impl Session {
         let reuse = self.prepare(prompt)?;
         let reused = self.position();
         let todo = &prompt[reused..];
-        let logits = self.prefill(model, todo, chunk, stop, &mut |_, _| {})?;
+        // The snapshot goes one token before the end of the prompt, so that a regenerate rewinds
+        // there and prefills just that token for fresh logits.
+        let (head, last) = todo.split_at(todo.len() - 1);
+        let mut logits = None;
+        if !head.is_empty() {
+            self.prefill(model, head, chunk, stop, &mut |_, _| {})?;
+        }
+        if self.position() == prompt.len() - 1 {
+            self.snapshot();
+            logits = self.prefill(model, last, chunk, stop, &mut |_, _| {})?;
+        }
         let prefill_s = start.elapsed().as_secs_f64();
         let mut stats = TurnStats {
             reuse,

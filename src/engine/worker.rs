@@ -402,7 +402,16 @@ impl Worker<'_> {
         let todo = job.prompt.len() - job.reused;
         if job.prefilled < todo {
             let from = job.reused + job.prefilled;
-            let to = (from + CHUNK).min(job.prompt.len());
+            let end = job.prompt.len();
+            let mut to = (from + CHUNK).min(end);
+            if to == end && to - from > 1 {
+                // The last prompt token gets a step of its own, after a snapshot (below).
+                to -= 1;
+            }
+            if from == end - 1 {
+                // A user-turn boundary: regenerate and edits rewind here.
+                t.session.snapshot();
+            }
             let out =
                 t.session
                     .prefill(model, &job.prompt[from..to], CHUNK, &never, &mut |_, _| {})?;

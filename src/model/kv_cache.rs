@@ -275,3 +275,73 @@ impl KvCache {
         }
     }
 }
+
+/// The sliding layers' state at one position: what a rewind to that position needs, since a
+/// trimmed sliding buffer cannot be truncated back past its window. Small: window × sliding
+/// layers.
+#[derive(Debug, Clone)]
+pub struct SlidingSnapshot {
+    pos: usize,
+    layers: Vec<Option<(burn::tensor::TensorData, burn::tensor::TensorData, usize)>>,
+}
+
+impl SlidingSnapshot {
+    /// The position it restores to.
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+}
+
+impl KvCache {
+    /// Copies the last `window − 1` positions of every sliding layer (to host memory).
+    pub fn snapshot_sliding(&self) -> SlidingSnapshot {
+        let keep = self.window.saturating_sub(1);
+        let layers = self
+            .layers
+            .iter()
+            .zip(&self.kinds)
+            .map(|(l, kind)| match (l, kind) {
+                (Some(kv), AttnKind::Sliding) => {
+                    let n = kv.len.min(keep);
+                    let [h, _, d] = kv.k.dims();
+                    let range = [0..h, kv.len - n..kv.len, 0..d];
+                    let k = kv.k.clone().slice(range.clone()).into_data();
+                    let v = kv.v.clone().slice(range).into_data();
+                    Some((k, v, kv.start + kv.len - n))
+                }
+                _ => None,
+            })
+            .collect();
+        SlidingSnapshot {
+            pos: self.len,
+            layers,
+        }
+    }
+
+    /// Rewinds to the snapshot's position: full layers are truncated, sliding layers replaced by
+    /// the snapshot. False (and unchanged) when the cache no longer holds that position.
+    pub fn restore_sliding(&mut self, snap: &SlidingSnapshot) -> bool {
+        if snap.pos > self.len || snap.layers.len() != self.layers.len() {
+            return false;
+        }
+        let device = match self.layers.iter().flatten().next() {
+            Some(kv) => kv.k.device(),
+            None => return snap.pos == 0,
+        };
+        for ((slot, kind), saved) in self.layers.iter_mut().zip(&self.kinds).zip(&snap.layers) {
+            match (slot.as_mut(), kind, saved) {
+                (Some(kv), AttnKind::Sliding, Some((k, v, start))) => {
+                    let (kd, vd) = (k.dtype(), v.dtype());
+                    kv.k = Tensor::<3>::from_data(k.clone(), (&device, kd));
+                    kv.v = Tensor::<3>::from_data(v.clone(), (&device, vd));
+                    kv.len = kv.k.dims()[1];
+                    kv.start = *start;
+                }
+                (Some(kv), AttnKind::Full, _) => kv.len = snap.pos - kv.start,
+                (Some(_), AttnKind::Sliding, None) | (None, _, _) => {}
+            }
+        }
+        self.len = snap.pos;
+        true
+    }
+}
