@@ -13,6 +13,7 @@ use crate::loader::{self, safetensors::SafetensorsSource};
 use crate::model::config::{Family, ModelConfig, token_ids};
 use crate::model::{ComputeDtype, Gemma, KvCache, Logits, build::build};
 use crate::sampling::{Sampler, SamplingParams};
+use crate::tokenizer::chat_template::ChatTemplate;
 use crate::tokenizer::{self, Tokenizer};
 
 /// A model with what is needed to talk to it.
@@ -26,9 +27,20 @@ pub struct LoadedModel {
     pub stop_ids: Vec<u32>,
     /// Where it was loaded from.
     pub path: PathBuf,
+    /// The checkpoint's chat template, when it ships one.
+    pub template: Option<ChatTemplate>,
 }
 
 impl LoadedModel {
+    /// One user turn and the opening of the model's turn, without BOS: rendered with the
+    /// checkpoint's template when it has one, else with the built-in Gemma layout.
+    pub fn user_turn(&self, text: &str) -> Result<String> {
+        match &self.template {
+            Some(t) => t.user_turn(text, false),
+            None => Ok(tokenizer::user_turn(self.model.config().family, text)),
+        }
+    }
+
     /// Ids that end a chat turn: the declared ones plus the family's end-of-turn ids (Gemma 4:
     /// 1, 106, 50; Gemma 3: 1, 106), since base checkpoints often declare only `<eos>`.
     pub fn chat_stop_ids(&self) -> Vec<u32> {
@@ -77,11 +89,14 @@ pub fn load(
         None
     };
     let stop_ids = stop_ids(&dir, model.config());
+    let bos = bos_text(tokenizer.as_ref(), model.config().bos_token_id);
+    let template = ChatTemplate::from_dir(&dir, &bos)?;
     Ok(LoadedModel {
         model,
         tokenizer,
         stop_ids,
         path: dir,
+        template,
     })
 }
 
@@ -115,6 +130,11 @@ fn load_gguf(
     let file = GgufFile::open(path)?;
     let config = model_config(&file)?;
     let tokenizer = Some(tokenizer::gguf::from_gguf(&file)?);
+    let bos = bos_text(tokenizer.as_ref(), config.bos_token_id);
+    let template = match file.get("tokenizer.chat_template").and_then(|v| v.as_str()) {
+        Some(source) => Some(ChatTemplate::new(source.to_string(), &bos)?),
+        None => None,
+    };
     let source = GgufSource::new(file);
     let model = build(config, &source, device, dtype, progress)?;
     // What the file declares, as transformers reads it: eos (and llama.cpp's end-of-turn id
@@ -133,7 +153,14 @@ fn load_gguf(
         tokenizer,
         stop_ids,
         path: path.to_path_buf(),
+        template,
     })
+}
+
+/// The BOS token's text, as templates emit it.
+fn bos_text(tok: Option<&Tokenizer>, id: u32) -> String {
+    tok.and_then(|t| t.inner().id_to_token(id))
+        .unwrap_or_else(|| "<bos>".to_string())
 }
 
 fn family_stop_ids(family: Family) -> Vec<u32> {

@@ -10,7 +10,7 @@ use gemma_chat::engine::session::{Session, TurnEnd, TurnStats};
 use gemma_chat::generate::LoadedModel;
 use gemma_chat::sampling::SamplingParams;
 use gemma_chat::tokenizer::stream::TextStream;
-use gemma_chat::tokenizer::{Tokenizer, turn_markers, user_turn};
+use gemma_chat::tokenizer::{Tokenizer, turn_markers};
 
 use super::ModelArgs;
 use super::generate::load_model;
@@ -61,7 +61,7 @@ impl<'a> Chat<'a> {
         } else {
             next.extend(self.tok.encode("\n")?);
         }
-        next.extend(self.tok.encode(&user_turn(cfg.family, text))?);
+        next.extend(self.tok.encode(&self.lm.user_turn(text)?)?);
         let needed = next.len() + max_new;
         if needed > self.limit {
             anyhow::bail!(

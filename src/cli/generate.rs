@@ -8,7 +8,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 use gemma_chat::generate::{GenerateOptions, LoadedModel, generate, load};
 use gemma_chat::sampling::SamplingParams;
-use gemma_chat::tokenizer::{chat_prompt, stream::TextStream};
+use gemma_chat::tokenizer::stream::TextStream;
 use gemma_chat::{backend, demo, model::ComputeDtype};
 use serde_json::json;
 
@@ -91,7 +91,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
                 .as_ref()
                 .context("this model directory has no tokenizer.json: pass the prompt as --ids")?;
             let text = if args.chat {
-                chat_prompt(cfg.family, text)
+                lm.user_turn(text)?
             } else {
                 text.clone()
             };

@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 use crate::generate::LoadedModel;
 use crate::sampling::{Sampler, SamplingParams};
 use crate::tokenizer::stream::TextStream;
-use crate::tokenizer::{Tokenizer, turn_markers, user_turn};
+use crate::tokenizer::{Tokenizer, turn_markers};
 
 /// Prompt tokens per prefill step.
 const CHUNK: usize = 128;
@@ -244,8 +244,8 @@ impl Worker<'_> {
     }
 
     fn submit(&mut self, tab: TabId, text: &str) -> Result<()> {
-        let cfg = self.lm.model.config();
-        let (bos, family) = (cfg.bos_token_id, cfg.family);
+        let bos = self.lm.model.config().bos_token_id;
+        let turn = self.lm.user_turn(text)?;
         let tok = self.tok;
         let t = self.tab(tab);
         if t.job.is_some() {
@@ -259,7 +259,7 @@ impl Worker<'_> {
         } else {
             prompt.extend(tok.encode("\n")?);
         }
-        prompt.extend(tok.encode(&user_turn(family, text))?);
+        prompt.extend(tok.encode(&turn)?);
         self.start(tab, prompt)
     }
 

@@ -1,6 +1,7 @@
 //! Text ↔ token ids over a `tokenizers::Tokenizer`, with Gemma's special ids and the built-in
 //! chat layouts. Streaming detokenization lives in [`stream`].
 
+pub mod chat_template;
 pub mod gguf;
 pub mod stream;
 
@@ -80,9 +81,4 @@ pub fn user_turn(family: Family, user: &str) -> String {
         text.push_str("<|channel>thought\n<channel|>");
     }
     text
-}
-
-/// The built-in single-turn chat prompt for a family, without the leading BOS.
-pub fn chat_prompt(family: Family, user: &str) -> String {
-    user_turn(family, user)
 }
