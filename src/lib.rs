@@ -4,8 +4,9 @@
 //! Module map, by role:
 //! - Inference core: [`model`] (config, decoder, KV cache; weights only, no conversation state),
 //!   [`loader`] (safetensors and, later, GGUF into named tensors), [`tokenizer`] (text ↔ ids).
-//! - Running it: [`generate`] (prefill + decode loop shared by the command line and the engine),
-//!   [`sampling`] (greedy and seeded sampling on the host), [`backend`] (device selection).
+//! - Running it: [`engine`] (warm per-tab sessions, the engine thread and its protocol),
+//!   [`generate`] (loading, and the headless prefill + decode loop), [`sampling`] (greedy and
+//!   seeded sampling on the host), [`backend`] (device selection), [`demo`] (the demo model).
 //! - Errors: [`error`].
 //!
 //! | I want to… | Go to |
@@ -14,6 +15,8 @@
 //! | support a new checkpoint naming or format | `loader/*.rs` |
 //! | change how a config.json is read | `model/config.rs` |
 //! | change temperature, top-p or other sampling | `sampling.rs` |
+//! | fix history reuse, rewinds or memory across tabs | `engine/session.rs`, `model/kv_cache.rs` |
+//! | fix streaming, stop or tab scheduling | `engine/worker.rs` |
 
 pub mod backend;
 pub mod demo;
