@@ -226,3 +226,55 @@ fn the_line_chat_keeps_its_session_warm() {
     assert!(err.contains("[new · reused 0 · prefilled"), "{err}");
     assert!(err.contains("[exact_prefix · reused"), "{err}");
 }
+
+#[test]
+fn turn_two_of_a_long_conversation_prefills_exactly_the_new_turn() {
+    use gemma_chat::engine::session::{Reuse, Session};
+    let lm = model();
+    let tok = lm.tokenizer.as_ref().expect("tokenizer");
+    let story = "The lighthouse keeper counted the ships that passed the rocks each night. ";
+    let mut convo = vec![lm.model.config().bos_token_id];
+    convo.extend(
+        tok.encode(&lm.user_turn(&story.repeat(120)).expect("turn"))
+            .expect("ids"),
+    );
+    assert!(convo.len() >= 1500, "{} tokens", convo.len());
+    let never = std::sync::atomic::AtomicBool::new(false);
+    let mut s = Session::new(&lm.model);
+    let mut answer = Vec::new();
+    let (_, first) = s
+        .run_turn(
+            &lm.model,
+            &convo,
+            &SamplingParams::default(),
+            4,
+            &lm.chat_stop_ids(),
+            256,
+            &never,
+            &mut |id| answer.push(id),
+        )
+        .expect("turn one");
+    assert_eq!(first.reuse, Reuse::New);
+    convo.extend(&answer);
+    let history = convo.len();
+    convo.extend(tok.encode("\n").expect("ids"));
+    convo.extend(
+        tok.encode(&lm.user_turn("And then?").expect("turn"))
+            .expect("ids"),
+    );
+    let (_, second) = s
+        .run_turn(
+            &lm.model,
+            &convo,
+            &SamplingParams::default(),
+            2,
+            &lm.chat_stop_ids(),
+            256,
+            &never,
+            &mut |_| {},
+        )
+        .expect("turn two");
+    assert_eq!(second.reuse, Reuse::ExactPrefix);
+    assert_eq!(second.reused_tokens, history);
+    assert_eq!(second.prefilled_tokens, convo.len() - history);
+}
