@@ -79,54 +79,33 @@ fn generate_json_and_dump_logits() {
 #[test]
 fn errors_are_clear_and_exit_nonzero() {
     let dir = fixture("gemma3");
-    let run = |args: &[&str]| {
-        let out = bin().args(args).output().expect("runs");
+    let model = dir.to_str().expect("utf-8 path");
+    // Runs `generate --model <gemma3 fixture> ARGS`, which must fail, and returns its stderr.
+    let fails = |args: &[&str]| {
+        let out = bin()
+            .args(["generate", "--model", model])
+            .args(args)
+            .output()
+            .expect("runs");
         assert!(!out.status.success(), "{args:?} should fail");
         String::from_utf8_lossy(&out.stderr).to_string()
     };
-    let model = dir.to_str().expect("utf-8 path");
-    let err = run(&[
-        "generate",
-        "--model",
-        model,
-        "--ids",
-        "2,5",
-        "--backend",
-        "wgpu",
-    ]);
+    let err = fails(&["--ids", "2,5", "--backend", "wgpu"]);
     assert!(err.contains("--features wgpu"), "{err}");
-    let err = run(&[
-        "generate",
-        "--model",
-        model,
-        "--ids",
-        "2,5",
-        "--backend",
-        "tpu",
-    ]);
+    let err = fails(&["--ids", "2,5", "--backend", "tpu"]);
     assert!(
         err.contains("unknown backend") && err.contains("cpu"),
         "{err}"
     );
-    let err = run(&["generate", "--model", model, "--ids", "2,99999"]);
+    let err = fails(&["--ids", "2,99999"]);
     assert!(err.contains("99999") && err.contains("vocabulary"), "{err}");
-    let err = run(&["generate", "--model", model, "--prompt", "hi"]);
+    let err = fails(&["--prompt", "hi"]);
     assert!(
         err.contains("tokenizer.json") && err.contains("--ids"),
         "{err}"
     );
-    let err = run(&[
-        "generate",
-        "--model",
-        model,
-        "--ids",
-        "2",
-        "--temperature",
-        "3",
-    ]);
+    let err = fails(&["--ids", "2", "--temperature", "3"]);
     assert!(err.contains("temperature"), "{err}");
-    let err = run(&[
-        "generate", "--model", model, "--ids", "2", "--dtype", "bf16",
-    ]);
+    let err = fails(&["--ids", "2", "--dtype", "bf16"]);
     assert!(err.contains("f16"), "{err}");
 }
