@@ -318,7 +318,8 @@ fn to_vec(t: Tensor<2>) -> Result<Vec<f32>> {
         .map_err(|e| Error::Backend(format!("cannot read logits: {e:?}")))
 }
 
-fn last_row(t: Tensor<2>) -> Result<Vec<f32>> {
+/// The last row of a `[rows, vocab]` logits tensor, on the host.
+pub(crate) fn last_row(t: Tensor<2>) -> Result<Vec<f32>> {
     let [rows, cols] = t.dims();
     let v = to_vec(t)?;
     Ok(v[(rows - 1) * cols..].to_vec())

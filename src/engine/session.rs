@@ -12,6 +12,7 @@ use std::time::Instant;
 use burn::tensor::Device;
 
 use crate::error::{Error, Result};
+use crate::generate::last_row;
 use crate::model::kv_cache::{HostKv, SlidingSnapshot};
 use crate::model::{Gemma, KvCache, Logits};
 use crate::sampling::{Sampler, SamplingParams};
@@ -322,16 +323,7 @@ impl Session {
         let pos = self.position();
         let result = model
             .forward(ids, &mut self.cache, pos, mode)
-            .and_then(|out| {
-                out.map(|t| {
-                    let [rows, cols] = t.dims();
-                    t.into_data()
-                        .try_to_vec::<f32>()
-                        .map(|v| v[(rows - 1) * cols..].to_vec())
-                        .map_err(|e| Error::Backend(format!("cannot read logits: {e:?}")))
-                })
-                .transpose()
-            });
+            .and_then(|out| out.map(last_row).transpose());
         match result {
             Ok(out) => {
                 self.resident.extend_from_slice(ids);

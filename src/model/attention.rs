@@ -121,8 +121,10 @@ fn build_mask(
 ) -> Option<Tensor<2>> {
     let sliding = a.spec.kind == AttnKind::Sliding;
     let visible = |p: usize, j: usize| j <= p && (!sliding || p - j < a.window);
-    let all = (0..t).all(|r| (0..s).all(|c| visible(a.q_start + r, k_start + c)));
-    if all {
+    // Every key is visible when the newest key is no later than the first query and, on sliding
+    // layers, the oldest key is still inside the last query's window: O(1), not O(T·S).
+    let (q_last, k_last) = (a.q_start + t - 1, k_start + s - 1);
+    if k_last <= a.q_start && (!sliding || q_last - k_start < a.window) {
         return None;
     }
     let mut row_masks = Vec::with_capacity(t * s);
