@@ -14,7 +14,7 @@ use crate::model::config::{Family, ModelConfig, token_ids};
 use crate::model::{ComputeDtype, Gemma, KvCache, Logits, build::build};
 use crate::sampling::{Sampler, SamplingParams};
 use crate::tokenizer::chat_template::ChatTemplate;
-use crate::tokenizer::{self, Tokenizer};
+use crate::tokenizer::{self, Tokenizer, TurnText};
 
 /// A model with what is needed to talk to it.
 #[derive(Debug)]
@@ -35,10 +35,29 @@ impl LoadedModel {
     /// One user turn and the opening of the model's turn, without BOS: rendered with the
     /// checkpoint's template when it has one, else with the built-in Gemma layout.
     pub fn user_turn(&self, text: &str) -> Result<String> {
-        match &self.template {
-            Some(t) => t.user_turn(text, false),
-            None => Ok(tokenizer::user_turn(self.model.config().family, text)),
-        }
+        Ok(self.turn_text(text, false)?.turn)
+    }
+
+    /// A user turn with thinking on or off, split into the conversation header and the turn (see
+    /// [`TurnText`]).
+    pub fn turn_text(&self, text: &str, thinking: bool) -> Result<TurnText> {
+        let thinking = thinking && self.supports_thinking();
+        let Some(t) = &self.template else {
+            return Ok(tokenizer::thinking_turn(
+                self.model.config().family,
+                text,
+                thinking,
+            ));
+        };
+        t.turn_text(text, thinking)
+    }
+
+    /// Whether the model has a thinking mode (Gemma 4 with its channel and think tokens).
+    pub fn supports_thinking(&self) -> bool {
+        self.model.config().family == Family::Gemma4
+            && self.tokenizer.as_ref().is_some_and(|t| {
+                t.token_id("<|think|>").is_some() && t.token_id("<|channel>").is_some()
+            })
     }
 
     /// Ids that end a chat turn: the declared ones plus the family's end-of-turn ids (Gemma 4:

@@ -244,7 +244,7 @@ fn alternating_tabs_never_re_prefill_and_a_budget_of_one_swaps_through_ram() {
     for budget in [None, Some(1)] {
         let h = engine_with(EngineOptions {
             memory_budget: budget,
-            host_budget: None,
+            ..EngineOptions::default()
         });
         let mut offloaded = 0;
         for tab in [1, 2] {
@@ -274,4 +274,135 @@ fn alternating_tabs_never_re_prefill_and_a_budget_of_one_swaps_through_ram() {
             Some(_) => assert!(offloaded >= 19, "only {offloaded} swaps through RAM"),
         }
     }
+}
+
+#[test]
+fn a_failed_turn_is_reported_and_the_next_one_starts_over_from_intact_history() {
+    let h = engine_with(EngineOptions {
+        inject_failure: Some((3, 2)),
+        ..EngineOptions::default()
+    });
+    // Reference: the same two turns in a tab without failures.
+    greedy(&h, 4, 6);
+    for text in ["Name a colour.", "And another one?"] {
+        h.send(Command::Submit {
+            tab: 4,
+            text: text.into(),
+        });
+    }
+    // The second submit is refused while the first runs; wait, then send it again.
+    let mut reference = Vec::new();
+    loop {
+        match h
+            .events
+            .recv_timeout(Duration::from_secs(120))
+            .expect("event")
+        {
+            Event::Failed { tab: 4, error } => assert!(error.contains("still running"), "{error}"),
+            Event::Finished { tab: 4, .. } => break,
+            _ => {}
+        }
+    }
+    h.send(Command::Submit {
+        tab: 4,
+        text: "And another one?".into(),
+    });
+    reference.push(run_until_finished(&h, &[4]).remove(0));
+
+    // Tab 3: the first turn's third forward step fails (inside the prefill of the first turn).
+    greedy(&h, 3, 6);
+    h.send(Command::Submit {
+        tab: 3,
+        text: "Name a colour.".into(),
+    });
+    let error = loop {
+        match h
+            .events
+            .recv_timeout(Duration::from_secs(120))
+            .expect("event")
+        {
+            Event::Failed { tab: 3, error } => break error,
+            Event::Finished { tab: 3, .. } => panic!("the injected failure did not fire"),
+            _ => {}
+        }
+    };
+    assert!(error.contains("injected failure"), "{error}");
+    // Nothing of the failed turn is kept: the same two turns now give the reference answer.
+    h.send(Command::Submit {
+        tab: 3,
+        text: "Name a colour.".into(),
+    });
+    let first = run_until_finished(&h, &[3]).remove(0);
+    assert_eq!(first.2.reuse, Reuse::Dirty);
+    h.send(Command::Submit {
+        tab: 3,
+        text: "And another one?".into(),
+    });
+    let second = run_until_finished(&h, &[3]).remove(0);
+    assert_eq!(second.2.reuse, Reuse::ExactPrefix);
+    assert_eq!(second.0, reference[0].0);
+    assert_eq!(second.2.reused_tokens, reference[0].2.reused_tokens);
+
+    // Gemma 3 has no thinking mode: asking for it says so and changes nothing.
+    h.send(Command::SetThinking { tab: 3, on: true });
+    match h
+        .events
+        .recv_timeout(Duration::from_secs(10))
+        .expect("event")
+    {
+        Event::Failed { tab: 3, error } => assert!(error.contains("no thinking mode"), "{error}"),
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+#[test]
+fn stop_during_a_long_prefill_lands_within_one_chunk() {
+    let h = engine();
+    greedy(&h, 1, 4);
+    let long = "The quick brown fox jumps over the lazy dog. ".repeat(120);
+    h.send(Command::Submit { tab: 1, text: long });
+    // The first chunk's progress: the prefill is under way.
+    match h
+        .events
+        .recv_timeout(Duration::from_secs(120))
+        .expect("event")
+    {
+        Event::Prefill {
+            tab: 1,
+            done,
+            total,
+        } => {
+            assert!(total > 1000, "a long prompt: {total}");
+            assert!(done < total);
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    h.send(Command::Stop { tab: 1 });
+    let mut chunks_after_stop = 0;
+    let (end, stats) = loop {
+        match h
+            .events
+            .recv_timeout(Duration::from_secs(120))
+            .expect("event")
+        {
+            Event::Prefill { tab: 1, .. } => chunks_after_stop += 1,
+            Event::Finished { tab: 1, end, stats } => break (end, stats),
+            other => panic!("unexpected {other:?}"),
+        }
+    };
+    assert_eq!(end, TurnEnd::Stopped);
+    assert!(
+        chunks_after_stop <= 1,
+        "{chunks_after_stop} chunks ran after the stop"
+    );
+    assert!(stats.prefilled_tokens <= 256, "{stats:?}");
+    assert_eq!(stats.generated_tokens, 0);
+    // The partial prefill is kept and reused: resending the same text prefills only the rest.
+    h.send(Command::Submit {
+        tab: 1,
+        text: "The quick brown fox jumps over the lazy dog. ".repeat(120),
+    });
+    let again = run_until_finished(&h, &[1]).remove(0);
+    assert_eq!(again.2.reuse, Reuse::ExactPrefix);
+    assert_eq!(again.2.reused_tokens, stats.prefilled_tokens);
 }

@@ -410,3 +410,83 @@ fn regenerate_after_a_long_answer_rewinds_to_the_turn_snapshot() {
         assert!(d < 1e-4, "{name}: regenerate differs from cold by {d}");
     }
 }
+
+#[test]
+fn injected_prefill_decode_and_reset_failures_keep_the_invariant() {
+    let lm = model("gemma4_e2b_style");
+    let m = &lm.model;
+    let vocab = m.config().vocab_size;
+    let first = ids(21, 30, vocab);
+    let turn = |s: &mut Session, prompt: &[u32], n: usize| {
+        s.run_turn(
+            m,
+            prompt,
+            &SamplingParams::default(),
+            n,
+            &[],
+            4,
+            &never(),
+            &mut |_| {},
+        )
+    };
+    let consistent = |s: &Session| assert_eq!(s.position(), s.resident().len());
+
+    // A healthy first turn, to have history at stake.
+    let mut s = Session::new(m);
+    turn(&mut s, &first, 4).expect("turn");
+    let mut second = s.resident().to_vec();
+    second.extend(ids(22, 17, vocab));
+
+    // Prefill fails on its third chunk: the session is emptied and marked, never half-updated.
+    s.fail_after(2);
+    let err = turn(&mut s, &second, 4).expect_err("injected");
+    assert!(err.to_string().contains("injected failure"), "{err}");
+    consistent(&s);
+    assert!(s.is_dirty());
+    assert_eq!(s.position(), 0);
+
+    // The reset's full prefill fails too: still consistent, still dirty.
+    s.fail_after(1);
+    let err = turn(&mut s, &second, 4).expect_err("injected");
+    assert!(err.to_string().contains("injected failure"), "{err}");
+    consistent(&s);
+    assert!(s.is_dirty());
+
+    // Then it recovers with a full prefill, and its logits equal a cold recompute.
+    let (_, stats) = turn(&mut s, &second, 1).expect("recovers");
+    assert_eq!(stats.reuse, Reuse::Dirty);
+    assert_eq!(stats.prefilled_tokens, second.len());
+    consistent(&s);
+
+    // A decode step fails after two tokens: same contract.
+    let mut s = Session::new(m);
+    let prefill_steps = first.len().div_ceil(4) + 1;
+    s.fail_after(prefill_steps + 2);
+    let mut seen = Vec::new();
+    let err = s
+        .run_turn(
+            m,
+            &first,
+            &SamplingParams::default(),
+            8,
+            &[],
+            4,
+            &never(),
+            &mut |id| seen.push(id),
+        )
+        .expect_err("injected");
+    assert!(err.to_string().contains("injected failure"), "{err}");
+    assert!(seen.len() >= 2, "failed in decode, after tokens: {seen:?}");
+    consistent(&s);
+    assert!(s.is_dirty());
+    let (_, stats) = turn(&mut s, &first, 2).expect("recovers");
+    assert_eq!(stats.reuse, Reuse::Dirty);
+    let mut cold_prompt = first.clone();
+    cold_prompt.extend(&s.resident()[first.len()..]);
+    let warm = s
+        .prefill(m, &[7], 4, &never(), &mut |_, _| {})
+        .expect("prefill")
+        .expect("logits");
+    cold_prompt.push(7);
+    assert!(max_abs_diff(&warm, &cold(m, &cold_prompt)) < 1e-4);
+}

@@ -4,4 +4,6 @@
 pub mod protocol;
 pub mod session;
 pub mod stop;
+pub mod thinking;
+mod turn;
 pub mod worker;

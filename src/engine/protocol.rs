@@ -43,6 +43,14 @@ pub enum Command {
         /// Texts that end an answer; they are never shown.
         stop: Vec<String>,
     },
+    /// Gemma 4 thinking on or off for the tab's next turns. Turning it on or off mid-conversation
+    /// changes the conversation's header, so the next turn re-prefills the history (`rewind`).
+    SetThinking {
+        /// The tab.
+        tab: TabId,
+        /// Thinking on.
+        on: bool,
+    },
     /// End the engine thread.
     Shutdown,
 }
@@ -63,6 +71,8 @@ pub enum Event {
         model: String,
         /// The context limit per tab, in tokens.
         context_length: usize,
+        /// Whether the model has a thinking mode.
+        thinking: bool,
     },
     /// The model could not be loaded; the engine thread has ended.
     LoadFailed {
@@ -83,6 +93,13 @@ pub enum Event {
         /// The tab.
         tab: TabId,
         /// The new text (whole characters only).
+        text: String,
+    },
+    /// More thought text (Gemma 4 thinking), apart from the answer.
+    Thought {
+        /// The tab.
+        tab: TabId,
+        /// The new text.
         text: String,
     },
     /// The turn ended.

@@ -105,6 +105,8 @@ pub struct Session {
     device: Device,
     /// Sliding-window state at recent user-turn boundaries, newest last.
     snapshots: Vec<SlidingSnapshot>,
+    /// Forward steps left before an injected failure (tests only).
+    fail_in: Option<usize>,
 }
 
 /// Turn-boundary snapshots kept per session.
@@ -121,6 +123,7 @@ impl Session {
             evicted: false,
             device: model.device().clone(),
             snapshots: Vec::new(),
+            fail_in: None,
         }
     }
 
@@ -191,6 +194,13 @@ impl Session {
     /// could not be rewound.
     pub fn mark_dirty(&mut self) {
         self.dirty = true;
+    }
+
+    /// Makes the forward step after `steps` more successful ones fail as a backend error would,
+    /// to test that failures keep the invariant.
+    #[doc(hidden)]
+    pub fn fail_after(&mut self, steps: usize) {
+        self.fail_in = Some(steps);
     }
 
     /// Drops everything.
@@ -321,9 +331,24 @@ impl Session {
     /// Feeds one chunk, keeping the invariant whatever happens.
     fn step(&mut self, model: &Gemma, ids: &[u32], mode: Logits) -> Result<Option<Vec<f32>>> {
         let pos = self.position();
-        let result = model
-            .forward(ids, &mut self.cache, pos, mode)
-            .and_then(|out| out.map(last_row).transpose());
+        let injected = match self.fail_in {
+            Some(0) => {
+                self.fail_in = None;
+                true
+            }
+            Some(n) => {
+                self.fail_in = Some(n - 1);
+                false
+            }
+            None => false,
+        };
+        let result = if injected {
+            Err(Error::Backend("injected failure".into()))
+        } else {
+            model
+                .forward(ids, &mut self.cache, pos, mode)
+                .and_then(|out| out.map(last_row).transpose())
+        };
         match result {
             Ok(out) => {
                 self.resident.extend_from_slice(ids);

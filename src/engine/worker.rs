@@ -5,22 +5,17 @@
 //! another.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::{Receiver, Sender, TryRecvError, channel};
 use std::thread::JoinHandle;
-use std::time::Instant;
 
 use super::protocol::{Command, Event, TabId};
-use super::session::{Reuse, Session, Tier, TurnEnd, TurnStats};
-use super::stop;
+use super::session::{Session, Tier};
+use super::thinking::{Channels, Router, ThinkingPolicy};
+use super::turn::Job;
 use crate::error::{Error, Result};
 use crate::generate::LoadedModel;
 use crate::sampling::{Sampler, SamplingParams};
-use crate::tokenizer::stream::TextStream;
-use crate::tokenizer::{Tokenizer, turn_markers};
-
-/// Prompt tokens per prefill step.
-const CHUNK: usize = 128;
+use crate::tokenizer::Tokenizer;
 
 /// The UI's end of the engine.
 #[derive(Debug)]
@@ -47,7 +42,7 @@ impl Drop for EngineHandle {
     }
 }
 
-/// Memory limits for the sessions' KV state.
+/// Memory limits for the sessions' KV state, and what becomes of thoughts.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct EngineOptions {
     /// Bytes of KV state allowed on the compute device (`None`: no limit). Past it, the least
@@ -55,6 +50,11 @@ pub struct EngineOptions {
     pub memory_budget: Option<usize>,
     /// Bytes of KV state allowed in host memory (`None`: no limit). Past it, a tab drops to text.
     pub host_budget: Option<usize>,
+    /// What a finished turn keeps of its thought (Gemma 4 thinking).
+    pub thinking_policy: ThinkingPolicy,
+    /// Tests only: the tab's next turn fails after this many forward steps.
+    #[doc(hidden)]
+    pub inject_failure: Option<(TabId, usize)>,
 }
 
 /// Starts the engine thread. `load` runs on it and reports progress as `(done, total)`.
@@ -88,6 +88,7 @@ where
             let _ = event_tx.send(Event::Ready {
                 model: cfg.model_type.clone(),
                 context_length: cfg.max_position_embeddings,
+                thinking: lm.supports_thinking(),
             });
             Worker {
                 lm: &lm,
@@ -95,6 +96,7 @@ where
                 events: event_tx,
                 tabs: BTreeMap::new(),
                 stop_ids: lm.chat_stop_ids(),
+                channels: Channels::of(tok).filter(|_| lm.supports_thinking()),
                 last: None,
                 options,
                 clock: 0,
@@ -109,49 +111,37 @@ where
     }
 }
 
-struct Tab {
-    session: Session,
+pub(super) struct Tab {
+    pub session: Session,
     /// The conversation in ids; the session holds it all but a final stop id.
-    convo: Vec<u32>,
+    pub convo: Vec<u32>,
+    /// The ids of the conversation header in `convo`, right after BOS.
+    pub header: Vec<u32>,
     /// Where the last model answer starts in `convo`, for regenerate.
-    last_answer: Option<usize>,
-    sampling: SamplingParams,
-    max_new_tokens: usize,
-    stop_strings: Vec<String>,
-    job: Option<Job>,
+    pub last_answer: Option<usize>,
+    pub sampling: SamplingParams,
+    pub max_new_tokens: usize,
+    pub stop_strings: Vec<String>,
+    /// Gemma 4 thinking for the next turns.
+    pub thinking: bool,
+    pub job: Option<Job>,
     /// When the tab last started a turn (LRU order for eviction).
-    last_used: u64,
+    pub last_used: u64,
     /// The tier last reported to the UI.
-    tier: Tier,
+    pub tier: Tier,
 }
 
-struct Job {
-    prompt: Vec<u32>,
-    reuse: Reuse,
-    reused: usize,
-    prefilled: usize,
-    logits: Option<Vec<f32>>,
-    sampler: Sampler,
-    stream: TextStream,
-    answer: Vec<u32>,
-    /// Decoded text not shown yet (it may be the start of a stop string).
-    pending: String,
-    /// Bytes of answer text shown so far.
-    shown: usize,
-    started: Instant,
-    prefill_s: f64,
-    ttft_s: f64,
-    stop: bool,
-}
-
-struct Worker<'a> {
-    lm: &'a LoadedModel,
-    tok: &'a Tokenizer,
-    events: Sender<Event>,
-    tabs: BTreeMap<TabId, Tab>,
-    stop_ids: Vec<u32>,
-    last: Option<TabId>,
-    options: EngineOptions,
+pub(super) struct Worker<'a> {
+    pub lm: &'a LoadedModel,
+    pub tok: &'a Tokenizer,
+    pub events: Sender<Event>,
+    pub tabs: BTreeMap<TabId, Tab>,
+    pub stop_ids: Vec<u32>,
+    /// Channel markers when the model thinks.
+    pub channels: Option<Channels>,
+    /// The tab served last (round-robin).
+    pub last: Option<TabId>,
+    pub options: EngineOptions,
     clock: u64,
 }
 
@@ -183,7 +173,7 @@ impl Worker<'_> {
         }
     }
 
-    fn emit(&self, e: Event) {
+    pub(super) fn emit(&self, e: Event) {
         let _ = self.events.send(e);
     }
 
@@ -192,10 +182,12 @@ impl Worker<'_> {
         self.tabs.entry(tab).or_insert_with(|| Tab {
             session: Session::new(model),
             convo: Vec::new(),
+            header: Vec::new(),
             last_answer: None,
             sampling: SamplingParams::default(),
             max_new_tokens: 512,
             stop_strings: Vec::new(),
+            thinking: false,
             job: None,
             last_used: 0,
             tier: Tier::Device,
@@ -239,49 +231,73 @@ impl Worker<'_> {
                 t.max_new_tokens = max_new_tokens;
                 t.stop_strings = stop;
             }
+            Command::SetThinking { tab, on } => {
+                if on && !self.lm.supports_thinking() {
+                    self.emit(Event::Failed {
+                        tab,
+                        error: "this model has no thinking mode; the setting has no effect".into(),
+                    });
+                }
+                self.tab(tab).thinking = on;
+            }
             Command::Shutdown => {}
         }
     }
 
-    fn submit(&mut self, tab: TabId, text: &str) -> Result<()> {
-        let bos = self.lm.model.config().bos_token_id;
-        let turn = self.lm.user_turn(text)?;
-        let tok = self.tok;
+    /// The tab's job, unless a turn is running: a quiet re-prefill gives way to a new turn.
+    fn idle_tab(&mut self, tab: TabId) -> Result<&mut Tab> {
         let t = self.tab(tab);
+        if t.job.as_ref().is_some_and(|j| j.quiet) {
+            t.job = None;
+        }
         if t.job.is_some() {
             return Err(Error::Invalid(
                 "a turn is still running in this tab; stop it first".into(),
             ));
         }
-        let mut prompt = t.convo.clone();
-        if prompt.is_empty() {
-            prompt.push(bos);
-        } else {
+        Ok(t)
+    }
+
+    fn submit(&mut self, tab: TabId, text: &str) -> Result<()> {
+        let bos = self.lm.model.config().bos_token_id;
+        let thinking = self.tab(tab).thinking;
+        let parts = self.lm.turn_text(text, thinking)?;
+        let tok = self.tok;
+        let header = tok.encode(&parts.header)?;
+        let t = self.idle_tab(tab)?;
+        // History stays in ids; only the header (when thinking was toggled) and the new turn are
+        // rendered. A changed header rewinds the session to BOS, and the turn says so.
+        let mut prompt = vec![bos];
+        prompt.extend(&header);
+        if !t.convo.is_empty() {
+            prompt.extend(&t.convo[1 + t.header.len()..]);
             prompt.extend(tok.encode("\n")?);
         }
-        prompt.extend(tok.encode(&turn)?);
-        self.start(tab, prompt)
+        prompt.extend(tok.encode(&parts.turn)?);
+        self.start(tab, prompt, header)
     }
 
     fn regenerate(&mut self, tab: TabId) -> Result<()> {
-        let t = self.tab(tab);
-        if t.job.is_some() {
-            return Err(Error::Invalid(
-                "a turn is still running in this tab; stop it first".into(),
-            ));
-        }
+        let t = self.idle_tab(tab)?;
         let at = t
             .last_answer
             .ok_or_else(|| Error::Invalid("there is no answer to regenerate yet".into()))?;
         let prompt = t.convo[..at].to_vec();
-        self.start(tab, prompt)
+        let header = t.header.clone();
+        self.start(tab, prompt, header)
     }
 
     /// Starts a turn whose whole conversation is `prompt`.
-    fn start(&mut self, tab: TabId, prompt: Vec<u32>) -> Result<()> {
+    fn start(&mut self, tab: TabId, prompt: Vec<u32>, header: Vec<u32>) -> Result<()> {
         let limit = self.lm.model.config().max_position_embeddings;
         self.clock += 1;
         let now = self.clock;
+        let inject = self
+            .options
+            .inject_failure
+            .take_if(|(t, _)| *t == tab)
+            .map(|(_, n)| n);
+        let channels = self.channels;
         let t = self.tab(tab);
         let needed = prompt.len() + t.max_new_tokens;
         if needed > limit {
@@ -289,30 +305,21 @@ impl Worker<'_> {
         }
         t.last_used = now;
         let reuse = t.session.prepare(&prompt)?;
+        if let Some(n) = inject {
+            t.session.fail_after(n);
+        }
         let reused = t.session.position();
-        t.job = Some(Job {
-            sampler: Sampler::new(t.sampling.clone()),
-            prompt,
-            reuse,
-            reused,
-            prefilled: 0,
-            logits: None,
-            stream: TextStream::new(),
-            answer: Vec::new(),
-            pending: String::new(),
-            shown: 0,
-            started: Instant::now(),
-            prefill_s: 0.0,
-            ttft_s: 0.0,
-            stop: false,
-        });
+        let mut job = Job::new(prompt, header, reuse, reused);
+        job.sampler = Sampler::new(t.sampling.clone());
+        job.router = Router::new(channels);
+        t.job = Some(job);
         self.enforce_budget(tab);
         Ok(())
     }
 
     /// Moves least recently used idle tabs to host memory, or to text when host memory is full
     /// too, until the device budget holds. The active and generating tabs never move.
-    fn enforce_budget(&mut self, active: TabId) {
+    pub(super) fn enforce_budget(&mut self, active: TabId) {
         if let Some(budget) = self.options.memory_budget {
             loop {
                 let used: usize = self.tabs.values().map(|t| t.session.device_bytes()).sum();
@@ -357,161 +364,5 @@ impl Worker<'_> {
         for (tab, tier) in changed {
             self.emit(Event::TabState { tab, tier });
         }
-    }
-
-    /// Advances the next running turn by one prefill chunk or one decode step.
-    fn step(&mut self) {
-        let next = self
-            .tabs
-            .iter()
-            .filter(|(_, t)| t.job.is_some())
-            .map(|(id, _)| *id)
-            .find(|id| self.last.is_none_or(|l| *id > l))
-            .or_else(|| {
-                self.tabs
-                    .iter()
-                    .find(|(_, t)| t.job.is_some())
-                    .map(|(id, _)| *id)
-            });
-        let Some(tab) = next else { return };
-        self.last = Some(tab);
-        if let Err(e) = self.advance(tab) {
-            if let Some(t) = self.tabs.get_mut(&tab) {
-                t.job = None;
-            }
-            self.emit(Event::Failed {
-                tab,
-                error: e.to_string(),
-            });
-        }
-    }
-
-    fn advance(&mut self, tab: TabId) -> Result<()> {
-        let (model, tok) = (&self.lm.model, self.tok);
-        let never = AtomicBool::new(false);
-        let Some(t) = self.tabs.get_mut(&tab) else {
-            return Ok(());
-        };
-        let max_new = t.max_new_tokens;
-        let Some(job) = t.job.as_mut() else {
-            return Ok(());
-        };
-        if job.stop {
-            return self.finish(tab, TurnEnd::Stopped);
-        }
-        let todo = job.prompt.len() - job.reused;
-        if job.prefilled < todo {
-            let from = job.reused + job.prefilled;
-            let end = job.prompt.len();
-            let mut to = (from + CHUNK).min(end);
-            if to == end && to - from > 1 {
-                // The last prompt token gets a step of its own, after a snapshot (below).
-                to -= 1;
-            }
-            if from == end - 1 {
-                // A user-turn boundary: regenerate and edits rewind here.
-                t.session.snapshot();
-            }
-            let out =
-                t.session
-                    .prefill(model, &job.prompt[from..to], CHUNK, &never, &mut |_, _| {})?;
-            job.prefilled += to - from;
-            job.logits = out;
-            if job.prefilled == todo {
-                job.prefill_s = job.started.elapsed().as_secs_f64();
-            }
-            let event = Event::Prefill {
-                tab,
-                done: job.prefilled,
-                total: todo,
-            };
-            let _ = self.events.send(event);
-            return Ok(());
-        }
-        if job.answer.len() >= max_new {
-            return self.finish(tab, TurnEnd::Length);
-        }
-        let logits = job
-            .logits
-            .take()
-            .ok_or_else(|| Error::Backend("no logits to sample from".into()))?;
-        let id = job.sampler.sample(&logits);
-        if job.answer.is_empty() {
-            job.ttft_s = job.started.elapsed().as_secs_f64();
-        }
-        if self.stop_ids.contains(&id) {
-            return self.finish(tab, TurnEnd::Stop(id));
-        }
-        job.answer.push(id);
-        let delta = job.stream.push(tok, id)?;
-        job.pending.push_str(&delta);
-        let (show, stop_at) = stop::scan(&job.pending, &t.stop_strings);
-        if show > 0 {
-            let text: String = job.pending.drain(..show).collect();
-            job.shown += text.len();
-            let _ = self.events.send(Event::Token { tab, text });
-        }
-        if stop_at.is_some() {
-            return self.finish(tab, TurnEnd::StopString);
-        }
-        job.logits = t.session.prefill(model, &[id], 1, &never, &mut |_, _| {})?;
-        Ok(())
-    }
-
-    fn finish(&mut self, tab: TabId, end: TurnEnd) -> Result<()> {
-        let tok = self.tok;
-        let family = self.lm.model.config().family;
-        let Some(t) = self.tabs.get_mut(&tab) else {
-            return Ok(());
-        };
-        let Some(mut job) = t.job.take() else {
-            return Ok(());
-        };
-        if end == TurnEnd::StopString {
-            // Keep only the tokens whose text was shown; rewind the session past the rest.
-            let mut keep = job.answer.len();
-            while keep > 0 && tok.decode(&job.answer[..keep], true)?.len() > job.shown {
-                keep -= 1;
-            }
-            job.answer.truncate(keep);
-            let resident = job.prompt.len() + keep;
-            if t.session.position() > resident && !t.session.rewind(resident) {
-                t.session.mark_dirty();
-            }
-        } else {
-            job.pending.push_str(&job.stream.finish(tok)?);
-            if !job.pending.is_empty() {
-                let text = std::mem::take(&mut job.pending);
-                let _ = self.events.send(Event::Token { tab, text });
-            }
-        }
-        let todo = job.prompt.len() - job.reused;
-        let decode_s = (job.started.elapsed().as_secs_f64() - job.prefill_s).max(1e-9);
-        let stats = TurnStats {
-            reuse: job.reuse,
-            reused_tokens: job.reused,
-            prefilled_tokens: job.prefilled,
-            prefill_tok_s: job.prefilled as f64 / job.prefill_s.max(1e-9),
-            decode_tok_s: job.answer.len() as f64 / decode_s,
-            ttft_s: job.ttft_s,
-            generated_tokens: job.answer.len(),
-        };
-        if job.prefilled == todo {
-            // The turn happened: commit it to the conversation, closed whatever ended it.
-            let at = job.prompt.len();
-            let mut convo = std::mem::take(&mut job.prompt);
-            convo.append(&mut job.answer);
-            match end {
-                TurnEnd::Stop(id) => convo.push(id),
-                TurnEnd::Length | TurnEnd::Stopped | TurnEnd::StopString => {
-                    convo.extend(tok.encode(turn_markers(family).1)?)
-                }
-            }
-            t.convo = convo;
-            t.last_answer = Some(at);
-        }
-        let _ = self.events.send(Event::Finished { tab, end, stats });
-        self.enforce_budget(tab);
-        Ok(())
     }
 }

@@ -7,6 +7,7 @@ use std::path::Path;
 use minijinja::{Environment, Error as JinjaError, ErrorKind, context};
 
 use crate::error::{Error, Result};
+use crate::tokenizer::TurnText;
 
 /// A loaded chat template.
 #[derive(Debug)]
@@ -73,6 +74,30 @@ impl ChatTemplate {
             .map(str::to_string)
             .unwrap_or(out))
     }
+
+    /// A user turn split into the conversation header and the turn: the header is what the
+    /// thinking-on render puts before the user turn that the thinking-off render starts with.
+    pub fn turn_text(&self, text: &str, thinking: bool) -> Result<TurnText> {
+        let off = self.user_turn(text, false)?;
+        if !thinking {
+            return Ok(TurnText {
+                header: String::new(),
+                turn: off,
+            });
+        }
+        let on = self.user_turn(text, true)?;
+        let opening = off.find(text.trim()).map_or("", |at| &off[..at]);
+        Ok(match on.find(opening).filter(|_| !opening.is_empty()) {
+            Some(at) => TurnText {
+                header: on[..at].to_string(),
+                turn: on[at..].to_string(),
+            },
+            None => TurnText {
+                header: String::new(),
+                turn: on,
+            },
+        })
+    }
 }
 
 #[cfg(test)]
@@ -91,6 +116,24 @@ mod tests {
         let t = ChatTemplate::new(source, "<bos>").expect("compiles");
         let got = t.user_turn("  Hello there \n", false).expect("renders");
         assert_eq!(got, user_turn(Family::Gemma3, "Hello there"));
+    }
+
+    #[test]
+    fn gemma4_template_splits_the_thinking_header_from_the_turn() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/templates/gemma4.jinja"
+        );
+        let source = std::fs::read_to_string(path).expect("fixture");
+        let t = ChatTemplate::new(source, "<bos>").expect("compiles");
+        for thinking in [false, true] {
+            let got = t
+                .turn_text(" Why is the sky blue? ", thinking)
+                .expect("renders");
+            let want =
+                crate::tokenizer::thinking_turn(Family::Gemma4, "Why is the sky blue?", thinking);
+            assert_eq!(got, want, "thinking {thinking}");
+        }
     }
 
     #[test]

@@ -75,10 +75,31 @@ pub fn turn_markers(family: Family) -> (&'static str, &'static str) {
 /// One user turn in the built-in layout, followed by the opening of the model's turn (thinking
 /// off for Gemma 4: an empty thought channel).
 pub fn user_turn(family: Family, user: &str) -> String {
+    thinking_turn(family, user, false).turn
+}
+
+/// A user turn as the chat template renders it at the start of a conversation: the header that
+/// opens the conversation (Gemma 4 with thinking on: a system turn with `<|think|>`) and the turn.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnText {
+    /// Text between BOS and the first user turn; empty for most conversations.
+    pub header: String,
+    /// The user turn and the opening of the model's turn.
+    pub turn: String,
+}
+
+/// [`TurnText`] in the built-in layout. Thinking exists for Gemma 4 only; with it off, Gemma 4's
+/// model turn opens with an empty thought channel, as the official template does.
+pub fn thinking_turn(family: Family, user: &str, thinking: bool) -> TurnText {
     let (open, close) = turn_markers(family);
-    let mut text = format!("{open}user\n{}{close}\n{open}model\n", user.trim());
+    let mut turn = format!("{open}user\n{}{close}\n{open}model\n", user.trim());
+    let mut header = String::new();
     if family == Family::Gemma4 {
-        text.push_str("<|channel>thought\n<channel|>");
+        if thinking {
+            header = format!("{open}system\n<|think|>\n{close}\n");
+        } else {
+            turn.push_str("<|channel>thought\n<channel|>");
+        }
     }
-    text
+    TurnText { header, turn }
 }
