@@ -23,6 +23,10 @@ pub enum Error {
         /// What is wrong.
         msg: String,
     },
+    /// The user's configuration file is invalid: the message names the file, the place, the key
+    /// and the rule.
+    #[error("invalid configuration: {0}")]
+    Settings(String),
     /// A weight tensor is missing.
     #[error("tensor `{name}` is missing from {path} (expected shape {expected:?})")]
     MissingTensor {

@@ -7,6 +7,9 @@
 //! - Running it: [`engine`] (warm per-tab sessions, the engine thread and its protocol),
 //!   [`generate`] (loading, and the headless prefill + decode loop), [`sampling`] (greedy and
 //!   seeded sampling on the host), [`backend`] (device selection), [`demo`] (the demo model).
+//! - The product: [`app`] (the UI's state and its `update`, which sees only
+//!   [`engine::protocol`]), [`ui`] (rendering, a pure function of the app), [`tui`] (terminal
+//!   set-up, the event loop, restore on every exit), [`config`] (the TOML configuration).
 //! - Errors: [`error`].
 //!
 //! | I want to… | Go to |
@@ -16,9 +19,13 @@
 //! | change how a config.json is read | `model/config.rs` |
 //! | change temperature, top-p or other sampling | `sampling.rs` |
 //! | fix history reuse, rewinds or memory across tabs | `engine/session.rs`, `model/kv_cache.rs` |
-//! | fix streaming, stop or tab scheduling | `engine/worker.rs` |
+//! | fix streaming, stop or tab scheduling | `engine/worker.rs`, `engine/turn.rs` |
+//! | change a key or add an action | `config/default.toml` → `app/action.rs` → `app/mod.rs` |
+//! | change how a message looks | `app/markdown.rs`, `ui/transcript.rs`, `ui/theme.rs` |
 
+pub mod app;
 pub mod backend;
+pub mod config;
 pub mod demo;
 pub mod engine;
 pub mod error;
@@ -27,5 +34,7 @@ pub mod loader;
 pub mod model;
 pub mod sampling;
 pub mod tokenizer;
+pub mod tui;
+pub mod ui;
 
 pub use error::{Error, Result};

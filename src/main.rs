@@ -11,7 +11,12 @@ fn main() -> std::process::ExitCode {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
-            std::process::ExitCode::FAILURE
+            // An invalid config file is a usage error: exit code 2, as for a bad flag.
+            let settings = matches!(
+                e.downcast_ref::<gemma_chat::Error>(),
+                Some(gemma_chat::Error::Settings(_))
+            );
+            std::process::ExitCode::from(if settings { 2 } else { 1 })
         }
     }
 }

@@ -21,7 +21,9 @@ fn engine() -> EngineHandle {
 fn engine_with(options: EngineOptions) -> EngineHandle {
     let path = demo::ensure(&mut |l| eprintln!("{l}")).expect("demo model");
     let h = spawn(options, move |progress| {
-        load(&path, &Device::flex(), ComputeDtype::F32, progress)
+        load(&path, &Device::flex(), ComputeDtype::F32, &mut |d, t| {
+            progress.layers(d, t)
+        })
     });
     loop {
         match h
@@ -371,6 +373,7 @@ fn stop_during_a_long_prefill_lands_within_one_chunk() {
             tab: 1,
             done,
             total,
+            ..
         } => {
             assert!(total > 1000, "a long prompt: {total}");
             assert!(done < total);

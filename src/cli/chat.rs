@@ -104,7 +104,7 @@ impl<'a> Chat<'a> {
         match end {
             TurnEnd::Stop(id) => next.push(id),
             // The answer was cut: close the model's turn so the history stays well-formed.
-            TurnEnd::Length | TurnEnd::Stopped | TurnEnd::StopString => {
+            TurnEnd::Length | TurnEnd::Stopped | TurnEnd::StopString | TurnEnd::ContextFull => {
                 next.extend(tok.encode(turn_markers(cfg.family).1)?)
             }
         }
@@ -120,14 +120,14 @@ pub fn once(
     max_new: usize,
     temperature: f32,
 ) -> anyhow::Result<()> {
-    let lm = load_model(common)?;
+    let (lm, _) = load_model(common)?;
     Chat::new(&lm)?.turn(prompt, max_new, temperature)?;
     Ok(())
 }
 
 /// Runs the interactive chat until EOF or `/quit`.
 pub fn run(common: &ModelArgs, max_new: usize, temperature: f32) -> anyhow::Result<()> {
-    let lm = load_model(common)?;
+    let (lm, _) = load_model(common)?;
     let mut chat = Chat::new(&lm)?;
     let cfg = lm.model.config();
     eprintln!(

@@ -59,16 +59,18 @@ pub struct GenerateArgs {
     json: bool,
 }
 
-/// Loads `--model`, or the demo model (fetched on first use) when none is given.
-pub fn load_model(common: &ModelArgs) -> anyhow::Result<LoadedModel> {
-    let device = backend::device(&common.backend)?;
-    let path = match &common.model {
+/// Loads the chosen model, or the demo model (fetched on first use) when none is named.
+pub fn load_model(common: &ModelArgs) -> anyhow::Result<(LoadedModel, ComputeDtype)> {
+    let choice = common.choice(&common.config()?)?;
+    let device = backend::device(&choice.backend)?;
+    let path = match &choice.model {
         Some(path) => path.clone(),
         None => demo::ensure(&mut |line| eprintln!("{line}"))
-            .context("no --model given, and the demo model could not be fetched")?,
+            .context("no model given, and the demo model could not be fetched")?,
     };
-    load(&path, &device, common.dtype, &mut |_, _| {})
-        .with_context(|| format!("loading {}", path.display()))
+    let lm = load(&path, &device, choice.dtype, &mut |_, _| {})
+        .with_context(|| format!("loading {}", path.display()))?;
+    Ok((lm, choice.dtype))
 }
 
 /// Runs `generate`.
@@ -80,7 +82,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
         );
     }
     let t0 = Instant::now();
-    let lm = load_model(&args.common)?;
+    let (lm, dtype) = load_model(&args.common)?;
     let load_s = t0.elapsed().as_secs_f64();
     let cfg = lm.model.config();
     let prompt_ids = match (&args.ids, &args.prompt) {
@@ -173,7 +175,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
                 "prefill_tok_s": prompt_ids.len() as f64 / out.prefill_s.max(1e-9),
                 "decode_tok_s": n_dec as f64 / out.decode_s.max(1e-9),
             },
-            "dtype": match args.common.dtype { ComputeDtype::F32 => "f32", ComputeDtype::F16 => "f16" },
+            "dtype": match dtype { ComputeDtype::F32 => "f32", ComputeDtype::F16 => "f16" },
         });
         println!("{obj}");
     } else {

@@ -58,9 +58,11 @@ pub enum Command {
 /// Engine → UI.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event {
-    /// Weights loaded so far.
+    /// Start-up progress.
     Loading {
-        /// Layers done.
+        /// What is happening, e.g. `loading weights` or `fetching the demo model`.
+        stage: String,
+        /// Layers done (0 while no layer count is known).
         done: usize,
         /// Layers in all.
         total: usize,
@@ -87,6 +89,8 @@ pub enum Event {
         done: usize,
         /// Tokens to prefill.
         total: usize,
+        /// Tokens that were already resident and are not prefilled again.
+        reused: usize,
     },
     /// More answer text.
     Token {

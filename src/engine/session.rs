@@ -81,6 +81,21 @@ pub enum TurnEnd {
     Stopped,
     /// A stop string appeared in the text; the tokens that made it are not resident.
     StopString,
+    /// The context limit was reached: the answer is cut there, visibly.
+    ContextFull,
+}
+
+impl TurnEnd {
+    /// A short description for users.
+    pub fn describe(self) -> &'static str {
+        match self {
+            TurnEnd::Stop(_) => "done",
+            TurnEnd::Length => "token limit reached",
+            TurnEnd::Stopped => "stopped",
+            TurnEnd::StopString => "stop string",
+            TurnEnd::ContextFull => "context full",
+        }
+    }
 }
 
 /// Where a session's KV state lives.

@@ -149,6 +149,7 @@ impl Worker<'_> {
                     tab,
                     done: job.prefilled,
                     total: todo,
+                    reused: job.reused,
                 };
                 let _ = self.events.send(event);
             }
@@ -156,6 +157,9 @@ impl Worker<'_> {
         }
         if job.answer.len() >= max_new {
             return self.finish(tab, TurnEnd::Length);
+        }
+        if job.prompt.len() + job.answer.len() >= self.context {
+            return self.finish(tab, TurnEnd::ContextFull);
         }
         let logits = job
             .logits
@@ -262,7 +266,7 @@ impl Worker<'_> {
             }
             match end {
                 TurnEnd::Stop(id) => convo.push(id),
-                TurnEnd::Length | TurnEnd::Stopped | TurnEnd::StopString => {
+                TurnEnd::Length | TurnEnd::Stopped | TurnEnd::StopString | TurnEnd::ContextFull => {
                     convo.extend(tok.encode(turn_markers(family).1)?)
                 }
             }

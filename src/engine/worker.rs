@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::sync::mpsc::{Receiver, Sender, TryRecvError, channel};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use super::protocol::{Command, Event, TabId};
 use super::session::{Session, Tier};
@@ -17,28 +18,77 @@ use crate::generate::LoadedModel;
 use crate::sampling::{Sampler, SamplingParams};
 use crate::tokenizer::Tokenizer;
 
-/// The UI's end of the engine.
+/// The UI's end of the engine: commands in, events out.
 #[derive(Debug)]
 pub struct EngineHandle {
-    commands: Sender<Command>,
+    /// Where commands go; dropping it shuts the engine down.
+    pub control: EngineControl,
     /// Events from the engine, in order.
     pub events: Receiver<Event>,
-    thread: Option<JoinHandle<()>>,
 }
 
 impl EngineHandle {
+    /// Sends a command; false when the engine thread has ended.
+    pub fn send(&self, command: Command) -> bool {
+        self.control.send(command)
+    }
+}
+
+/// The command side of the engine. Dropping it sends [`Command::Shutdown`] and waits a moment
+/// for the thread to end (not for a model load, which cannot be interrupted).
+#[derive(Debug)]
+pub struct EngineControl {
+    commands: Sender<Command>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl EngineControl {
     /// Sends a command; false when the engine thread has ended.
     pub fn send(&self, command: Command) -> bool {
         self.commands.send(command).is_ok()
     }
 }
 
-impl Drop for EngineHandle {
+impl Drop for EngineControl {
     fn drop(&mut self) {
         let _ = self.commands.send(Command::Shutdown);
         if let Some(t) = self.thread.take() {
-            let _ = t.join();
+            // A step takes at most one prefill chunk; a load may take much longer, and then the
+            // thread is left to end with the process.
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while !t.is_finished() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            if t.is_finished() {
+                let _ = t.join();
+            }
         }
+    }
+}
+
+/// Start-up progress reports, for the `load` function given to [`spawn`].
+#[derive(Debug)]
+pub struct Progress {
+    events: Sender<Event>,
+}
+
+impl Progress {
+    /// Reports a stage of start-up, e.g. fetching the demo model.
+    pub fn stage(&self, text: &str) {
+        let _ = self.events.send(Event::Loading {
+            stage: text.to_string(),
+            done: 0,
+            total: 0,
+        });
+    }
+
+    /// Reports `done` of `total` layers loaded.
+    pub fn layers(&self, done: usize, total: usize) {
+        let _ = self.events.send(Event::Loading {
+            stage: "loading weights".into(),
+            done,
+            total,
+        });
     }
 }
 
@@ -50,6 +100,8 @@ pub struct EngineOptions {
     pub memory_budget: Option<usize>,
     /// Bytes of KV state allowed in host memory (`None`: no limit). Past it, a tab drops to text.
     pub host_budget: Option<usize>,
+    /// Context limit per tab in tokens (`None`: the model's maximum; never more than it).
+    pub context_length: Option<usize>,
     /// What a finished turn keeps of its thought (Gemma 4 thinking).
     pub thinking_policy: ThinkingPolicy,
     /// Tests only: the tab's next turn fails after this many forward steps.
@@ -57,19 +109,20 @@ pub struct EngineOptions {
     pub inject_failure: Option<(TabId, usize)>,
 }
 
-/// Starts the engine thread. `load` runs on it and reports progress as `(done, total)`.
+/// Starts the engine thread. `load` runs on it and reports its progress.
 pub fn spawn<F>(options: EngineOptions, load: F) -> EngineHandle
 where
-    F: FnOnce(&mut dyn FnMut(usize, usize)) -> Result<LoadedModel> + Send + 'static,
+    F: FnOnce(&Progress) -> Result<LoadedModel> + Send + 'static,
 {
     let (commands, command_rx) = channel();
     let (event_tx, events) = channel();
     let thread = std::thread::Builder::new()
         .name("gemma-engine".into())
         .spawn(move || {
-            let lm = match load(&mut |done, total| {
-                let _ = event_tx.send(Event::Loading { done, total });
-            }) {
+            let progress = Progress {
+                events: event_tx.clone(),
+            };
+            let lm = match load(&progress) {
                 Ok(lm) => lm,
                 Err(e) => {
                     let _ = event_tx.send(Event::LoadFailed {
@@ -85,9 +138,14 @@ where
                 return;
             };
             let cfg = lm.model.config();
+            let context = options
+                .context_length
+                .map_or(cfg.max_position_embeddings, |c| {
+                    c.clamp(1, cfg.max_position_embeddings)
+                });
             let _ = event_tx.send(Event::Ready {
                 model: cfg.model_type.clone(),
-                context_length: cfg.max_position_embeddings,
+                context_length: context,
                 thinking: lm.supports_thinking(),
             });
             Worker {
@@ -99,15 +157,15 @@ where
                 channels: Channels::of(tok).filter(|_| lm.supports_thinking()),
                 last: None,
                 options,
+                context,
                 clock: 0,
             }
             .run(command_rx);
         })
         .ok();
     EngineHandle {
-        commands,
+        control: EngineControl { commands, thread },
         events,
-        thread,
     }
 }
 
@@ -142,6 +200,8 @@ pub(super) struct Worker<'a> {
     /// The tab served last (round-robin).
     pub last: Option<TabId>,
     pub options: EngineOptions,
+    /// Context limit per tab, in tokens.
+    pub context: usize,
     clock: u64,
 }
 
@@ -289,7 +349,7 @@ impl Worker<'_> {
 
     /// Starts a turn whose whole conversation is `prompt`.
     fn start(&mut self, tab: TabId, prompt: Vec<u32>, header: Vec<u32>) -> Result<()> {
-        let limit = self.lm.model.config().max_position_embeddings;
+        let limit = self.context;
         self.clock += 1;
         let now = self.clock;
         let inject = self
@@ -299,7 +359,9 @@ impl Worker<'_> {
             .map(|(_, n)| n);
         let channels = self.channels;
         let t = self.tab(tab);
-        let needed = prompt.len() + t.max_new_tokens;
+        // The prompt must fit with room for an answer; an answer that then reaches the limit
+        // ends there and says so (`context full`), never truncating the history.
+        let needed = prompt.len() + 1;
         if needed > limit {
             return Err(Error::ContextLengthExceeded { needed, limit });
         }

@@ -1,0 +1,507 @@
+//! The UI's state and its one `update`: every input (keys, paste, mouse, resize, ticks, engine
+//! events) goes through [`App::update`], which changes the state and returns the commands for
+//! the engine. It sees the engine only through [`crate::engine::protocol`], and draws nothing.
+
+pub mod action;
+pub mod editor;
+pub mod keymap;
+mod keys;
+pub mod tab;
+
+use std::time::Instant;
+
+use crossterm::event::{KeyEvent, MouseEvent, MouseEventKind};
+
+use self::action::Action;
+use self::editor::Editor;
+use self::keymap::Keymap;
+use self::tab::{Message, Phase, Role, Tab};
+use crate::engine::protocol::{Command, Event, TabId, Tier, TurnEnd};
+use crate::sampling::SamplingParams;
+use crate::ui::theme::Theme;
+
+/// One input to the app.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Msg {
+    /// A key press.
+    Key(KeyEvent),
+    /// Pasted text (bracketed paste).
+    Paste(String),
+    /// A mouse event.
+    Mouse(MouseEvent),
+    /// The terminal's new size.
+    Resize(u16, u16),
+    /// Time passes: lay out what changed; the caller draws after it.
+    Tick(Instant),
+    /// From the engine.
+    Engine(Event),
+}
+
+/// The model as the UI knows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelState {
+    /// Its name (the file or directory).
+    pub name: String,
+    /// `cpu`, `wgpu` or `cuda`.
+    pub backend: String,
+    /// Tokens per tab.
+    pub context_limit: usize,
+    /// Whether it can think.
+    pub thinking: bool,
+    /// Start-up progress: stage, done, total.
+    pub loading: (String, usize, usize),
+    /// Why it could not be loaded.
+    pub load_error: Option<String>,
+    /// Loaded and serving.
+    pub ready: bool,
+}
+
+/// Settings each new tab starts with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnSettings {
+    /// Sampling.
+    pub sampling: SamplingParams,
+    /// Most tokens per answer.
+    pub max_new_tokens: usize,
+    /// Stop strings.
+    pub stop: Vec<String>,
+    /// Gemma 4 thinking.
+    pub thinking: bool,
+}
+
+/// A popup over the app.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Overlay {
+    /// None.
+    None,
+    /// The keys.
+    Help,
+    /// Close a generating tab?
+    ConfirmClose(TabId),
+    /// A new name for the active tab.
+    Rename(Editor),
+}
+
+/// The whole UI state.
+#[derive(Debug, Clone)]
+pub struct App {
+    /// Open tabs, in bar order.
+    pub tabs: Vec<Tab>,
+    /// Index of the shown tab.
+    pub active: usize,
+    next_id: TabId,
+    /// The model.
+    pub model: ModelState,
+    /// Keys.
+    pub keymap: Keymap,
+    /// Styles.
+    pub theme: Theme,
+    /// What new tabs start with.
+    pub settings: TurnSettings,
+    /// Thoughts expanded.
+    pub show_thoughts: bool,
+    /// The popup shown.
+    pub overlay: Overlay,
+    /// Terminal size.
+    pub size: (u16, u16),
+    /// The app should end.
+    pub quit: bool,
+    /// Ctrl+C was pressed once on an idle app.
+    pub quit_armed: bool,
+    /// The last error, for the status line.
+    pub last_error: Option<String>,
+    /// A short note for the status line (e.g. "copied").
+    pub flash: Option<String>,
+    /// Text to put on the clipboard (taken by the terminal loop).
+    pub clipboard: Option<String>,
+    /// Something changed since the last draw.
+    pub dirty: bool,
+    now: Instant,
+}
+
+impl App {
+    /// An app with one empty tab; the commands set that tab up in the engine.
+    pub fn new(
+        model: ModelState,
+        keymap: Keymap,
+        theme: Theme,
+        settings: TurnSettings,
+        show_thoughts: bool,
+    ) -> (Self, Vec<Command>) {
+        let mut app = Self {
+            tabs: Vec::new(),
+            active: 0,
+            next_id: 1,
+            model,
+            keymap,
+            theme,
+            settings,
+            show_thoughts,
+            overlay: Overlay::None,
+            size: (80, 24),
+            quit: false,
+            quit_armed: false,
+            last_error: None,
+            flash: None,
+            clipboard: None,
+            dirty: true,
+            now: Instant::now(),
+        };
+        let cmds = app.open_tab();
+        (app, cmds)
+    }
+
+    /// The shown tab.
+    pub fn tab(&self) -> Option<&Tab> {
+        self.tabs.get(self.active)
+    }
+
+    fn tab_mut(&mut self) -> Option<&mut Tab> {
+        self.tabs.get_mut(self.active)
+    }
+
+    fn by_id(&mut self, id: TabId) -> Option<&mut Tab> {
+        self.tabs.iter_mut().find(|t| t.id == id)
+    }
+
+    /// A hint naming the help key.
+    pub fn keymap_hint(&self) -> String {
+        match self.keymap.key_for(Action::Help) {
+            Some(k) => format!("{k} shows every key."),
+            None => String::new(),
+        }
+    }
+
+    /// Lines of transcript visible (the rest of the screen is tab bar, input and status).
+    pub fn transcript_height(&self) -> usize {
+        crate::ui::areas(self).transcript.height as usize
+    }
+
+    /// Applies one input; returns the commands for the engine.
+    pub fn update(&mut self, msg: Msg) -> Vec<Command> {
+        // A tick redraws only while a turn runs (the tok/s figure moves); anything else does.
+        self.dirty |= !matches!(msg, Msg::Tick(_)) || self.tabs.iter().any(|t| t.phase.busy());
+        match msg {
+            Msg::Key(k) => self.key(k),
+            Msg::Paste(text) => {
+                match &mut self.overlay {
+                    Overlay::Rename(e) => e.insert(&text.replace('\n', " ")),
+                    _ => {
+                        if let Some(t) = self.tab_mut() {
+                            t.editor.insert(&text);
+                        }
+                    }
+                }
+                Vec::new()
+            }
+            Msg::Mouse(m) => {
+                let h = self.transcript_height();
+                let delta = match m.kind {
+                    MouseEventKind::ScrollUp => -3,
+                    MouseEventKind::ScrollDown => 3,
+                    _ => {
+                        self.dirty = false;
+                        return Vec::new();
+                    }
+                };
+                self.layout();
+                if let Some(t) = self.tab_mut() {
+                    t.scroll(delta, h);
+                }
+                Vec::new()
+            }
+            Msg::Resize(w, h) => {
+                self.size = (w, h);
+                self.layout();
+                Vec::new()
+            }
+            Msg::Tick(now) => {
+                self.now = now;
+                self.layout();
+                Vec::new()
+            }
+            Msg::Engine(e) => self.engine(e),
+        }
+    }
+
+    /// Lays out the shown tab's transcript at the current width.
+    pub fn layout(&mut self) {
+        let width = crate::ui::areas(self).transcript.width;
+        let (theme, show) = (self.theme.clone(), self.show_thoughts);
+        if let Some(t) = self.tabs.get_mut(self.active) {
+            t.relayout(width, &theme, show);
+        }
+    }
+
+    fn open_tab(&mut self) -> Vec<Command> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let title = format!("chat {id}");
+        self.tabs.push(Tab::new(id, title, self.settings.thinking));
+        self.active = self.tabs.len() - 1;
+        let s = &self.settings;
+        let mut cmds = vec![Command::SetSampling {
+            tab: id,
+            sampling: s.sampling.clone(),
+            max_new_tokens: s.max_new_tokens,
+            stop: s.stop.clone(),
+        }];
+        if s.thinking {
+            cmds.push(Command::SetThinking { tab: id, on: true });
+        }
+        cmds
+    }
+
+    fn close_tab(&mut self, id: TabId) -> Vec<Command> {
+        self.tabs.retain(|t| t.id != id);
+        let mut cmds = vec![Command::CloseTab { tab: id }];
+        if self.tabs.is_empty() {
+            cmds.extend(self.open_tab());
+        }
+        self.active = self.active.min(self.tabs.len() - 1);
+        cmds
+    }
+
+    fn submit(&mut self) -> Vec<Command> {
+        let Some(t) = self.tabs.get_mut(self.active) else {
+            return Vec::new();
+        };
+        let text = t.editor.text();
+        if text.trim().is_empty() {
+            return Vec::new();
+        }
+        if t.phase.busy() {
+            self.flash = Some("a turn is running in this tab: Esc stops it".into());
+            return Vec::new();
+        }
+        if let Some(cmd) = text.trim().strip_prefix('/') {
+            return self.slash(cmd.to_string());
+        }
+        let t = &mut self.tabs[self.active];
+        t.editor.take();
+        t.history.push(text.clone());
+        t.recall = None;
+        t.failed = false;
+        t.phase = Phase::Waiting;
+        t.pin = None;
+        t.new_output = false;
+        t.push(Message::new(Role::User, text.trim_end()));
+        let id = t.id;
+        vec![Command::Submit { tab: id, text }]
+    }
+
+    /// `/rename NAME`, `/copy [N]`, `/think on|off`, `/help`.
+    fn slash(&mut self, cmd: String) -> Vec<Command> {
+        let (name, arg) = cmd.split_once(' ').unwrap_or((cmd.as_str(), ""));
+        let arg = arg.trim();
+        let mut out = Vec::new();
+        match name {
+            "rename" if !arg.is_empty() => {
+                if let Some(t) = self.tab_mut() {
+                    t.title = arg.to_string();
+                }
+            }
+            "copy" => self.copy(arg.parse().ok()),
+            "think" => {
+                let on = match arg {
+                    "on" => true,
+                    "off" => false,
+                    _ => !self.tab().is_some_and(|t| t.thinking),
+                };
+                out = self.set_thinking(on);
+            }
+            "help" => self.overlay = Overlay::Help,
+            _ => {
+                self.flash = Some(format!(
+                    "unknown command /{name}: try /rename NAME, /copy [N], /think on|off, /help"
+                ));
+                return out;
+            }
+        }
+        if let Some(t) = self.tab_mut() {
+            t.editor.take();
+        }
+        out
+    }
+
+    fn set_thinking(&mut self, on: bool) -> Vec<Command> {
+        let supported = self.model.thinking || !self.model.ready;
+        let Some(t) = self.tab_mut() else {
+            return Vec::new();
+        };
+        if !supported {
+            self.flash = Some("this model has no thinking mode".into());
+            return Vec::new();
+        }
+        t.thinking = on;
+        let note = if on { "thinking on" } else { "thinking off" };
+        t.push(Message::new(Role::Notice, note));
+        vec![Command::SetThinking { tab: t.id, on }]
+    }
+
+    /// Copies the last answer, or code block `n` of the tab.
+    fn copy(&mut self, n: Option<usize>) {
+        let Some(t) = self.tab() else { return };
+        let text = match n {
+            None => t.last_answer().map(String::from),
+            Some(n) => {
+                let mut seen = 0;
+                let mut found = None;
+                for m in t.messages.iter().filter(|m| m.role == Role::Model) {
+                    let here = crate::ui::markdown::count_fences(&m.text);
+                    if n > seen && n <= seen + here {
+                        found = crate::ui::markdown::code_block(&m.text, n - seen);
+                        break;
+                    }
+                    seen += here;
+                }
+                found
+            }
+        };
+        match text {
+            Some(text) => {
+                self.flash = Some(match n {
+                    Some(n) => format!("copied code block {n}"),
+                    None => "copied the last answer".into(),
+                });
+                self.clipboard = Some(text);
+            }
+            None => self.flash = Some("nothing to copy".into()),
+        }
+    }
+
+    fn engine(&mut self, e: Event) -> Vec<Command> {
+        let now = self.now;
+        match e {
+            Event::Loading { stage, done, total } => self.model.loading = (stage, done, total),
+            Event::Ready {
+                model,
+                context_length,
+                thinking,
+            } => {
+                if self.model.name.is_empty() {
+                    self.model.name = model;
+                }
+                self.model.context_limit = context_length;
+                self.model.thinking = thinking;
+                self.model.ready = true;
+            }
+            Event::LoadFailed { error } => {
+                self.model.load_error = Some(error.clone());
+                self.last_error = Some(error);
+                for t in &mut self.tabs {
+                    t.phase = Phase::Idle;
+                    t.failed = true;
+                }
+            }
+            Event::Prefill {
+                tab,
+                done,
+                total,
+                reused,
+            } => {
+                if let Some(t) = self.by_id(tab) {
+                    t.phase = Phase::Prefilling { done, total };
+                    t.context_used = reused + done;
+                }
+            }
+            Event::Token { tab, text } => {
+                if let Some(t) = self.by_id(tab) {
+                    t.phase = match t.phase {
+                        Phase::Generating { pieces, since } => Phase::Generating {
+                            pieces: pieces + 1,
+                            since,
+                        },
+                        _ => Phase::Generating {
+                            pieces: 1,
+                            since: now,
+                        },
+                    };
+                    t.context_used += 1;
+                    t.answer().text.push_str(&text);
+                }
+            }
+            Event::Thought { tab, text } => {
+                if let Some(t) = self.by_id(tab) {
+                    t.context_used += 1;
+                    t.answer().thought.push_str(&text);
+                }
+            }
+            Event::Finished { tab, end, stats } => {
+                if let Some(t) = self.by_id(tab) {
+                    t.phase = Phase::Idle;
+                    t.context_used = stats.reused_tokens
+                        + stats.prefilled_tokens
+                        + stats.generated_tokens
+                        + usize::from(matches!(end, TurnEnd::Stop(_)));
+                    let footer = format!(
+                        "{} · {} · reused {} · prefilled {} · {:.1} tok/s",
+                        end.describe(),
+                        stats.reuse.as_str(),
+                        stats.reused_tokens,
+                        stats.prefilled_tokens,
+                        stats.decode_tok_s
+                    );
+                    t.answer().footer = Some(footer);
+                    t.last_stats = Some(stats);
+                }
+            }
+            Event::TabState { tab, tier } => {
+                if let Some(t) = self.by_id(tab) {
+                    t.tier = tier;
+                }
+            }
+            Event::Failed { tab, error } => {
+                if let Some(t) = self.by_id(tab) {
+                    if t.phase.busy() {
+                        t.failed = true;
+                        t.phase = Phase::Idle;
+                        if let Some(m) = t.messages.last_mut().filter(|m| m.role == Role::Model) {
+                            m.footer.get_or_insert_with(|| "failed".into());
+                        }
+                    }
+                    t.push(Message::new(Role::Error, error.clone()));
+                }
+                self.last_error = Some(error);
+            }
+        }
+        Vec::new()
+    }
+
+    /// The phase text for the status line, e.g. `prefilling 1200/3400`.
+    pub fn phase_text(&self) -> String {
+        let Some(t) = self.tab() else {
+            return String::new();
+        };
+        match t.phase {
+            Phase::Idle if t.failed => "failed".into(),
+            Phase::Idle => "idle".into(),
+            Phase::Waiting if !self.model.ready => "waiting for the model".into(),
+            Phase::Waiting => "queued".into(),
+            Phase::Prefilling { done, total } => format!("prefilling {done}/{total}"),
+            Phase::Generating { pieces, since } => {
+                let secs = self.now.saturating_duration_since(since).as_secs_f64();
+                if secs > 0.2 {
+                    format!("generating {:.1} tok/s", pieces as f64 / secs)
+                } else {
+                    "generating".into()
+                }
+            }
+        }
+    }
+
+    /// What the tab bar shows for a tab's state.
+    pub fn tab_state(t: &Tab) -> &'static str {
+        if t.phase.busy() {
+            "generating"
+        } else if t.failed {
+            "failed"
+        } else {
+            match t.tier {
+                Tier::Device => "warm",
+                Tier::Host => "in RAM",
+                Tier::Cold => "cold",
+            }
+        }
+    }
+}

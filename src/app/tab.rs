@@ -1,0 +1,263 @@
+//! One conversation tab as the UI sees it: its transcript, input, scroll position, phase and
+//! warm-session state, and the laid-out lines of its transcript, cached per message so that a
+//! long history is wrapped once and only the message being streamed is laid out again.
+
+use std::time::Instant;
+
+use ratatui::text::Line;
+
+use super::editor::Editor;
+use crate::engine::protocol::{TabId, Tier, TurnStats};
+use crate::ui::theme::Theme;
+use crate::ui::transcript::message_lines;
+
+/// Who wrote a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// The user.
+    User,
+    /// The model.
+    Model,
+    /// A note from the app.
+    Notice,
+    /// An error.
+    Error,
+}
+
+/// One message of the transcript.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Message {
+    /// Who wrote it.
+    pub role: Role,
+    /// The text (markdown for the model).
+    pub text: String,
+    /// The model's thought, if it thought.
+    pub thought: String,
+    /// A dim line under it: how the turn ended and what it cost.
+    pub footer: Option<String>,
+}
+
+impl Message {
+    /// A message with text only.
+    pub fn new(role: Role, text: impl Into<String>) -> Self {
+        Self {
+            role,
+            text: text.into(),
+            thought: String::new(),
+            footer: None,
+        }
+    }
+}
+
+/// What the tab's engine session is doing.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Phase {
+    /// Nothing.
+    Idle,
+    /// Sent; the engine has not started on it yet.
+    Waiting,
+    /// Prefilling the prompt.
+    Prefilling {
+        /// Tokens done.
+        done: usize,
+        /// Tokens in all.
+        total: usize,
+    },
+    /// Streaming the answer.
+    Generating {
+        /// Text pieces received.
+        pieces: usize,
+        /// When the first one came.
+        since: Instant,
+    },
+}
+
+impl Phase {
+    /// Whether a turn is running.
+    pub fn busy(&self) -> bool {
+        !matches!(self, Phase::Idle)
+    }
+}
+
+/// The cached layout of a transcript at one width.
+#[derive(Debug, Clone, Default)]
+pub struct TranscriptLayout {
+    width: u16,
+    show_thoughts: bool,
+    /// Lines per message.
+    blocks: Vec<Vec<Line<'static>>>,
+    /// Code fences per message (fences are numbered across the tab).
+    fences: Vec<usize>,
+    /// Messages from here on must be laid out again.
+    dirty_from: usize,
+    total: usize,
+}
+
+impl TranscriptLayout {
+    /// Lines in all.
+    pub fn total(&self) -> usize {
+        self.total
+    }
+
+    /// Lines `from..from + count`, across messages.
+    pub fn lines(&self, from: usize, count: usize) -> Vec<Line<'static>> {
+        let mut out = Vec::with_capacity(count);
+        let mut skip = from;
+        for block in &self.blocks {
+            if skip >= block.len() {
+                skip -= block.len();
+                continue;
+            }
+            for line in &block[skip..] {
+                if out.len() == count {
+                    return out;
+                }
+                out.push(line.clone());
+            }
+            skip = 0;
+        }
+        out
+    }
+}
+
+/// A conversation tab.
+#[derive(Debug, Clone)]
+pub struct Tab {
+    /// The engine's name for it.
+    pub id: TabId,
+    /// Shown in the tab bar.
+    pub title: String,
+    /// The transcript.
+    pub messages: Vec<Message>,
+    /// What is being typed.
+    pub editor: Editor,
+    /// Sent messages, oldest first, for Up/Down recall.
+    pub history: Vec<String>,
+    /// The history entry shown in the editor, while recalling.
+    pub recall: Option<usize>,
+    /// What the engine is doing for it.
+    pub phase: Phase,
+    /// Where its session lives.
+    pub tier: Tier,
+    /// Whether its last turn failed.
+    pub failed: bool,
+    /// The last finished turn's stats.
+    pub last_stats: Option<TurnStats>,
+    /// Tokens in its context.
+    pub context_used: usize,
+    /// The top line of the view while scrolled back; `None` follows the output.
+    pub pin: Option<usize>,
+    /// Output arrived below a pinned view.
+    pub new_output: bool,
+    /// Gemma 4 thinking for its next turns.
+    pub thinking: bool,
+    /// The transcript's lines.
+    pub layout: TranscriptLayout,
+}
+
+impl Tab {
+    /// An empty tab.
+    pub fn new(id: TabId, title: String, thinking: bool) -> Self {
+        Self {
+            id,
+            title,
+            messages: Vec::new(),
+            editor: Editor::default(),
+            history: Vec::new(),
+            recall: None,
+            phase: Phase::Idle,
+            tier: Tier::Device,
+            failed: false,
+            last_stats: None,
+            context_used: 0,
+            pin: None,
+            new_output: false,
+            thinking,
+            layout: TranscriptLayout::default(),
+        }
+    }
+
+    /// Adds a message.
+    pub fn push(&mut self, m: Message) {
+        self.messages.push(m);
+        self.touched(self.messages.len() - 1);
+    }
+
+    /// The model message being streamed, created on first use.
+    pub fn answer(&mut self) -> &mut Message {
+        if self
+            .messages
+            .last()
+            .is_none_or(|m| m.role != Role::Model || m.footer.is_some())
+        {
+            self.push(Message::new(Role::Model, ""));
+        }
+        let i = self.messages.len() - 1;
+        self.touched(i);
+        &mut self.messages[i]
+    }
+
+    /// Marks message `i` as changed.
+    pub fn touched(&mut self, i: usize) {
+        self.layout.dirty_from = self.layout.dirty_from.min(i);
+        if self.pin.is_some() {
+            self.new_output = true;
+        }
+    }
+
+    /// Lays out what changed since the last call, at `width`.
+    pub fn relayout(&mut self, width: u16, theme: &Theme, show_thoughts: bool) {
+        let l = &mut self.layout;
+        if l.width != width || l.show_thoughts != show_thoughts {
+            *l = TranscriptLayout {
+                width,
+                show_thoughts,
+                ..TranscriptLayout::default()
+            };
+        }
+        let n = self.messages.len();
+        if l.dirty_from >= n && l.blocks.len() == n {
+            return;
+        }
+        let from = l.dirty_from.min(l.blocks.len());
+        l.blocks.truncate(from);
+        l.fences.truncate(from);
+        let mut base: usize = l.fences.iter().sum();
+        for m in &self.messages[from..] {
+            let (lines, fences) = message_lines(m, width as usize, theme, base, show_thoughts);
+            base += fences;
+            l.blocks.push(lines);
+            l.fences.push(fences);
+        }
+        l.total = l.blocks.iter().map(Vec::len).sum();
+        l.dirty_from = usize::MAX;
+    }
+
+    /// The top line of a view `height` lines tall.
+    pub fn view_top(&self, height: usize) -> usize {
+        let bottom = self.layout.total.saturating_sub(height);
+        self.pin.map_or(bottom, |p| p.min(bottom))
+    }
+
+    /// Scrolls by `delta` lines (negative: up); reaching the bottom follows the output again.
+    pub fn scroll(&mut self, delta: isize, height: usize) {
+        let bottom = self.layout.total.saturating_sub(height);
+        let top = self.view_top(height) as isize + delta;
+        let top = top.clamp(0, bottom as isize) as usize;
+        if top >= bottom {
+            self.pin = None;
+            self.new_output = false;
+        } else {
+            self.pin = Some(top);
+        }
+    }
+
+    /// The text of the last model answer.
+    pub fn last_answer(&self) -> Option<&str> {
+        self.messages
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::Model && !m.text.is_empty())
+            .map(|m| m.text.as_str())
+    }
+}

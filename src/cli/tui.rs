@@ -1,0 +1,96 @@
+//! `gemma-chat` in a terminal: the config and flags resolved into the app's settings, the engine
+//! started on its thread (fetching the demo model there when no model is named), and the UI run
+//! until it quits.
+
+use gemma_chat::app::keymap::Keymap;
+use gemma_chat::app::{App, ModelState, TurnSettings};
+use gemma_chat::config::Config;
+use gemma_chat::engine::thinking::ThinkingPolicy;
+use gemma_chat::engine::worker::{EngineOptions, spawn};
+use gemma_chat::generate::load;
+use gemma_chat::sampling::SamplingParams;
+use gemma_chat::ui::theme::Theme;
+use gemma_chat::{backend, demo, tui};
+
+use super::ModelArgs;
+
+/// Runs the terminal UI. `max_new` and `temperature` are the command-line overrides.
+pub fn run(
+    common: &ModelArgs,
+    config: Config,
+    max_new: Option<usize>,
+    temperature: Option<f32>,
+) -> anyhow::Result<()> {
+    let choice = common.choice(&config)?;
+    let keymap = Keymap::from_config(&config.ui.keys)?;
+    let s = &config.sampling;
+    let settings = TurnSettings {
+        sampling: SamplingParams {
+            temperature: temperature.or(s.temperature).unwrap_or(1.0),
+            top_k: s.top_k.unwrap_or(64),
+            top_p: s.top_p.unwrap_or(0.95),
+            min_p: s.min_p.unwrap_or(0.0),
+            seed: s.seed.filter(|s| *s != 0).unwrap_or_else(rand_seed),
+        },
+        max_new_tokens: max_new.unwrap_or(s.max_new_tokens),
+        stop: s.stop.clone(),
+        thinking: config.model.thinking,
+    };
+    let name = match &choice.model {
+        Some(p) => p.file_name().map_or_else(
+            || p.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        ),
+        None => "gemma-3-270m (demo)".to_string(),
+    };
+    let model = ModelState {
+        name,
+        backend: choice.backend.clone(),
+        context_limit: config.model.context_length,
+        thinking: false,
+        loading: ("starting".into(), 0, 0),
+        load_error: None,
+        ready: false,
+    };
+    let mib = |m: u64| (m > 0).then_some((m as usize) << 20);
+    let options = EngineOptions {
+        memory_budget: mib(config.sessions.memory_budget_mb),
+        host_budget: mib(config.sessions.host_budget_mb),
+        context_length: Some(config.model.context_length),
+        thinking_policy: if config.sessions.thinking_policy == "keep" {
+            ThinkingPolicy::Keep
+        } else {
+            ThinkingPolicy::Strip
+        },
+        inject_failure: None,
+    };
+    let engine = spawn(options, move |progress| {
+        let device = backend::device(&choice.backend)?;
+        let path = match choice.model {
+            Some(p) => p,
+            None => {
+                progress.stage("fetching the demo model (first run only)");
+                demo::ensure(&mut |line| progress.stage(line))?
+            }
+        };
+        load(&path, &device, choice.dtype, &mut |d, t| {
+            progress.layers(d, t)
+        })
+    });
+    let (app, initial) = App::new(
+        model,
+        keymap,
+        Theme::named(&config.ui.theme),
+        settings,
+        config.ui.show_thoughts,
+    );
+    tui::run(app, initial, engine)?;
+    Ok(())
+}
+
+/// A seed from the clock, for configs that ask for a random one.
+fn rand_seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64)
+}

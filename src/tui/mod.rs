@@ -1,0 +1,174 @@
+//! The terminal side: raw mode and the alternate screen (restored on every exit, a panic
+//! included), one inbox fed by an input thread and the engine's events, and the loop that calls
+//! [`App::update`], sends its commands and draws on a tick when something changed.
+
+use std::io::{Stdout, Write, stdout};
+use std::sync::Once;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{RecvTimeoutError, Sender, channel};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use crossterm::event::{
+    DisableBracketedPaste, DisableMouseCapture, EnableBracketedPaste, EnableMouseCapture,
+    Event as TermEvent, KeyboardEnhancementFlags, PopKeyboardEnhancementFlags,
+    PushKeyboardEnhancementFlags,
+};
+use crossterm::terminal::{
+    EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode, enable_raw_mode,
+    supports_keyboard_enhancement,
+};
+use crossterm::{cursor, execute};
+use ratatui::Terminal;
+use ratatui::backend::CrosstermBackend;
+
+use crate::app::{App, Msg};
+use crate::engine::protocol::Command;
+use crate::engine::worker::EngineHandle;
+use crate::error::{Error, Result};
+
+/// How often the screen may be redrawn.
+const TICK: Duration = Duration::from_millis(33);
+
+/// Runs the app in the terminal until it quits. `initial` are the commands [`App::new`] returned.
+pub fn run(mut app: App, initial: Vec<Command>, engine: EngineHandle) -> Result<()> {
+    let EngineHandle { control, events } = engine;
+    for c in initial {
+        control.send(c);
+    }
+    let (tx, inbox) = channel::<Msg>();
+    let engine_tx = tx.clone();
+    std::thread::spawn(move || {
+        for e in events {
+            if engine_tx.send(Msg::Engine(e)).is_err() {
+                break;
+            }
+        }
+    });
+    let mut term = Screen::enter()?;
+    spawn_input(tx);
+    let size = term.terminal.size().map_err(io)?;
+    app.update(Msg::Resize(size.width, size.height));
+    let mut next_tick = Instant::now();
+    while !app.quit {
+        match inbox.recv_timeout(next_tick.saturating_duration_since(Instant::now())) {
+            Ok(msg) => {
+                for c in app.update(msg) {
+                    control.send(c);
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                next_tick = Instant::now() + TICK;
+                app.update(Msg::Tick(Instant::now()));
+                if let Some(text) = app.clipboard.take() {
+                    osc52(&text);
+                }
+                if app.dirty {
+                    term.terminal
+                        .draw(|f| crate::ui::render(f, &app))
+                        .map_err(io)?;
+                    app.dirty = false;
+                }
+            }
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    drop(term);
+    drop(control);
+    Ok(())
+}
+
+fn io(e: std::io::Error) -> Error {
+    Error::Io {
+        path: "terminal".into(),
+        source: e,
+    }
+}
+
+/// Reads terminal events on a thread of their own into the inbox.
+fn spawn_input(tx: Sender<Msg>) {
+    std::thread::spawn(move || {
+        while let Ok(ev) = crossterm::event::read() {
+            let msg = match ev {
+                TermEvent::Key(k) => Msg::Key(k),
+                TermEvent::Paste(p) => Msg::Paste(p),
+                TermEvent::Mouse(m) => Msg::Mouse(m),
+                TermEvent::Resize(w, h) => Msg::Resize(w, h),
+                _ => continue,
+            };
+            if tx.send(msg).is_err() {
+                break;
+            }
+        }
+    });
+}
+
+/// Puts `text` on the clipboard through the terminal (OSC 52), which works over SSH too.
+fn osc52(text: &str) {
+    let b64 = base64::engine::general_purpose::STANDARD.encode(text);
+    let mut out = stdout();
+    let _ = write!(out, "\x1b]52;c;{b64}\x07");
+    let _ = out.flush();
+}
+
+/// The terminal in raw mode on the alternate screen; dropping it (or a panic) restores it.
+struct Screen {
+    terminal: Terminal<CrosstermBackend<Stdout>>,
+}
+
+impl Screen {
+    fn enter() -> Result<Self> {
+        static HOOK: Once = Once::new();
+        HOOK.call_once(|| {
+            let previous = std::panic::take_hook();
+            std::panic::set_hook(Box::new(move |info| {
+                restore();
+                previous(info);
+            }));
+        });
+        enable_raw_mode().map_err(io)?;
+        let mut out = stdout();
+        execute!(
+            out,
+            EnterAlternateScreen,
+            EnableBracketedPaste,
+            EnableMouseCapture
+        )
+        .map_err(io)?;
+        if supports_keyboard_enhancement().unwrap_or(false) {
+            // Lets terminals that can tell Shift+Enter from Enter say so.
+            let pushed = execute!(
+                out,
+                PushKeyboardEnhancementFlags(KeyboardEnhancementFlags::DISAMBIGUATE_ESCAPE_CODES)
+            );
+            ENHANCED.store(pushed.is_ok(), Ordering::SeqCst);
+        }
+        let terminal = Terminal::new(CrosstermBackend::new(stdout())).map_err(io)?;
+        Ok(Self { terminal })
+    }
+}
+
+impl Drop for Screen {
+    fn drop(&mut self) {
+        restore();
+    }
+}
+
+/// Whether keyboard enhancement was pushed (and must be popped).
+static ENHANCED: AtomicBool = AtomicBool::new(false);
+
+/// Leaves raw mode and the alternate screen; safe to call more than once.
+fn restore() {
+    let mut out = stdout();
+    if ENHANCED.swap(false, Ordering::SeqCst) {
+        let _ = execute!(out, PopKeyboardEnhancementFlags);
+    }
+    let _ = execute!(
+        out,
+        DisableMouseCapture,
+        DisableBracketedPaste,
+        LeaveAlternateScreen,
+        cursor::Show
+    );
+    let _ = disable_raw_mode();
+}

@@ -1,0 +1,266 @@
+//! Drawing: a pure function of the [`App`]. The screen is a tab bar, the transcript, the input
+//! box and a status line, with popups (help, confirm close, rename) on top. Nothing here changes
+//! the app.
+
+pub mod markdown;
+pub mod theme;
+pub mod transcript;
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::Modifier;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Clear, Paragraph};
+
+use unicode_width::UnicodeWidthStr;
+
+use crate::app::action::Action;
+use crate::app::{App, Overlay};
+
+/// Where each part of the screen goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Areas {
+    /// The tab bar.
+    pub tabs: Rect,
+    /// The transcript.
+    pub transcript: Rect,
+    /// The input box, borders included.
+    pub input: Rect,
+    /// The status line.
+    pub status: Rect,
+}
+
+/// Most input rows shown before the input scrolls.
+const INPUT_ROWS: u16 = 8;
+
+/// The layout for the app's terminal size (the input grows with its text).
+pub fn areas(app: &App) -> Areas {
+    let (w, h) = app.size;
+    let full = Rect::new(0, 0, w, h);
+    let rows = app
+        .tab()
+        .map_or(1, |t| t.editor.layout(w.saturating_sub(2) as usize).0.len()) as u16;
+    let input_h = rows.clamp(1, INPUT_ROWS) + 2;
+    let [tabs, transcript, input, status] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Min(1),
+        Constraint::Length(input_h),
+        Constraint::Length(1),
+    ])
+    .areas(full);
+    Areas {
+        tabs,
+        transcript,
+        input,
+        status,
+    }
+}
+
+/// Draws the whole app.
+pub fn render(f: &mut Frame, app: &App) {
+    let a = areas(app);
+    tab_bar(f, a.tabs, app);
+    transcript::render(f, a.transcript, app);
+    input(f, a.input, app);
+    status(f, a.status, app);
+    match &app.overlay {
+        Overlay::None => {}
+        Overlay::Help => help(f, app),
+        Overlay::ConfirmClose(id) => {
+            let name = app
+                .tabs
+                .iter()
+                .find(|t| t.id == *id)
+                .map_or(String::new(), |t| t.title.clone());
+            let text = format!("“{name}” is generating. Close it? (y/n)");
+            popup(f, app, " Close tab ", vec![Line::from(text)], 50, 3);
+        }
+        Overlay::Rename(e) => {
+            let line = Line::from(vec![
+                Span::raw(e.text()),
+                Span::styled("▏", app.theme.accent),
+            ]);
+            popup(
+                f,
+                app,
+                " Rename tab (Enter saves, Esc cancels) ",
+                vec![line],
+                50,
+                3,
+            );
+        }
+    }
+}
+
+fn tab_bar(f: &mut Frame, area: Rect, app: &App) {
+    let mut spans = Vec::new();
+    for (i, t) in app.tabs.iter().enumerate() {
+        let mark = match App::tab_state(t) {
+            "generating" => "◆",
+            "warm" => "●",
+            "in RAM" => "◐",
+            "failed" => "✗",
+            _ => "○",
+        };
+        let label = format!(" {} {} {mark} ", i + 1, t.title);
+        let style = if i == app.active {
+            app.theme.tab_active
+        } else {
+            app.theme.dim
+        };
+        spans.push(Span::styled(label, style));
+        spans.push(Span::raw(" "));
+    }
+    f.render_widget(Paragraph::new(Line::from(spans)), area);
+}
+
+fn input(f: &mut Frame, area: Rect, app: &App) {
+    let Some(t) = app.tab() else { return };
+    let inner_w = area.width.saturating_sub(2) as usize;
+    let (rows, (cx, cy)) = t.editor.layout(inner_w);
+    let visible = area.height.saturating_sub(2) as usize;
+    let first = (cy + 1).saturating_sub(visible);
+    let lines: Vec<Line> = rows
+        .iter()
+        .skip(first)
+        .take(visible)
+        .map(|r| Line::from(r.clone()))
+        .collect();
+    let mut title = " Message ".to_string();
+    if t.thinking {
+        title.push_str("· thinking ");
+    }
+    let hint = " Enter send · Alt+Enter newline · Esc stop ";
+    let mut block = Block::new()
+        .borders(Borders::ALL)
+        .border_style(app.theme.dim)
+        .title(Span::styled(title, app.theme.accent));
+    if area.width as usize >= hint.width() + 4 {
+        block = block.title_bottom(Line::from(Span::styled(hint, app.theme.dim)).right_aligned());
+    }
+    f.render_widget(Paragraph::new(lines).block(block), area);
+    if matches!(app.overlay, Overlay::None) {
+        let x = area.x + 1 + cx as u16;
+        let y = area.y + 1 + (cy - first) as u16;
+        if x < area.right() && y < area.bottom() {
+            f.set_cursor_position((x, y));
+        }
+    }
+}
+
+fn status(f: &mut Frame, area: Rect, app: &App) {
+    let theme = &app.theme;
+    let mut spans = vec![Span::styled(
+        format!(" {} · {} ", app.model.name, app.model.backend),
+        theme.status.add_modifier(Modifier::BOLD),
+    )];
+    spans.push(Span::styled(
+        format!(" {} ", app.phase_text()),
+        theme.status,
+    ));
+    if let Some(t) = app.tab() {
+        let limit = app.model.context_limit.max(1);
+        let pct = t.context_used * 100 / limit;
+        let ctx = format!(
+            " ctx {}/{} ({pct}%) ",
+            t.context_used, app.model.context_limit
+        );
+        let style = if pct >= 95 {
+            theme.error
+        } else if pct >= 80 {
+            theme.warn
+        } else {
+            theme.status
+        };
+        spans.push(Span::styled(ctx, style));
+        if pct >= 80 {
+            let warn = if pct >= 95 {
+                " context almost full: open a new tab (Ctrl+T) "
+            } else {
+                " context 80% used "
+            };
+            spans.push(Span::styled(warn, style));
+        }
+        if let Some(s) = &t.last_stats {
+            spans.push(Span::styled(
+                format!(
+                    " reused {}/prefilled {} ",
+                    s.reused_tokens, s.prefilled_tokens
+                ),
+                theme.status,
+            ));
+        }
+    }
+    if let Some(note) = &app.flash {
+        spans.push(Span::styled(format!(" {note} "), theme.accent));
+    } else if let Some(e) = &app.last_error {
+        spans.push(Span::styled(format!(" error: {e} "), theme.error));
+    }
+    f.render_widget(Paragraph::new(Line::from(spans)).style(theme.status), area);
+}
+
+fn help(f: &mut Frame, app: &App) {
+    // Alt+1..Alt+9 make one entry.
+    let mut entries: Vec<(String, String)> = Vec::new();
+    let mut gotos = Vec::new();
+    for (action, keys) in app.keymap.bindings() {
+        match action {
+            Action::GotoTab(_) => gotos.extend(keys),
+            a => entries.push((keys.join(", "), a.describe())),
+        }
+    }
+    if let (Some(first), Some(last)) = (gotos.first(), gotos.last()) {
+        entries.push((format!("{first}..{last}"), "go to tab N".into()));
+    }
+    let key_w = entries.iter().map(|(k, _)| k.width()).max().unwrap_or(0) + 2;
+    let entry_w = key_w + entries.iter().map(|(_, d)| d.width()).max().unwrap_or(0);
+    let footer = [
+        "Commands: /rename NAME · /copy [N] (code block N) · /think on|off",
+        "Any key closes this help.",
+    ];
+    // Two columns when one does not fit the screen's height.
+    let room = app.size.1.saturating_sub(2 + footer.len() as u16 + 1) as usize;
+    let columns = if entries.len() > room && app.size.0 as usize >= 2 * entry_w + 6 {
+        2
+    } else {
+        1
+    };
+    let rows = entries.len().div_ceil(columns);
+    let mut lines = Vec::new();
+    for r in 0..rows {
+        let mut spans = Vec::new();
+        for c in 0..columns {
+            if let Some((k, d)) = entries.get(c * rows + r) {
+                spans.push(Span::styled(format!("{k:<key_w$}"), app.theme.accent));
+                let pad = if c + 1 < columns {
+                    entry_w - key_w + 3
+                } else {
+                    0
+                };
+                spans.push(Span::raw(format!("{d:<pad$}")));
+            }
+        }
+        lines.push(Line::from(spans));
+    }
+    lines.push(Line::default());
+    for text in footer {
+        lines.push(Line::from(Span::styled(text, app.theme.dim)));
+    }
+    let w = (columns * (entry_w + 3)).max(footer[0].width()) as u16 + 2;
+    let h = lines.len() as u16 + 2;
+    popup(f, app, " Keys ", lines, w, h);
+}
+
+/// A bordered box centred on the screen, at most `w` x `h`.
+fn popup(f: &mut Frame, app: &App, title: &str, lines: Vec<Line>, w: u16, h: u16) {
+    let (sw, sh) = app.size;
+    let w = w.min(sw);
+    let h = h.min(sh);
+    let area = Rect::new((sw - w) / 2, (sh - h) / 2, w, h);
+    f.render_widget(Clear, area);
+    let block = Block::new()
+        .borders(Borders::ALL)
+        .border_style(app.theme.accent)
+        .title(title.to_string());
+    f.render_widget(Paragraph::new(lines).block(block), area);
+}

@@ -1,0 +1,132 @@
+//! The transcript: each message as styled lines (name, thought, markdown body, footer), and the
+//! visible window of the active tab's cached lines with a "new output" hint.
+
+use ratatui::Frame;
+use ratatui::layout::{Alignment, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
+
+use super::markdown;
+use super::theme::Theme;
+use crate::app::App;
+use crate::app::tab::{Message, Role};
+
+/// The lines of one message at `width`; code fences are numbered from `code_base + 1`. Returns
+/// the lines and the number of fences.
+pub fn message_lines(
+    m: &Message,
+    width: usize,
+    theme: &Theme,
+    code_base: usize,
+    show_thoughts: bool,
+) -> (Vec<Line<'static>>, usize) {
+    let mut lines = Vec::new();
+    let mut fences = 0;
+    match m.role {
+        Role::User => {
+            lines.push(Line::from(Span::styled("You", theme.user)));
+            lines.extend(markdown::plain(&m.text, width, "", "", Default::default()));
+        }
+        Role::Model => {
+            lines.push(Line::from(Span::styled("Gemma", theme.model)));
+            let thought = m.thought.trim();
+            if !thought.is_empty() {
+                if show_thoughts {
+                    lines.push(Line::from(Span::styled("▾ thought", theme.dim)));
+                    lines.extend(markdown::plain(thought, width, "│ ", "│ ", theme.thought));
+                } else {
+                    let n = thought.lines().count();
+                    let label = format!("▸ thought, {n} line{}", if n == 1 { "" } else { "s" });
+                    lines.push(Line::from(Span::styled(label, theme.thought)));
+                }
+            }
+            let (body, n) = markdown::layout(m.text.trim_start(), width, theme, code_base);
+            fences = n;
+            lines.extend(body);
+        }
+        Role::Notice => lines.extend(markdown::plain(&m.text, width, "· ", "  ", theme.dim)),
+        Role::Error => lines.extend(markdown::plain(&m.text, width, "✗ ", "  ", theme.error)),
+    }
+    if let Some(f) = &m.footer {
+        lines.push(Line::from(Span::styled(f.clone(), theme.dim)));
+    }
+    lines.push(Line::default());
+    (lines, fences)
+}
+
+/// Draws the active tab's transcript in `area`, or the start-up screen while there is none.
+pub fn render(f: &mut Frame, area: Rect, app: &App) {
+    let theme = &app.theme;
+    let Some(tab) = app.tab() else { return };
+    if tab.messages.is_empty() {
+        f.render_widget(welcome(app), area);
+        return;
+    }
+    let height = area.height as usize;
+    let top = tab.view_top(height);
+    let lines = tab.layout.lines(top, height);
+    f.render_widget(Paragraph::new(lines), area);
+    if tab.pin.is_some() && tab.new_output && area.height > 0 {
+        let hint = " new output ↓ (End) ";
+        let w = (hint.chars().count() as u16).min(area.width);
+        let r = Rect::new(area.right() - w, area.bottom() - 1, w, 1);
+        f.render_widget(Paragraph::new(Span::styled(hint, theme.tab_active)), r);
+    }
+}
+
+/// What an empty tab shows: loading progress, a load error with what to do, or a greeting.
+fn welcome(app: &App) -> Paragraph<'static> {
+    let theme = &app.theme;
+    let m = &app.model;
+    let mut lines: Vec<Line<'static>> = Vec::new();
+    if let Some(err) = &m.load_error {
+        lines.push(Line::from(Span::styled(
+            "The model could not be loaded",
+            theme.error,
+        )));
+        lines.push(Line::default());
+        lines.push(Line::from(err.clone()));
+        lines.push(Line::default());
+        lines.push(Line::from(Span::styled(
+            "Set [model] path in the config (`gemma-chat config path` shows where it is), or \
+             start with `gemma-chat --model PATH`. Press Ctrl+Q to quit.",
+            theme.dim,
+        )));
+    } else if !m.ready {
+        lines.push(Line::from(Span::styled("Starting gemma-chat", theme.model)));
+        lines.push(Line::default());
+        let (stage, done, total) = &m.loading;
+        let progress = if *total > 0 {
+            let width = 30;
+            let filled = done * width / total;
+            format!(
+                "{stage}: [{}{}] {done}/{total}",
+                "█".repeat(filled),
+                "░".repeat(width - filled)
+            )
+        } else {
+            format!("{stage}…")
+        };
+        lines.push(Line::from(progress));
+        lines.push(Line::default());
+        lines.push(Line::from(Span::styled(
+            "You can type your first message now; it is sent when the model is ready.",
+            theme.dim,
+        )));
+    } else {
+        lines.push(Line::from(Span::styled(
+            format!("Ready: {}", m.name),
+            theme.model,
+        )));
+        lines.push(Line::default());
+        let help = app.keymap_hint();
+        lines.push(Line::from(Span::styled(
+            format!("Type a message and press Enter. {help}"),
+            theme.dim,
+        )));
+    }
+    Paragraph::new(lines)
+        .alignment(Alignment::Left)
+        .wrap(Wrap { trim: false })
+        .block(Block::new().borders(Borders::NONE))
+}

@@ -1,0 +1,200 @@
+//! The real binary in a real terminal: tmux runs `gemma-chat`, `send-keys` types, `capture-pane`
+//! reads the screen. On the tiny random Gemma 3 fixture (with a 512-entry tokenizer) and on the
+//! demo model: a prompt streams an answer, a second tab opens, the first comes back, a
+//! generation stops, and quitting restores the terminal.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use gemma_chat::demo;
+
+struct Tmux {
+    name: String,
+}
+
+impl Tmux {
+    /// Starts `gemma-chat ARGS` in a detached tmux session of `w` x `h` cells. After the app
+    /// ends, the pane shows its exit code and whether the tty is back in canonical mode.
+    fn start(name: &str, args: &[&str], w: u16, h: u16) -> Self {
+        let status = Command::new("tmux").arg("-V").status();
+        assert!(
+            status.is_ok_and(|s| s.success()),
+            "tmux is needed for the end-to-end UI test (apt-get install tmux)"
+        );
+        let _ = Command::new("tmux")
+            .args(["kill-session", "-t", name])
+            .status();
+        let bin = env!("CARGO_BIN_EXE_gemma-chat");
+        let quoted: Vec<String> = args.iter().map(|a| format!("'{a}'")).collect();
+        let script = format!(
+            "'{bin}' {}; echo EXIT=$?; stty -a | grep -o -- '-\\?icanon' | sed 's/^/TTY=/'; \
+             sleep 600",
+            quoted.join(" ")
+        );
+        let ok = Command::new("tmux")
+            .args(["new-session", "-d", "-s", name, "-x", &w.to_string(), "-y"])
+            .arg(h.to_string())
+            .arg(script)
+            .status()
+            .expect("tmux runs");
+        assert!(ok.success(), "tmux new-session failed");
+        Self { name: name.into() }
+    }
+
+    fn screen(&self) -> String {
+        let out = Command::new("tmux")
+            .args(["capture-pane", "-p", "-t", &self.name])
+            .output()
+            .expect("capture-pane");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let ok = Command::new("tmux")
+            .args(["send-keys", "-t", &self.name])
+            .args(keys)
+            .status()
+            .expect("send-keys");
+        assert!(ok.success());
+    }
+
+    fn type_text(&self, text: &str) {
+        let ok = Command::new("tmux")
+            .args(["send-keys", "-l", "-t", &self.name, text])
+            .status()
+            .expect("send-keys");
+        assert!(ok.success());
+    }
+
+    /// Waits until the screen satisfies `pred`; panics with the screen after `secs`.
+    fn wait(&self, what: &str, secs: u64, pred: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            let s = self.screen();
+            if pred(&s) {
+                return s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}; the screen:\n{s}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["kill-session", "-t", &self.name])
+            .status();
+    }
+}
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+/// The tiny Gemma 3 checkpoint with a tokenizer, assembled in `dir`.
+fn tiny_model(dir: &Path) -> PathBuf {
+    let model = dir.join("tiny");
+    std::fs::create_dir_all(&model).expect("dir");
+    let src = fixtures().join("oracle/gemma3");
+    for f in ["config.json", "generation_config.json", "model.safetensors"] {
+        std::fs::copy(src.join(f), model.join(f)).expect("copy");
+    }
+    std::fs::copy(
+        fixtures().join("tiny_chat/tokenizer.json"),
+        model.join("tokenizer.json"),
+    )
+    .expect("copy");
+    model
+}
+
+fn config(dir: &Path, max_new_tokens: usize) -> PathBuf {
+    let path = dir.join("config.toml");
+    let text = format!("[sampling]\ntemperature = 0.0\nmax_new_tokens = {max_new_tokens}\n");
+    std::fs::write(&path, text).expect("config");
+    path
+}
+
+/// Quits with Ctrl+Q and checks the exit code and the restored terminal.
+fn quit_and_check_restored(t: &Tmux) {
+    t.keys(&["C-q"]);
+    let s = t.wait("the app to exit", 30, |s| s.contains("TTY="));
+    assert!(s.contains("EXIT=0"), "exit code: {s}");
+    assert!(s.contains("TTY=icanon"), "the tty is left in raw mode: {s}");
+    let alt = Command::new("tmux")
+        .args(["display", "-p", "-t", &t.name, "#{alternate_on}"])
+        .output()
+        .expect("display");
+    assert_eq!(
+        String::from_utf8_lossy(&alt.stdout).trim(),
+        "0",
+        "still on the alternate screen"
+    );
+}
+
+#[test]
+fn tiny_model_chats_in_tabs_and_quits_cleanly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let model = tiny_model(dir.path());
+    let cfg = config(dir.path(), 40);
+    let (m, c) = (model.to_string_lossy(), cfg.to_string_lossy());
+    let t = Tmux::start("gemma-e2e-tiny", &["--model", &m, "--config", &c], 80, 24);
+    t.wait("the model to load", 60, |s| s.contains("Ready"));
+    t.type_text("hello tiny");
+    t.keys(&["Enter"]);
+    let s = t.wait("the answer to finish", 60, |s| {
+        s.contains("reused 0 · prefilled")
+    });
+    assert!(
+        s.contains("You") && s.contains("hello tiny") && s.contains("Gemma"),
+        "{s}"
+    );
+    // A second tab, a turn there, then back to the first.
+    t.keys(&["C-t"]);
+    t.wait("a second tab", 10, |s| s.contains("2 chat 2"));
+    t.type_text("second tab");
+    t.keys(&["Enter"]);
+    t.wait("the second answer", 60, |s| {
+        s.contains("second tab") && s.contains("prefilled")
+    });
+    t.keys(&["M-1"]);
+    t.wait("the first tab again", 10, |s| {
+        s.contains("hello tiny") && !s.contains("second tab")
+    });
+    // A follow-up in the first tab reuses its warm session.
+    t.type_text("and again");
+    t.keys(&["Enter"]);
+    t.wait("a warm follow-up", 60, |s| s.contains("exact_prefix"));
+    quit_and_check_restored(&t);
+}
+
+#[test]
+fn demo_model_streams_stops_and_switches_tabs() {
+    let path = demo::ensure(&mut |l| eprintln!("{l}")).expect("demo model");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = config(dir.path(), 80);
+    let (m, c) = (path.to_string_lossy(), cfg.to_string_lossy());
+    let t = Tmux::start("gemma-e2e-demo", &["--model", &m, "--config", &c], 100, 30);
+    t.wait("the model to load", 120, |s| s.contains("Ready"));
+    t.type_text("Tell me a long story about a dragon.");
+    t.keys(&["Enter"]);
+    t.wait("the answer to stream", 60, |s| s.contains("generating"));
+    t.keys(&["Escape"]);
+    let s = t.wait("the stop", 30, |s| s.contains("stopped ·"));
+    assert!(s.contains("dragon"), "{s}");
+    t.keys(&["C-t"]);
+    t.type_text("Hi");
+    t.keys(&["Enter"]);
+    t.wait("the second tab's answer", 60, |s| {
+        s.contains("2 chat 2") && (s.contains("done ·") || s.contains("limit reached ·"))
+    });
+    t.keys(&["M-Left"]);
+    t.wait("the first tab again", 10, |s| {
+        s.contains("dragon") && s.contains("stopped ·")
+    });
+    quit_and_check_restored(&t);
+}

@@ -1,0 +1,316 @@
+//! Snapshot tests of the real `App` and renderer: synthetic key and engine events in, a
+//! `TestBackend` screen out (insta snapshots in `tests/snapshots/`).
+
+use std::time::{Duration, Instant};
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use gemma_chat::app::keymap::Keymap;
+use gemma_chat::app::{App, ModelState, Msg, Overlay, TurnSettings};
+use gemma_chat::config::Config;
+use gemma_chat::engine::protocol::{Command, Event, Reuse, Tier, TurnEnd, TurnStats};
+use gemma_chat::sampling::SamplingParams;
+use gemma_chat::ui::{self, theme::Theme};
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+
+fn new_app() -> (App, Vec<Command>) {
+    let config = Config::builtin().expect("config");
+    let keymap = Keymap::from_config(&config.ui.keys).expect("keys");
+    let model = ModelState {
+        name: "gemma-3-270m (demo)".into(),
+        backend: "cpu".into(),
+        context_limit: 8192,
+        thinking: false,
+        loading: ("starting".into(), 0, 0),
+        load_error: None,
+        ready: false,
+    };
+    let settings = TurnSettings {
+        sampling: SamplingParams::default(),
+        max_new_tokens: 256,
+        stop: Vec::new(),
+        thinking: false,
+    };
+    App::new(model, keymap, Theme::dark(), settings, false)
+}
+
+fn draw(app: &mut App, w: u16, h: u16) -> Terminal<TestBackend> {
+    app.update(Msg::Resize(w, h));
+    app.update(Msg::Tick(Instant::now()));
+    let mut t = Terminal::new(TestBackend::new(w, h)).expect("terminal");
+    t.draw(|f| ui::render(f, app)).expect("draw");
+    t
+}
+
+fn key(code: KeyCode) -> Msg {
+    Msg::Key(KeyEvent::new(code, KeyModifiers::NONE))
+}
+
+fn ctrl(c: char) -> Msg {
+    Msg::Key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::CONTROL))
+}
+
+fn type_text(app: &mut App, text: &str) -> Vec<Command> {
+    let mut cmds = Vec::new();
+    for c in text.chars() {
+        cmds.extend(app.update(key(KeyCode::Char(c))));
+    }
+    cmds
+}
+
+fn ready(app: &mut App) {
+    app.update(Msg::Engine(Event::Ready {
+        model: "gemma3_text".into(),
+        context_length: 8192,
+        thinking: false,
+    }));
+}
+
+fn stats(reused: usize, prefilled: usize, generated: usize) -> TurnStats {
+    TurnStats {
+        reuse: if reused == 0 {
+            Reuse::New
+        } else {
+            Reuse::ExactPrefix
+        },
+        reused_tokens: reused,
+        prefilled_tokens: prefilled,
+        prefill_tok_s: 200.0,
+        decode_tok_s: 12.5,
+        ttft_s: 0.1,
+        generated_tokens: generated,
+    }
+}
+
+/// Sends `text` in the active tab and returns its id.
+fn send(app: &mut App, text: &str) -> u64 {
+    type_text(app, text);
+    let cmds = app.update(key(KeyCode::Enter));
+    match cmds.as_slice() {
+        [Command::Submit { tab, text: t }] => {
+            assert_eq!(t, text);
+            *tab
+        }
+        other => panic!("expected one submit, got {other:?}"),
+    }
+}
+
+#[test]
+fn start_up_shows_loading_progress() {
+    let (mut app, cmds) = new_app();
+    assert!(matches!(cmds[0], Command::SetSampling { tab: 1, .. }));
+    app.update(Msg::Engine(Event::Loading {
+        stage: "loading weights".into(),
+        done: 9,
+        total: 18,
+    }));
+    insta::assert_snapshot!(draw(&mut app, 80, 24).backend());
+}
+
+#[test]
+fn streaming_mid_answer_with_markdown() {
+    let (mut app, _) = new_app();
+    ready(&mut app);
+    let tab = send(&mut app, "Write a haiku about Rust, then a code sample.");
+    let t0 = Instant::now();
+    app.update(Msg::Tick(t0));
+    app.update(Msg::Engine(Event::Prefill {
+        tab,
+        done: 24,
+        total: 24,
+        reused: 0,
+    }));
+    let answer = "# A haiku\n\n*Borrowed* memory,\n**lifetimes** end where scopes close,\n\
+                  the `borrow` checker smiles.\n\n- short\n- sweet\n\n```rust\nfn main() {\n    \
+                  println!(\"hi\");\n}\n```\nMore to";
+    for piece in answer.split_inclusive(' ') {
+        app.update(Msg::Engine(Event::Token {
+            tab,
+            text: piece.into(),
+        }));
+    }
+    app.update(Msg::Tick(t0 + Duration::from_secs(2)));
+    insta::assert_snapshot!(draw_at(&mut app, 80, 24, t0 + Duration::from_secs(2)).backend());
+}
+
+/// Like [`draw`] with a fixed clock, so that tok/s is stable.
+fn draw_at(app: &mut App, w: u16, h: u16, now: Instant) -> Terminal<TestBackend> {
+    app.update(Msg::Resize(w, h));
+    app.update(Msg::Tick(now));
+    let mut t = Terminal::new(TestBackend::new(w, h)).expect("terminal");
+    t.draw(|f| ui::render(f, app)).expect("draw");
+    t
+}
+
+#[test]
+fn two_tabs_with_their_states() {
+    let (mut app, _) = new_app();
+    ready(&mut app);
+    let first = send(&mut app, "Hello");
+    app.update(Msg::Engine(Event::Token {
+        tab: first,
+        text: "Hi! How can I help?".into(),
+    }));
+    app.update(Msg::Engine(Event::Finished {
+        tab: first,
+        end: TurnEnd::Stop(106),
+        stats: stats(0, 12, 7),
+    }));
+    let cmds = app.update(ctrl('t'));
+    assert!(matches!(cmds[0], Command::SetSampling { tab: 2, .. }));
+    let second = send(&mut app, "Tell me a story");
+    app.update(Msg::Engine(Event::Prefill {
+        tab: second,
+        done: 128,
+        total: 300,
+        reused: 0,
+    }));
+    app.update(Msg::Engine(Event::TabState {
+        tab: first,
+        tier: Tier::Host,
+    }));
+    insta::assert_snapshot!("two_tabs_second", draw(&mut app, 80, 16).backend());
+    // Alt+1 goes back to the first, which shows its stats.
+    app.update(Msg::Key(KeyEvent::new(
+        KeyCode::Char('1'),
+        KeyModifiers::ALT,
+    )));
+    assert_eq!(app.active, 0);
+    insta::assert_snapshot!("two_tabs_first", draw(&mut app, 80, 16).backend());
+}
+
+#[test]
+fn help_overlay_lists_the_keymap() {
+    let (mut app, _) = new_app();
+    ready(&mut app);
+    app.update(key(KeyCode::Char('?')));
+    assert_eq!(app.overlay, Overlay::Help);
+    insta::assert_snapshot!(draw(&mut app, 100, 30).backend());
+    // Any key closes it; `?` in a non-empty input is typed, not help.
+    app.update(key(KeyCode::Esc));
+    assert_eq!(app.overlay, Overlay::None);
+    type_text(&mut app, "why?");
+    assert_eq!(app.overlay, Overlay::None);
+    assert_eq!(app.tab().expect("tab").editor.text(), "why?");
+}
+
+#[test]
+fn context_warning_near_the_limit() {
+    let (mut app, _) = new_app();
+    ready(&mut app);
+    let tab = send(&mut app, "Summarise our chat.");
+    app.update(Msg::Engine(Event::Token {
+        tab,
+        text: "We talked about many things.".into(),
+    }));
+    app.update(Msg::Engine(Event::Finished {
+        tab,
+        end: TurnEnd::Stop(106),
+        stats: stats(7600, 210, 30),
+    }));
+    insta::assert_snapshot!(draw(&mut app, 100, 12).backend());
+}
+
+#[test]
+fn errors_show_what_to_do() {
+    let (mut app, _) = new_app();
+    app.update(Msg::Engine(Event::LoadFailed {
+        error: "cannot read /models/missing.gguf: No such file or directory (os error 2)".into(),
+    }));
+    insta::assert_snapshot!("load_failed", draw(&mut app, 80, 16).backend());
+
+    let (mut app, _) = new_app();
+    ready(&mut app);
+    let tab = send(&mut app, "A very long message");
+    app.update(Msg::Engine(Event::Failed {
+        tab,
+        error: "context length exceeded: 9000 tokens needed, the limit is 8192; start a new tab"
+            .into(),
+    }));
+    insta::assert_snapshot!("turn_failed", draw(&mut app, 80, 12).backend());
+}
+
+#[test]
+fn resize_to_a_small_terminal() {
+    let (mut app, _) = new_app();
+    ready(&mut app);
+    let tab = send(&mut app, "Explain borrowing in one paragraph.");
+    app.update(Msg::Engine(Event::Token {
+        tab,
+        text: "Borrowing lets code use a value without owning it; the compiler checks that \
+               every borrow ends before the value is dropped or changed."
+            .into(),
+    }));
+    draw(&mut app, 80, 24);
+    insta::assert_snapshot!(draw(&mut app, 40, 12).backend());
+}
+
+#[test]
+fn scrolling_holds_its_place_while_output_streams() {
+    let (mut app, _) = new_app();
+    ready(&mut app);
+    let tab = send(&mut app, "Count");
+    for i in 0..60 {
+        app.update(Msg::Engine(Event::Token {
+            tab,
+            text: format!("line {i}\n"),
+        }));
+    }
+    draw(&mut app, 60, 20);
+    app.update(key(KeyCode::PageUp));
+    let pinned = app.tab().expect("tab").pin.expect("pinned");
+    app.update(Msg::Engine(Event::Token {
+        tab,
+        text: "more\n".into(),
+    }));
+    draw(&mut app, 60, 20);
+    let t = app.tab().expect("tab");
+    assert_eq!(t.pin, Some(pinned), "the view holds its place");
+    assert!(t.new_output, "and says new output came");
+    insta::assert_snapshot!(draw(&mut app, 60, 20).backend());
+    app.update(key(KeyCode::End));
+    let t = app.tab().expect("tab");
+    assert_eq!(t.pin, None, "End follows the output again");
+}
+
+#[test]
+fn stop_close_confirm_regenerate_and_quit() {
+    let (mut app, _) = new_app();
+    ready(&mut app);
+    let tab = send(&mut app, "Go on");
+    assert_eq!(app.update(key(KeyCode::Esc)), vec![Command::Stop { tab }]);
+    // Closing a generating tab asks first.
+    assert!(app.update(ctrl('w')).is_empty());
+    assert_eq!(app.overlay, Overlay::ConfirmClose(tab));
+    insta::assert_snapshot!(draw(&mut app, 60, 10).backend());
+    let cmds = app.update(key(KeyCode::Char('y')));
+    assert!(cmds.contains(&Command::CloseTab { tab }));
+    assert_eq!(app.tabs.len(), 1, "a fresh tab replaces the last one");
+    // Regenerate on an answered tab.
+    let tab = send(&mut app, "Hi");
+    app.update(Msg::Engine(Event::Token {
+        tab,
+        text: "Hello".into(),
+    }));
+    app.update(Msg::Engine(Event::Finished {
+        tab,
+        end: TurnEnd::Stop(106),
+        stats: stats(0, 5, 1),
+    }));
+    assert_eq!(app.update(ctrl('r')), vec![Command::Regenerate { tab }]);
+    assert_eq!(
+        app.tab().expect("tab").messages.len(),
+        1,
+        "the old answer goes"
+    );
+    // Ctrl+C twice on an idle app quits.
+    app.update(Msg::Engine(Event::Finished {
+        tab,
+        end: TurnEnd::Stop(106),
+        stats: stats(5, 1, 1),
+    }));
+    app.update(ctrl('c'));
+    assert!(!app.quit);
+    app.update(ctrl('c'));
+    assert!(app.quit);
+}
