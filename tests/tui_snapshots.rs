@@ -7,8 +7,8 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use gemma_chat::app::keymap::Keymap;
 use gemma_chat::app::{App, ModelState, Msg, Overlay, TurnSettings};
 use gemma_chat::config::Config;
+use gemma_chat::config::resolve::{SamplingLayer, Source};
 use gemma_chat::engine::protocol::{Command, Event, Reuse, Tier, TurnEnd, TurnStats};
-use gemma_chat::sampling::SamplingParams;
 use gemma_chat::ui::{self, theme::Theme};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
@@ -25,8 +25,14 @@ fn new_app() -> (App, Vec<Command>) {
         load_error: None,
         ready: false,
     };
+    let file = SamplingLayer {
+        temperature: Some(0.7),
+        ..SamplingLayer::default()
+    };
     let settings = TurnSettings {
-        sampling: SamplingParams::default(),
+        layers: vec![(Source::File, file)],
+        model: SamplingLayer::default(),
+        random_seed: 1,
         max_new_tokens: 256,
         stop: Vec::new(),
         thinking: false,
@@ -63,6 +69,12 @@ fn ready(app: &mut App) {
         model: "gemma3_text".into(),
         context_length: 8192,
         thinking: false,
+        generation: SamplingLayer {
+            temperature: Some(1.0),
+            top_k: Some(64),
+            top_p: Some(0.95),
+            ..SamplingLayer::default()
+        },
     }));
 }
 
@@ -313,4 +325,45 @@ fn stop_close_confirm_regenerate_and_quit() {
     assert!(!app.quit);
     app.update(ctrl('c'));
     assert!(app.quit);
+}
+
+#[test]
+fn per_tab_settings_show_their_source_and_reach_the_engine() {
+    let (mut app, _) = new_app();
+    ready(&mut app);
+    app.update(key(KeyCode::F(4)));
+    insta::assert_snapshot!("settings_popup", draw(&mut app, 80, 16).backend());
+    // Temperature down one step (0.7 → 0.6), top_p down one (0.95 → 0.9), then apply.
+    app.update(key(KeyCode::Left));
+    app.update(key(KeyCode::Down));
+    app.update(key(KeyCode::Left));
+    let cmds = app.update(key(KeyCode::Enter));
+    match cmds.as_slice() {
+        [
+            Command::SetSampling {
+                tab: 1, sampling, ..
+            },
+        ] => {
+            assert!((sampling.temperature - 0.6).abs() < 1e-6, "{sampling:?}");
+            assert!((sampling.top_p - 0.9).abs() < 1e-6, "{sampling:?}");
+            assert_eq!(sampling.top_k, 64, "top_k still from the model");
+        }
+        other => panic!("expected the tab's settings, got {other:?}"),
+    }
+    let t = app.tab().expect("tab");
+    let r = app.tab_sampling(t);
+    assert_eq!(r.sources[0], Source::Tab);
+    assert_eq!(r.sources[1], Source::Model);
+    // Turns typed while the model loads wait for it, so they use its defaults.
+    let (mut app, _) = new_app();
+    type_text(&mut app, "early");
+    assert!(app.update(key(KeyCode::Enter)).is_empty());
+    let cmds = app.update(Msg::Engine(Event::Ready {
+        model: "gemma3_text".into(),
+        context_length: 8192,
+        thinking: false,
+        generation: SamplingLayer::default(),
+    }));
+    assert!(matches!(cmds.first(), Some(Command::SetSampling { .. })));
+    assert!(matches!(cmds.last(), Some(Command::Submit { tab: 1, .. })));
 }

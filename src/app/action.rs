@@ -36,6 +36,8 @@ pub enum Action {
     ToggleThinking,
     /// Show the keys.
     Help,
+    /// The tab's sampling settings.
+    Settings,
     /// Scroll a page up.
     ScrollUp,
     /// Scroll a page down.
@@ -50,7 +52,7 @@ pub enum Action {
     ScrollBottom,
 }
 
-const SIMPLE: [(Action, &str, &str); 21] = [
+const SIMPLE: [(Action, &str, &str); 22] = [
     (Action::Quit, "quit", "quit"),
     (
         Action::Interrupt,
@@ -82,6 +84,7 @@ const SIMPLE: [(Action, &str, &str); 21] = [
         "thinking on/off (Gemma 4)",
     ),
     (Action::Help, "help", "this help"),
+    (Action::Settings, "settings", "this tab's sampling settings"),
     (Action::ScrollUp, "scroll-up", "scroll up a page"),
     (Action::ScrollDown, "scroll-down", "scroll down a page"),
     (Action::HalfPageUp, "half-page-up", "scroll up half a page"),

@@ -39,6 +39,7 @@ impl App {
                     _ => Vec::new(),
                 };
             }
+            Overlay::Settings(e) => return self.settings_key(e, &k),
             Overlay::Rename(mut e) => {
                 match k.code {
                     KeyCode::Enter => {
@@ -148,6 +149,14 @@ impl App {
                 return self.set_thinking(on);
             }
             Action::Help => self.overlay = Overlay::Help,
+            Action::Settings => {
+                if let Some(t) = self.tab() {
+                    self.overlay = Overlay::Settings(super::settings::SettingsEdit {
+                        field: 0,
+                        layer: t.overrides,
+                    });
+                }
+            }
             Action::ScrollUp => self.scroll(-(h as isize).max(1) + 1),
             Action::ScrollDown => self.scroll((h as isize - 1).max(1)),
             Action::HalfPageUp => self.scroll(-(h as isize / 2).max(1)),
@@ -213,6 +222,7 @@ fn edit(e: &mut Editor, k: &KeyEvent) {
     match k.code {
         KeyCode::Char('a') if ctrl => e.home(),
         KeyCode::Char('e') if ctrl => e.end(),
+        KeyCode::Char('u') if ctrl => e.kill_to_start(),
         KeyCode::Char(_) if ctrl || k.modifiers.contains(KeyModifiers::ALT) => {}
         KeyCode::Char(c) => e.insert(&c.to_string()),
         KeyCode::Backspace => e.backspace(),

@@ -4,8 +4,10 @@
 
 pub mod action;
 pub mod editor;
+mod events;
 pub mod keymap;
 mod keys;
+pub mod settings;
 pub mod tab;
 
 use std::time::Instant;
@@ -15,9 +17,10 @@ use crossterm::event::{KeyEvent, MouseEvent, MouseEventKind};
 use self::action::Action;
 use self::editor::Editor;
 use self::keymap::Keymap;
+use self::settings::SettingsEdit;
+pub use self::settings::TurnSettings;
 use self::tab::{Message, Phase, Role, Tab};
-use crate::engine::protocol::{Command, Event, TabId, Tier, TurnEnd};
-use crate::sampling::SamplingParams;
+use crate::engine::protocol::{Command, Event, TabId, Tier};
 use crate::ui::theme::Theme;
 
 /// One input to the app.
@@ -56,19 +59,6 @@ pub struct ModelState {
     pub ready: bool,
 }
 
-/// Settings each new tab starts with.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TurnSettings {
-    /// Sampling.
-    pub sampling: SamplingParams,
-    /// Most tokens per answer.
-    pub max_new_tokens: usize,
-    /// Stop strings.
-    pub stop: Vec<String>,
-    /// Gemma 4 thinking.
-    pub thinking: bool,
-}
-
 /// A popup over the app.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Overlay {
@@ -80,6 +70,8 @@ pub enum Overlay {
     ConfirmClose(TabId),
     /// A new name for the active tab.
     Rename(Editor),
+    /// The active tab's sampling.
+    Settings(SettingsEdit),
 }
 
 /// The whole UI state.
@@ -116,6 +108,9 @@ pub struct App {
     pub clipboard: Option<String>,
     /// Something changed since the last draw.
     pub dirty: bool,
+    /// Turns sent before the model was ready, held until it is (so that they use the model's
+    /// own sampling defaults).
+    pending: Vec<Command>,
     now: Instant,
 }
 
@@ -145,6 +140,7 @@ impl App {
             flash: None,
             clipboard: None,
             dirty: true,
+            pending: Vec::new(),
             now: Instant::now(),
         };
         let cmds = app.open_tab();
@@ -239,14 +235,8 @@ impl App {
         let title = format!("chat {id}");
         self.tabs.push(Tab::new(id, title, self.settings.thinking));
         self.active = self.tabs.len() - 1;
-        let s = &self.settings;
-        let mut cmds = vec![Command::SetSampling {
-            tab: id,
-            sampling: s.sampling.clone(),
-            max_new_tokens: s.max_new_tokens,
-            stop: s.stop.clone(),
-        }];
-        if s.thinking {
+        let mut cmds = vec![self.sampling_command(&self.tabs[self.active])];
+        if self.settings.thinking {
             cmds.push(Command::SetThinking { tab: id, on: true });
         }
         cmds
@@ -254,6 +244,8 @@ impl App {
 
     fn close_tab(&mut self, id: TabId) -> Vec<Command> {
         self.tabs.retain(|t| t.id != id);
+        self.pending
+            .retain(|c| !matches!(c, Command::Submit { tab, .. } if *tab == id));
         let mut cmds = vec![Command::CloseTab { tab: id }];
         if self.tabs.is_empty() {
             cmds.extend(self.open_tab());
@@ -286,8 +278,13 @@ impl App {
         t.pin = None;
         t.new_output = false;
         t.push(Message::new(Role::User, text.trim_end()));
-        let id = t.id;
-        vec![Command::Submit { tab: id, text }]
+        let submit = Command::Submit { tab: t.id, text };
+        if self.model.ready {
+            vec![submit]
+        } else {
+            self.pending.push(submit);
+            Vec::new()
+        }
     }
 
     /// `/rename NAME`, `/copy [N]`, `/think on|off`, `/help`.
@@ -368,104 +365,6 @@ impl App {
             }
             None => self.flash = Some("nothing to copy".into()),
         }
-    }
-
-    fn engine(&mut self, e: Event) -> Vec<Command> {
-        let now = self.now;
-        match e {
-            Event::Loading { stage, done, total } => self.model.loading = (stage, done, total),
-            Event::Ready {
-                model,
-                context_length,
-                thinking,
-            } => {
-                if self.model.name.is_empty() {
-                    self.model.name = model;
-                }
-                self.model.context_limit = context_length;
-                self.model.thinking = thinking;
-                self.model.ready = true;
-            }
-            Event::LoadFailed { error } => {
-                self.model.load_error = Some(error.clone());
-                self.last_error = Some(error);
-                for t in &mut self.tabs {
-                    t.phase = Phase::Idle;
-                    t.failed = true;
-                }
-            }
-            Event::Prefill {
-                tab,
-                done,
-                total,
-                reused,
-            } => {
-                if let Some(t) = self.by_id(tab) {
-                    t.phase = Phase::Prefilling { done, total };
-                    t.context_used = reused + done;
-                }
-            }
-            Event::Token { tab, text } => {
-                if let Some(t) = self.by_id(tab) {
-                    t.phase = match t.phase {
-                        Phase::Generating { pieces, since } => Phase::Generating {
-                            pieces: pieces + 1,
-                            since,
-                        },
-                        _ => Phase::Generating {
-                            pieces: 1,
-                            since: now,
-                        },
-                    };
-                    t.context_used += 1;
-                    t.answer().text.push_str(&text);
-                }
-            }
-            Event::Thought { tab, text } => {
-                if let Some(t) = self.by_id(tab) {
-                    t.context_used += 1;
-                    t.answer().thought.push_str(&text);
-                }
-            }
-            Event::Finished { tab, end, stats } => {
-                if let Some(t) = self.by_id(tab) {
-                    t.phase = Phase::Idle;
-                    t.context_used = stats.reused_tokens
-                        + stats.prefilled_tokens
-                        + stats.generated_tokens
-                        + usize::from(matches!(end, TurnEnd::Stop(_)));
-                    let footer = format!(
-                        "{} · {} · reused {} · prefilled {} · {:.1} tok/s",
-                        end.describe(),
-                        stats.reuse.as_str(),
-                        stats.reused_tokens,
-                        stats.prefilled_tokens,
-                        stats.decode_tok_s
-                    );
-                    t.answer().footer = Some(footer);
-                    t.last_stats = Some(stats);
-                }
-            }
-            Event::TabState { tab, tier } => {
-                if let Some(t) = self.by_id(tab) {
-                    t.tier = tier;
-                }
-            }
-            Event::Failed { tab, error } => {
-                if let Some(t) = self.by_id(tab) {
-                    if t.phase.busy() {
-                        t.failed = true;
-                        t.phase = Phase::Idle;
-                        if let Some(m) = t.messages.last_mut().filter(|m| m.role == Role::Model) {
-                            m.footer.get_or_insert_with(|| "failed".into());
-                        }
-                    }
-                    t.push(Message::new(Role::Error, error.clone()));
-                }
-                self.last_error = Some(error);
-            }
-        }
-        Vec::new()
     }
 
     /// The phase text for the status line, e.g. `prefilling 1200/3400`.

@@ -7,6 +7,7 @@ use std::time::Instant;
 use ratatui::text::Line;
 
 use super::editor::Editor;
+use crate::config::resolve::SamplingLayer;
 use crate::engine::protocol::{TabId, Tier, TurnStats};
 use crate::ui::theme::Theme;
 use crate::ui::transcript::message_lines;
@@ -151,6 +152,8 @@ pub struct Tab {
     pub new_output: bool,
     /// Gemma 4 thinking for its next turns.
     pub thinking: bool,
+    /// Its own sampling settings, over the app's.
+    pub overrides: SamplingLayer,
     /// The transcript's lines.
     pub layout: TranscriptLayout,
 }
@@ -173,6 +176,7 @@ impl Tab {
             pin: None,
             new_output: false,
             thinking,
+            overrides: SamplingLayer::default(),
             layout: TranscriptLayout::default(),
         }
     }

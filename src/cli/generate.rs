@@ -12,13 +12,11 @@ use gemma_chat::tokenizer::stream::TextStream;
 use gemma_chat::{backend, demo, model::ComputeDtype};
 use serde_json::json;
 
-use super::ModelArgs;
+use super::{ModelArgs, SamplingArgs};
 
 /// Arguments of `generate`.
 #[derive(Debug, Args)]
 pub struct GenerateArgs {
-    #[command(flatten)]
-    common: ModelArgs,
     /// Prompt text: BOS, then the text with special-token strings recognised (no chat template
     /// unless --chat).
     #[arg(long, conflicts_with = "ids", required_unless_present = "ids")]
@@ -32,21 +30,6 @@ pub struct GenerateArgs {
     /// Most tokens to generate.
     #[arg(long, default_value_t = 32)]
     max_new_tokens: usize,
-    /// Sampling temperature (0 = greedy).
-    #[arg(long, default_value_t = 0.0)]
-    temperature: f32,
-    /// Top-k filter (0 = off).
-    #[arg(long, default_value_t = 64)]
-    top_k: usize,
-    /// Top-p filter (1 = off).
-    #[arg(long, default_value_t = 0.95)]
-    top_p: f32,
-    /// Min-p filter (0 = off).
-    #[arg(long, default_value_t = 0.0)]
-    min_p: f32,
-    /// Sampling seed.
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
     /// Prefill chunk length in tokens.
     #[arg(long, default_value_t = 256)]
     chunk: usize,
@@ -74,15 +57,11 @@ pub fn load_model(common: &ModelArgs) -> anyhow::Result<(LoadedModel, ComputeDty
 }
 
 /// Runs `generate`.
-pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
-    if !(0.0..=2.0).contains(&args.temperature) {
-        bail!(
-            "--temperature must be within 0..=2, got {}",
-            args.temperature
-        );
-    }
+/// Sampling is greedy unless `--temperature` (or its variable) says otherwise: scripts get
+/// reproducible output by default.
+pub fn run(args: GenerateArgs, common: &ModelArgs, s: &SamplingArgs) -> anyhow::Result<()> {
     let t0 = Instant::now();
-    let (lm, dtype) = load_model(&args.common)?;
+    let (lm, dtype) = load_model(common)?;
     let load_s = t0.elapsed().as_secs_f64();
     let cfg = lm.model.config();
     let prompt_ids = match (&args.ids, &args.prompt) {
@@ -109,11 +88,11 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
     let opts = GenerateOptions {
         max_new_tokens: args.max_new_tokens,
         sampling: SamplingParams {
-            temperature: args.temperature,
-            top_k: args.top_k,
-            top_p: args.top_p,
-            min_p: args.min_p,
-            seed: args.seed,
+            temperature: s.temperature.unwrap_or(0.0),
+            top_k: s.top_k.unwrap_or(64),
+            top_p: s.top_p.unwrap_or(0.95),
+            min_p: s.min_p.unwrap_or(0.0),
+            seed: s.seed.unwrap_or(0),
         },
         chunk: args.chunk,
         prompt_logits: args.dump_logits.is_some(),

@@ -1,6 +1,7 @@
 //! Command-line interface: the argument types and the dispatch to each command.
 
 mod chat;
+mod config_cmd;
 mod generate;
 mod tui;
 
@@ -9,6 +10,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use anyhow::Context;
+use gemma_chat::config::resolve::{SamplingLayer, Source};
 use gemma_chat::config::{Config, config_path};
 use gemma_chat::model::ComputeDtype;
 
@@ -24,17 +26,94 @@ pub struct Cli {
     #[command(flatten)]
     common: ModelArgs,
     /// Most tokens per answer (default: the config's `sampling.max_new_tokens`).
-    #[arg(long)]
+    #[arg(long, env = "GEMMA_CHAT_MAX_NEW_TOKENS")]
     max_new_tokens: Option<usize>,
-    /// Sampling temperature, 0 to 2, 0 greedy (default: the config, then the model's).
-    #[arg(long)]
+    #[command(flatten)]
+    sampling: SamplingArgs,
+}
+
+/// Sampling flags; each overrides its environment variable, which overrides the config file,
+/// which overrides the model's `generation_config.json`.
+#[derive(Debug, Args, Clone)]
+pub struct SamplingArgs {
+    /// Temperature, 0 to 2 (0 is greedy).
+    #[arg(long, global = true, env = "GEMMA_CHAT_TEMPERATURE", value_parser = in_range(0.0, 2.0))]
     temperature: Option<f32>,
+    /// Top-k (0 is off).
+    #[arg(long, env = "GEMMA_CHAT_TOP_K", global = true)]
+    top_k: Option<usize>,
+    /// Top-p, in (0, 1].
+    #[arg(long, global = true, env = "GEMMA_CHAT_TOP_P", value_parser = in_range(1e-6, 1.0))]
+    top_p: Option<f32>,
+    /// Min-p, in [0, 1].
+    #[arg(long, global = true, env = "GEMMA_CHAT_MIN_P", value_parser = in_range(0.0, 1.0))]
+    min_p: Option<f32>,
+    /// Seed (0 is random).
+    #[arg(long, env = "GEMMA_CHAT_SEED", global = true)]
+    seed: Option<u64>,
+}
+
+/// A clap parser for a float within `lo..=hi`.
+fn in_range(lo: f32, hi: f32) -> impl Fn(&str) -> Result<f32, String> + Clone {
+    move |s: &str| {
+        let v: f32 = s.parse().map_err(|_| format!("`{s}` is not a number"))?;
+        if (lo..=hi).contains(&v) {
+            Ok(v)
+        } else {
+            Err(format!("{v} is out of range: allowed {lo} to {hi}"))
+        }
+    }
+}
+
+impl SamplingArgs {
+    /// The flag and environment layers, flag first. A value counts as a flag when its option
+    /// is on the command line, else it came from the environment.
+    pub fn layers(&self) -> Vec<(Source, SamplingLayer)> {
+        let argv: Vec<String> = std::env::args().collect();
+        let on_line = |name: &str| {
+            argv.iter()
+                .any(|a| a == &format!("--{name}") || a.starts_with(&format!("--{name}=")))
+        };
+        let mut flag = SamplingLayer::default();
+        let mut env = SamplingLayer::default();
+        macro_rules! split {
+            ($field:ident, $name:literal) => {
+                if let Some(v) = self.$field {
+                    if on_line($name) {
+                        flag.$field = Some(v);
+                    } else {
+                        env.$field = Some(v);
+                    }
+                }
+            };
+        }
+        split!(temperature, "temperature");
+        split!(top_k, "top-k");
+        split!(top_p, "top-p");
+        split!(min_p, "min-p");
+        split!(seed, "seed");
+        vec![(Source::Flag, flag), (Source::Env, env)]
+    }
+}
+
+/// The config file's sampling as a layer.
+pub fn file_layer(config: &Config) -> SamplingLayer {
+    let s = &config.sampling;
+    SamplingLayer {
+        temperature: s.temperature,
+        top_k: s.top_k,
+        top_p: s.top_p,
+        min_p: s.min_p,
+        seed: s.seed,
+    }
 }
 
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run one prompt headlessly, for scripts and checks.
     Generate(generate::GenerateArgs),
+    /// Where the config file is, and the settings in force.
+    Config(config_cmd::ConfigArgs),
 }
 
 /// Options shared by every command that loads a model. Each one overrides the config file.
@@ -47,13 +126,13 @@ pub struct ModelArgs {
     /// Model: a directory (config.json + safetensors) or a .gguf file. Defaults to
     /// $GEMMA_CHAT_MODEL, then the config's `model.path`, then the demo model (Gemma 3 270M,
     /// fetched on first use).
-    #[arg(long, env = "GEMMA_CHAT_MODEL")]
+    #[arg(long, env = "GEMMA_CHAT_MODEL", global = true)]
     model: Option<PathBuf>,
     /// Compute dtype: f32 or f16 (default: the config's `model.dtype`).
-    #[arg(long, env = "GEMMA_CHAT_DTYPE")]
+    #[arg(long, env = "GEMMA_CHAT_DTYPE", global = true)]
     dtype: Option<ComputeDtype>,
     /// Compute backend: cpu, wgpu or cuda (default: the config's `model.backend`).
-    #[arg(long, env = "GEMMA_CHAT_BACKEND")]
+    #[arg(long, env = "GEMMA_CHAT_BACKEND", global = true)]
     backend: Option<String>,
 }
 
@@ -100,12 +179,17 @@ impl ModelArgs {
 
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<()> {
-    if let Some(Command::Generate(args)) = cli.command {
-        return generate::run(args);
+    match cli.command {
+        Some(Command::Generate(args)) => {
+            return generate::run(args, &cli.common, &cli.sampling);
+        }
+        Some(Command::Config(args)) => return config_cmd::run(args, &cli.common, &cli.sampling),
+        None => {}
     }
     let config = cli.common.config()?;
     let max_new = cli.max_new_tokens.unwrap_or(config.sampling.max_new_tokens);
     let temperature = cli
+        .sampling
         .temperature
         .or(config.sampling.temperature)
         .unwrap_or(1.0);
@@ -113,7 +197,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         && std::io::IsTerminal::is_terminal(&std::io::stdout());
     match cli.prompt {
         Some(prompt) => chat::once(&cli.common, &prompt, max_new, temperature),
-        None if interactive => tui::run(&cli.common, config, cli.max_new_tokens, cli.temperature),
+        None if interactive => tui::run(&cli.common, config, cli.max_new_tokens, &cli.sampling),
         // Piped: a line-by-line chat on stdin/stdout.
         None => chat::run(&cli.common, max_new, temperature),
     }

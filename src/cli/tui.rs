@@ -5,35 +5,32 @@
 use gemma_chat::app::keymap::Keymap;
 use gemma_chat::app::{App, ModelState, TurnSettings};
 use gemma_chat::config::Config;
+use gemma_chat::config::resolve::{SamplingLayer, Source};
 use gemma_chat::engine::thinking::ThinkingPolicy;
 use gemma_chat::engine::worker::{EngineOptions, spawn};
 use gemma_chat::generate::load;
-use gemma_chat::sampling::SamplingParams;
 use gemma_chat::ui::theme::Theme;
 use gemma_chat::{backend, demo, tui};
 
-use super::ModelArgs;
+use super::{ModelArgs, SamplingArgs, file_layer};
 
-/// Runs the terminal UI. `max_new` and `temperature` are the command-line overrides.
+/// Runs the terminal UI. `max_new` and `sampling` are the command-line overrides.
 pub fn run(
     common: &ModelArgs,
     config: Config,
     max_new: Option<usize>,
-    temperature: Option<f32>,
+    sampling: &SamplingArgs,
 ) -> anyhow::Result<()> {
     let choice = common.choice(&config)?;
     let keymap = Keymap::from_config(&config.ui.keys)?;
-    let s = &config.sampling;
+    let mut layers = sampling.layers();
+    layers.push((Source::File, file_layer(&config)));
     let settings = TurnSettings {
-        sampling: SamplingParams {
-            temperature: temperature.or(s.temperature).unwrap_or(1.0),
-            top_k: s.top_k.unwrap_or(64),
-            top_p: s.top_p.unwrap_or(0.95),
-            min_p: s.min_p.unwrap_or(0.0),
-            seed: s.seed.filter(|s| *s != 0).unwrap_or_else(rand_seed),
-        },
-        max_new_tokens: max_new.unwrap_or(s.max_new_tokens),
-        stop: s.stop.clone(),
+        layers,
+        model: SamplingLayer::default(),
+        random_seed: rand_seed(),
+        max_new_tokens: max_new.unwrap_or(config.sampling.max_new_tokens),
+        stop: config.sampling.stop.clone(),
         thinking: config.model.thinking,
     };
     let name = match &choice.model {

@@ -1,6 +1,7 @@
 //! What the UI and the engine thread say to each other: commands in, events out, each naming
 //! its tab. The UI sees only this module.
 
+use crate::config::resolve::SamplingLayer;
 pub use crate::engine::session::{Reuse, Tier, TurnEnd, TurnStats};
 use crate::sampling::SamplingParams;
 
@@ -75,6 +76,8 @@ pub enum Event {
         context_length: usize,
         /// Whether the model has a thinking mode.
         thinking: bool,
+        /// The sampling defaults the checkpoint declares (`generation_config.json`).
+        generation: SamplingLayer,
     },
     /// The model could not be loaded; the engine thread has ended.
     LoadFailed {

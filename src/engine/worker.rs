@@ -147,6 +147,7 @@ where
                 model: cfg.model_type.clone(),
                 context_length: context,
                 thinking: lm.supports_thinking(),
+                generation: crate::config::resolve::generation_defaults(&lm.path),
             });
             Worker {
                 lm: &lm,
@@ -372,7 +373,10 @@ impl Worker<'_> {
         }
         let reused = t.session.position();
         let mut job = Job::new(prompt, header, reuse, reused);
-        job.sampler = Sampler::new(t.sampling.clone());
+        // A new seed per turn (from the tab's), so that a regenerate can answer differently.
+        let mut sampling = t.sampling.clone();
+        sampling.seed = sampling.seed.wrapping_add(now);
+        job.sampler = Sampler::new(sampling);
         job.router = Router::new(channels);
         t.job = Some(job);
         self.enforce_budget(tab);

@@ -23,6 +23,14 @@ impl ComputeDtype {
             ComputeDtype::F16 => DType::F16,
         }
     }
+
+    /// Its name, as the config and `--dtype` write it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ComputeDtype::F32 => "f32",
+            ComputeDtype::F16 => "f16",
+        }
+    }
 }
 
 impl std::str::FromStr for ComputeDtype {

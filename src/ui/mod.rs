@@ -75,6 +75,26 @@ pub fn render(f: &mut Frame, app: &App) {
             let text = format!("“{name}” is generating. Close it? (y/n)");
             popup(f, app, " Close tab ", vec![Line::from(text)], 50, 3);
         }
+        Overlay::Settings(e) => {
+            let mut lines = Vec::new();
+            for (i, (name, value, source)) in app.settings_rows(e).into_iter().enumerate() {
+                let style = if i == e.field {
+                    app.theme.tab_active
+                } else {
+                    Default::default()
+                };
+                lines.push(Line::from(vec![
+                    Span::styled(format!(" {name:<12} {value:>6} "), style),
+                    Span::styled(format!(" from {}", source.as_str()), app.theme.dim),
+                ]));
+            }
+            lines.push(Line::default());
+            lines.push(Line::from(Span::styled(
+                " ←/→ change · r inherit · Enter apply · Esc cancel",
+                app.theme.dim,
+            )));
+            popup(f, app, " This tab's sampling ", lines, 54, 7);
+        }
         Overlay::Rename(e) => {
             let line = Line::from(vec![
                 Span::raw(e.text()),
@@ -181,6 +201,15 @@ fn status(f: &mut Frame, area: Rect, app: &App) {
             };
             spans.push(Span::styled(warn, style));
         }
+        let r = app.tab_sampling(t);
+        spans.push(Span::styled(
+            format!(
+                " temp {:.2} ({}) ",
+                r.params.temperature,
+                r.sources[0].as_str()
+            ),
+            theme.status,
+        ));
         if let Some(s) = &t.last_stats {
             spans.push(Span::styled(
                 format!(

@@ -1,5 +1,9 @@
 //! The TOML configuration: the embedded `config/default.toml` with the user's file laid over it,
-//! where that file is found, and the checks on its values. Nothing here reads the model.
+//! and where that file is found. The file's checks live in [`layer`]; the precedence of flags,
+//! environment, file and the model's own defaults in [`resolve`]. Nothing here reads weights.
+
+pub mod layer;
+pub mod resolve;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -9,7 +13,7 @@ use serde::Deserialize;
 use crate::error::{Error, Result};
 
 /// The built-in configuration, every key commented.
-pub const DEFAULT_TOML: &str = include_str!("../config/default.toml");
+pub const DEFAULT_TOML: &str = include_str!("../../config/default.toml");
 
 /// The whole configuration.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -37,6 +41,10 @@ pub struct ModelConfig {
     pub backend: String,
     /// Context limit per tab, in tokens.
     pub context_length: usize,
+    /// Whether a user file set `context_length` (then it must fit the model; the built-in value
+    /// is capped at the model's maximum instead).
+    #[serde(skip)]
+    pub context_length_set: bool,
     /// Gemma 4 thinking for new tabs.
     pub thinking: bool,
 }
@@ -71,6 +79,8 @@ pub struct SessionsConfig {
     pub host_budget_mb: u64,
     /// `strip` or `keep`.
     pub thinking_policy: String,
+    /// MiB of disk for warm-restart KV snapshots (0: off).
+    pub kv_disk_mb: u64,
 }
 
 /// `[ui]`: looks and keys.
@@ -88,24 +98,17 @@ pub struct UiConfig {
 impl Config {
     /// The built-in configuration alone.
     pub fn builtin() -> Result<Self> {
-        Self::from_layers(None)
+        toml::from_str(DEFAULT_TOML)
+            .map_err(|e| Error::Settings(format!("the built-in config: {}", e.message())))
     }
 
-    /// The built-in configuration with `user` (its path, for messages, and its text) laid over.
+    /// The built-in configuration with the file at `path` (its text: `text`) laid over it. Every
+    /// problem in the file is reported with its line and column.
     pub fn from_layers(user: Option<(&Path, &str)>) -> Result<Self> {
-        let mut table = parse(Path::new("config/default.toml (built in)"), DEFAULT_TOML)?;
+        let mut config = Self::builtin()?;
         if let Some((path, text)) = user {
-            merge(&mut table, parse(path, text)?);
+            config.apply(&layer::Layer::parse(path, text)?);
         }
-        let where_ = user.map_or_else(
-            || "the built-in config".into(),
-            |(p, _)| p.display().to_string(),
-        );
-        let config = Config::deserialize(table)
-            .map_err(|e| Error::Settings(format!("{where_}: {}", e.message().trim())))?;
-        config
-            .validate()
-            .map_err(|e| Error::Settings(format!("{where_}: {e}")))?;
         Ok(config)
     }
 
@@ -120,83 +123,51 @@ impl Config {
         }
     }
 
-    fn validate(&self) -> std::result::Result<(), String> {
-        let s = &self.sampling;
-        let check = |ok: bool, key: &str, range: &str| {
-            if ok {
-                Ok(())
-            } else {
-                Err(format!("`{key}` must be {range}"))
+    /// Lays a checked file over this configuration.
+    pub fn apply(&mut self, l: &layer::Layer) {
+        fn set<T: Clone>(dst: &mut T, v: &Option<toml::Spanned<T>>) {
+            if let Some(v) = v {
+                *dst = v.get_ref().clone();
             }
-        };
-        if let Some(t) = s.temperature {
-            check(
-                (0.0..=2.0).contains(&t),
-                "sampling.temperature",
-                "from 0 to 2 (0 is greedy)",
-            )?;
         }
-        if let Some(p) = s.top_p {
-            check(p > 0.0 && p <= 1.0, "sampling.top_p", "in (0, 1]")?;
+        let count =
+            |v: &Option<toml::Spanned<i64>>| v.as_ref().map(|s| (*s.get_ref()).max(0) as u64);
+        if let Some(m) = &l.model {
+            set(&mut self.model.path, &m.path);
+            set(&mut self.model.dtype, &m.dtype);
+            set(&mut self.model.backend, &m.backend);
+            set(&mut self.model.thinking, &m.thinking);
+            if let Some(c) = count(&m.context_length) {
+                self.model.context_length = c as usize;
+                self.model.context_length_set = true;
+            }
         }
-        if let Some(p) = s.min_p {
-            check((0.0..=1.0).contains(&p), "sampling.min_p", "in [0, 1]")?;
+        if let Some(s) = &l.sampling {
+            let f =
+                |v: &Option<toml::Spanned<layer::Num>>| v.as_ref().map(|n| n.get_ref().f() as f32);
+            let d = &mut self.sampling;
+            d.temperature = f(&s.temperature).or(d.temperature);
+            d.top_p = f(&s.top_p).or(d.top_p);
+            d.min_p = f(&s.min_p).or(d.min_p);
+            d.top_k = count(&s.top_k).map(|k| k as usize).or(d.top_k);
+            d.seed = count(&s.seed).or(d.seed);
+            if let Some(n) = count(&s.max_new_tokens) {
+                d.max_new_tokens = n as usize;
+            }
+            set(&mut d.stop, &s.stop);
         }
-        check(
-            s.max_new_tokens >= 1,
-            "sampling.max_new_tokens",
-            "at least 1",
-        )?;
-        check(
-            self.model.context_length >= 1,
-            "model.context_length",
-            "at least 1",
-        )?;
-        check(
-            ["f32", "f16"].contains(&self.model.dtype.as_str()),
-            "model.dtype",
-            "\"f32\" or \"f16\"",
-        )?;
-        check(
-            crate::backend::BACKENDS.contains(&self.model.backend.as_str()),
-            "model.backend",
-            "\"cpu\", \"wgpu\" or \"cuda\"",
-        )?;
-        check(
-            ["strip", "keep"].contains(&self.sessions.thinking_policy.as_str()),
-            "sessions.thinking_policy",
-            "\"strip\" or \"keep\"",
-        )?;
-        check(
-            ["dark", "light"].contains(&self.ui.theme.as_str()),
-            "ui.theme",
-            "\"dark\" or \"light\"",
-        )
-    }
-}
-
-fn parse(path: &Path, text: &str) -> Result<toml::Table> {
-    text.parse::<toml::Table>().map_err(|e| {
-        let at = e
-            .span()
-            .map(|s| {
-                let before = &text[..s.start.min(text.len())];
-                let line = before.matches('\n').count() + 1;
-                let col = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
-                format!(":{line}:{col}")
-            })
-            .unwrap_or_default();
-        Error::Settings(format!("{}{at}: {}", path.display(), e.message().trim()))
-    })
-}
-
-/// Lays `over` onto `base`: tables merge key by key, anything else replaces.
-fn merge(base: &mut toml::Table, over: toml::Table) {
-    for (key, value) in over {
-        match (base.get_mut(&key), value) {
-            (Some(toml::Value::Table(b)), toml::Value::Table(o)) => merge(b, o),
-            (_, v) => {
-                base.insert(key, v);
+        if let Some(s) = &l.sessions {
+            let d = &mut self.sessions;
+            d.memory_budget_mb = count(&s.memory_budget_mb).unwrap_or(d.memory_budget_mb);
+            d.host_budget_mb = count(&s.host_budget_mb).unwrap_or(d.host_budget_mb);
+            d.kv_disk_mb = count(&s.kv_disk_mb).unwrap_or(d.kv_disk_mb);
+            set(&mut d.thinking_policy, &s.thinking_policy);
+        }
+        if let Some(u) = &l.ui {
+            set(&mut self.ui.theme, &u.theme);
+            set(&mut self.ui.show_thoughts, &u.show_thoughts);
+            for (name, chords) in u.keys.iter().flatten() {
+                self.ui.keys.insert(name.clone(), chords.get_ref().clone());
             }
         }
     }

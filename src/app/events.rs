@@ -1,0 +1,112 @@
+//! Engine events into the UI state: loading, prefill progress, streamed text and thoughts,
+//! finished turns with their stats, tier changes and failures.
+
+use super::App;
+use super::tab::{Message, Phase, Role};
+use crate::engine::protocol::{Command, Event, TurnEnd};
+
+impl App {
+    pub(super) fn engine(&mut self, e: Event) -> Vec<Command> {
+        let now = self.now;
+        match e {
+            Event::Loading { stage, done, total } => self.model.loading = (stage, done, total),
+            Event::Ready {
+                model,
+                context_length,
+                thinking,
+                generation,
+            } => {
+                if self.model.name.is_empty() {
+                    self.model.name = model;
+                }
+                self.model.context_limit = context_length;
+                self.model.thinking = thinking;
+                self.model.ready = true;
+                // The model's own defaults join the layers; turns typed while it loaded go now.
+                self.settings.model = generation;
+                let mut cmds = self.resend_sampling();
+                cmds.append(&mut self.pending);
+                return cmds;
+            }
+            Event::LoadFailed { error } => {
+                self.model.load_error = Some(error.clone());
+                self.last_error = Some(error);
+                for t in &mut self.tabs {
+                    t.phase = Phase::Idle;
+                    t.failed = true;
+                }
+            }
+            Event::Prefill {
+                tab,
+                done,
+                total,
+                reused,
+            } => {
+                if let Some(t) = self.by_id(tab) {
+                    t.phase = Phase::Prefilling { done, total };
+                    t.context_used = reused + done;
+                }
+            }
+            Event::Token { tab, text } => {
+                if let Some(t) = self.by_id(tab) {
+                    t.phase = match t.phase {
+                        Phase::Generating { pieces, since } => Phase::Generating {
+                            pieces: pieces + 1,
+                            since,
+                        },
+                        _ => Phase::Generating {
+                            pieces: 1,
+                            since: now,
+                        },
+                    };
+                    t.context_used += 1;
+                    t.answer().text.push_str(&text);
+                }
+            }
+            Event::Thought { tab, text } => {
+                if let Some(t) = self.by_id(tab) {
+                    t.context_used += 1;
+                    t.answer().thought.push_str(&text);
+                }
+            }
+            Event::Finished { tab, end, stats } => {
+                if let Some(t) = self.by_id(tab) {
+                    t.phase = Phase::Idle;
+                    t.context_used = stats.reused_tokens
+                        + stats.prefilled_tokens
+                        + stats.generated_tokens
+                        + usize::from(matches!(end, TurnEnd::Stop(_)));
+                    let footer = format!(
+                        "{} · {} · reused {} · prefilled {} · {:.1} tok/s",
+                        end.describe(),
+                        stats.reuse.as_str(),
+                        stats.reused_tokens,
+                        stats.prefilled_tokens,
+                        stats.decode_tok_s
+                    );
+                    t.answer().footer = Some(footer);
+                    t.last_stats = Some(stats);
+                }
+            }
+            Event::TabState { tab, tier } => {
+                if let Some(t) = self.by_id(tab) {
+                    t.tier = tier;
+                }
+            }
+            Event::Failed { tab, error } => {
+                if let Some(t) = self.by_id(tab) {
+                    if t.phase.busy() {
+                        t.failed = true;
+                        t.phase = Phase::Idle;
+                        if let Some(m) = t.messages.last_mut().filter(|m| m.role == Role::Model) {
+                            m.footer.get_or_insert_with(|| "failed".into());
+                        }
+                    }
+                    t.push(Message::new(Role::Error, error.clone()));
+                }
+                self.last_error = Some(error);
+            }
+        }
+        Vec::new()
+    }
+}

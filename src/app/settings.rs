@@ -1,0 +1,130 @@
+//! Sampling settings in the UI: the layers they come from (tab, flag, env, file, model, built-in),
+//! the command that tells the engine a tab's resolved values, and the per-tab settings popup.
+
+use crossterm::event::{KeyCode, KeyEvent};
+
+use super::tab::Tab;
+use super::{App, Overlay};
+use crate::config::resolve::{Resolved, SamplingLayer, Source, resolve};
+use crate::engine::protocol::Command;
+
+/// What new tabs start with, and the layers their sampling resolves through.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnSettings {
+    /// Flag, env and file layers, highest first.
+    pub layers: Vec<(Source, SamplingLayer)>,
+    /// The model's `generation_config.json` (known once it has loaded).
+    pub model: SamplingLayer,
+    /// Seed used where the settings say 0 (random).
+    pub random_seed: u64,
+    /// Most tokens per answer.
+    pub max_new_tokens: usize,
+    /// Stop strings.
+    pub stop: Vec<String>,
+    /// Gemma 4 thinking for new tabs.
+    pub thinking: bool,
+}
+
+/// The fields the popup edits, in order: name, step, lowest, highest.
+const FIELDS: [(&str, f32, f32, f32); 3] = [
+    ("temperature", 0.1, 0.0, 2.0),
+    ("top_p", 0.05, 0.05, 1.0),
+    ("top_k", 8.0, 0.0, 1000.0),
+];
+
+/// The settings popup's state: the field selected and the tab's overrides being edited.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SettingsEdit {
+    /// Selected row.
+    pub field: usize,
+    /// The tab's overrides as edited.
+    pub layer: SamplingLayer,
+}
+
+impl App {
+    /// A tab's sampling with the source of each value.
+    pub fn tab_sampling(&self, tab: &Tab) -> Resolved {
+        self.sampling_with(tab.overrides)
+    }
+
+    fn sampling_with(&self, overrides: SamplingLayer) -> Resolved {
+        let s = &self.settings;
+        let mut layers = vec![(Source::Tab, overrides)];
+        layers.extend(s.layers.iter().copied());
+        layers.push((Source::Model, s.model));
+        resolve(&layers, s.random_seed)
+    }
+
+    /// The command that gives the engine a tab's settings.
+    pub(super) fn sampling_command(&self, tab: &Tab) -> Command {
+        Command::SetSampling {
+            tab: tab.id,
+            sampling: self.tab_sampling(tab).params,
+            max_new_tokens: self.settings.max_new_tokens,
+            stop: self.settings.stop.clone(),
+        }
+    }
+
+    /// Settings for every tab again (after the model's defaults or the config changed).
+    pub(super) fn resend_sampling(&self) -> Vec<Command> {
+        self.tabs.iter().map(|t| self.sampling_command(t)).collect()
+    }
+
+    /// Rows for the popup: name, value and where it comes from.
+    pub fn settings_rows(&self, edit: &SettingsEdit) -> Vec<(String, String, Source)> {
+        let r = self.sampling_with(edit.layer);
+        let p = &r.params;
+        vec![
+            (
+                "temperature".into(),
+                format!("{:.2}", p.temperature),
+                r.sources[0],
+            ),
+            ("top_p".into(), format!("{:.2}", p.top_p), r.sources[2]),
+            ("top_k".into(), p.top_k.to_string(), r.sources[1]),
+        ]
+    }
+
+    /// Keys in the settings popup: Up/Down pick, Left/Right change, `r` resets the field to
+    /// what the tab inherits, Enter applies to the tab's next turns, Esc cancels.
+    pub(super) fn settings_key(&mut self, mut e: SettingsEdit, k: &KeyEvent) -> Vec<Command> {
+        let current = self.sampling_with(e.layer).params;
+        let (_, step, lo, hi) = FIELDS[e.field];
+        let value = match e.field {
+            0 => current.temperature,
+            1 => current.top_p,
+            _ => current.top_k as f32,
+        };
+        let mut set = |v: f32| {
+            let v = v.clamp(lo, hi);
+            match e.field {
+                0 => e.layer.temperature = Some((v * 100.0).round() / 100.0),
+                1 => e.layer.top_p = Some((v * 100.0).round() / 100.0),
+                _ => e.layer.top_k = Some(v.round() as usize),
+            }
+        };
+        match k.code {
+            KeyCode::Up => e.field = e.field.saturating_sub(1),
+            KeyCode::Down => e.field = (e.field + 1).min(FIELDS.len() - 1),
+            KeyCode::Left | KeyCode::Char('-') => set(value - step),
+            KeyCode::Right | KeyCode::Char('+') => set(value + step),
+            KeyCode::Char('r') | KeyCode::Backspace | KeyCode::Delete => match e.field {
+                0 => e.layer.temperature = None,
+                1 => e.layer.top_p = None,
+                _ => e.layer.top_k = None,
+            },
+            KeyCode::Enter => {
+                let Some(i) = (self.active < self.tabs.len()).then_some(self.active) else {
+                    return Vec::new();
+                };
+                self.tabs[i].overrides = e.layer;
+                self.flash = Some("settings apply to this tab's next turn".into());
+                return vec![self.sampling_command(&self.tabs[i])];
+            }
+            KeyCode::Esc => return Vec::new(),
+            _ => {}
+        }
+        self.overlay = Overlay::Settings(e);
+        Vec::new()
+    }
+}

@@ -1,0 +1,114 @@
+//! `gemma-chat config path|init|show`: where the files are, a commented config to start from,
+//! and the settings in force with where each comes from.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+use clap::{Args, Subcommand};
+use gemma_chat::config::resolve::{Source, generation_defaults, resolve};
+use gemma_chat::config::{DEFAULT_TOML, config_path};
+use gemma_chat::demo;
+
+use super::{ModelArgs, SamplingArgs, file_layer};
+
+/// Arguments of `config`.
+#[derive(Debug, Args)]
+pub struct ConfigArgs {
+    #[command(subcommand)]
+    action: Action,
+}
+
+#[derive(Debug, Subcommand)]
+enum Action {
+    /// Print where gemma-chat reads its config and keeps its chats and caches.
+    Path,
+    /// Write the commented default config to the config path.
+    Init {
+        /// Replace an existing file.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Print the sampling settings in force and where each comes from.
+    Show,
+}
+
+/// Runs `config`.
+pub fn run(args: ConfigArgs, common: &ModelArgs, sampling: &SamplingArgs) -> anyhow::Result<()> {
+    let path = config_path(common.config.as_deref())
+        .context("no config directory could be found for this platform; use --config PATH")?;
+    match args.action {
+        Action::Path => {
+            let exists = if path.exists() {
+                ""
+            } else {
+                " (not created yet: `gemma-chat config init`)"
+            };
+            println!("config: {}{exists}", path.display());
+            let data = demo::data_dir()?;
+            println!("data:   {}", data.display());
+            println!("chats:  {}", data.join("chats").display());
+            println!("cache:  {}", cache_dir().display());
+        }
+        Action::Init { force } => {
+            if path.exists() && !force {
+                bail!("{} exists; pass --force to replace it", path.display());
+            }
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir)
+                    .with_context(|| format!("creating {}", dir.display()))?;
+            }
+            std::fs::write(&path, DEFAULT_TOML)
+                .with_context(|| format!("writing {}", path.display()))?;
+            println!("wrote {}", path.display());
+        }
+        Action::Show => {
+            let config = common.config()?;
+            let choice = common.choice(&config)?;
+            let mut layers = sampling.layers();
+            layers.push((Source::File, file_layer(&config)));
+            if let Some(model) = &choice.model {
+                layers.push((Source::Model, generation_defaults(model)));
+            }
+            let r = resolve(&layers, 0);
+            let p = &r.params;
+            let rows = [
+                ("temperature", p.temperature.to_string()),
+                ("top_k", p.top_k.to_string()),
+                ("top_p", p.top_p.to_string()),
+                ("min_p", p.min_p.to_string()),
+                (
+                    "seed",
+                    if p.seed == 0 {
+                        "random".into()
+                    } else {
+                        p.seed.to_string()
+                    },
+                ),
+            ];
+            let model = choice
+                .model
+                .as_ref()
+                .map_or("the demo model".to_string(), |m| m.display().to_string());
+            println!(
+                "model: {model} ({}, {})",
+                choice.backend,
+                choice.dtype.as_str()
+            );
+            for ((name, value), source) in rows.iter().zip(r.sources) {
+                println!("{name} = {value}  ({})", source.as_str());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Where warm-restart snapshots go.
+pub fn cache_dir() -> PathBuf {
+    std::env::var_os("GEMMA_CHAT_CACHE_DIR")
+        .map(PathBuf::from)
+        .or_else(|| {
+            directories::ProjectDirs::from("", "", "gemma-chat")
+                .map(|d| d.cache_dir().to_path_buf())
+        })
+        .unwrap_or_else(|| PathBuf::from(".gemma-chat-cache"))
+}

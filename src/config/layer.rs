@@ -1,0 +1,248 @@
+//! One TOML file as written, every value with its place in the file: unknown keys, wrong types
+//! and out-of-range values are refused here with `file:line:column`, the key and the rule.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::error::{Error, Result};
+
+/// A number as TOML writes it (`1` or `1.0`).
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(untagged)]
+pub enum Num {
+    /// `1`.
+    Int(i64),
+    /// `1.0`.
+    Float(f64),
+}
+
+impl Num {
+    /// As a float.
+    pub fn f(self) -> f64 {
+        match self {
+            Num::Int(i) => i as f64,
+            Num::Float(f) => f,
+        }
+    }
+}
+
+/// `[model]` as written.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(missing_docs)]
+pub struct ModelLayer {
+    pub path: Option<Spanned<String>>,
+    pub dtype: Option<Spanned<String>>,
+    pub backend: Option<Spanned<String>>,
+    pub context_length: Option<Spanned<i64>>,
+    pub thinking: Option<Spanned<bool>>,
+}
+
+/// `[sampling]` as written.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(missing_docs)]
+pub struct SamplingLayer {
+    pub temperature: Option<Spanned<Num>>,
+    pub top_k: Option<Spanned<i64>>,
+    pub top_p: Option<Spanned<Num>>,
+    pub min_p: Option<Spanned<Num>>,
+    pub seed: Option<Spanned<i64>>,
+    pub max_new_tokens: Option<Spanned<i64>>,
+    pub stop: Option<Spanned<Vec<String>>>,
+}
+
+/// `[sessions]` as written.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(missing_docs)]
+pub struct SessionsLayer {
+    pub memory_budget_mb: Option<Spanned<i64>>,
+    pub host_budget_mb: Option<Spanned<i64>>,
+    pub thinking_policy: Option<Spanned<String>>,
+    pub kv_disk_mb: Option<Spanned<i64>>,
+}
+
+/// `[ui]` as written.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(missing_docs)]
+pub struct UiLayer {
+    pub theme: Option<Spanned<String>>,
+    pub show_thoughts: Option<Spanned<bool>>,
+    pub keys: Option<BTreeMap<String, Spanned<Vec<String>>>>,
+}
+
+/// A whole file as written.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(missing_docs)]
+pub struct Layer {
+    pub model: Option<ModelLayer>,
+    pub sampling: Option<SamplingLayer>,
+    pub sessions: Option<SessionsLayer>,
+    pub ui: Option<UiLayer>,
+}
+
+/// `line:column` (1-based) of byte `at` in `text`.
+fn place(text: &str, at: usize) -> String {
+    let before = &text[..at.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before[before.rfind('\n').map_or(0, |i| i + 1)..]
+        .chars()
+        .count()
+        + 1;
+    format!("{line}:{col}")
+}
+
+impl Layer {
+    /// Parses and checks `text` (the file at `path`).
+    pub fn parse(path: &Path, text: &str) -> Result<Self> {
+        let layer: Layer = toml::from_str(text).map_err(|e| {
+            let at = e
+                .span()
+                .map_or_else(String::new, |s| format!(":{}", place(text, s.start)));
+            let msg = e.message().trim().replace("\n", " ");
+            Error::Settings(format!("{}{at}: {msg}", path.display()))
+        })?;
+        layer.check().map_err(|(span, msg)| {
+            Error::Settings(format!(
+                "{}:{}: {msg}",
+                path.display(),
+                place(text, span.start)
+            ))
+        })?;
+        Ok(layer)
+    }
+
+    /// Range checks; the error is the offending value's span and the message.
+    fn check(&self) -> std::result::Result<(), (std::ops::Range<usize>, String)> {
+        fn num(v: &Option<Spanned<Num>>, key: &str, ok: impl Fn(f64) -> bool, rule: &str) -> Check {
+            match v {
+                Some(s) if !ok(s.get_ref().f()) => Err((
+                    s.span(),
+                    format!(
+                        "`{key}` = {} is out of range: allowed {rule}",
+                        s.get_ref().f()
+                    ),
+                )),
+                _ => Ok(()),
+            }
+        }
+        fn int(v: &Option<Spanned<i64>>, key: &str, min: i64, rule: &str) -> Check {
+            match v {
+                Some(s) if *s.get_ref() < min => Err((
+                    s.span(),
+                    format!("`{key}` = {} is out of range: allowed {rule}", s.get_ref()),
+                )),
+                _ => Ok(()),
+            }
+        }
+        fn one_of(v: &Option<Spanned<String>>, key: &str, allowed: &[&str]) -> Check {
+            match v {
+                Some(s) if !allowed.contains(&s.get_ref().as_str()) => Err((
+                    s.span(),
+                    format!(
+                        "`{key}` = \"{}\" is not allowed: use {}",
+                        s.get_ref(),
+                        allowed
+                            .iter()
+                            .map(|a| format!("\"{a}\""))
+                            .collect::<Vec<_>>()
+                            .join(" or ")
+                    ),
+                )),
+                _ => Ok(()),
+            }
+        }
+        type Check = std::result::Result<(), (std::ops::Range<usize>, String)>;
+        if let Some(m) = &self.model {
+            one_of(&m.dtype, "model.dtype", &["f32", "f16"])?;
+            one_of(&m.backend, "model.backend", &crate::backend::BACKENDS)?;
+            int(
+                &m.context_length,
+                "model.context_length",
+                1,
+                "from 1 up to the model's maximum",
+            )?;
+        }
+        if let Some(s) = &self.sampling {
+            num(
+                &s.temperature,
+                "sampling.temperature",
+                |t| (0.0..=2.0).contains(&t),
+                "0 to 2 (0 is greedy)",
+            )?;
+            int(&s.top_k, "sampling.top_k", 0, "0 or more (0 is off)")?;
+            num(
+                &s.top_p,
+                "sampling.top_p",
+                |p| p > 0.0 && p <= 1.0,
+                "in (0, 1]",
+            )?;
+            num(
+                &s.min_p,
+                "sampling.min_p",
+                |p| (0.0..=1.0).contains(&p),
+                "in [0, 1]",
+            )?;
+            int(
+                &s.seed,
+                "sampling.seed",
+                0,
+                "0 or more (0 is a random seed)",
+            )?;
+            int(&s.max_new_tokens, "sampling.max_new_tokens", 1, "1 or more")?;
+        }
+        if let Some(s) = &self.sessions {
+            int(
+                &s.memory_budget_mb,
+                "sessions.memory_budget_mb",
+                0,
+                "0 or more (0 is no limit)",
+            )?;
+            int(
+                &s.host_budget_mb,
+                "sessions.host_budget_mb",
+                0,
+                "0 or more (0 is no limit)",
+            )?;
+            int(
+                &s.kv_disk_mb,
+                "sessions.kv_disk_mb",
+                0,
+                "0 or more (0 turns warm restart off)",
+            )?;
+            one_of(
+                &s.thinking_policy,
+                "sessions.thinking_policy",
+                &["strip", "keep"],
+            )?;
+        }
+        if let Some(u) = &self.ui {
+            one_of(&u.theme, "ui.theme", &["dark", "light"])?;
+            for (name, chords) in u.keys.iter().flatten() {
+                if crate::app::action::Action::from_name(name).is_none() {
+                    return Err((
+                        chords.span(),
+                        format!("`ui.keys.{name}`: there is no action `{name}`"),
+                    ));
+                }
+                for c in chords.get_ref() {
+                    if crate::app::keymap::Chord::parse(c).is_none() {
+                        return Err((
+                            chords.span(),
+                            format!(
+                                "`ui.keys.{name}`: cannot read the key \"{c}\" (e.g. \"ctrl+t\", \"alt+enter\", \"f1\")"
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
