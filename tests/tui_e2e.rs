@@ -169,6 +169,14 @@ fn tiny_model_chats_in_tabs_and_quits_cleanly() {
     t.type_text("and again");
     t.keys(&["Enter"]);
     t.wait("a warm follow-up", 60, |s| s.contains("exact_prefix"));
+    // Live reload: an editor-style save (temp file, rename) changes the temperature in force.
+    assert!(t.screen().contains("temp 0.00 (file)"), "{}", t.screen());
+    let tmp = dir.path().join(".config.toml.tmp");
+    std::fs::write(&tmp, "[sampling]\ntemperature = 0.5\nmax_new_tokens = 40\n").expect("write");
+    std::fs::rename(&tmp, &cfg).expect("rename");
+    t.wait("the reloaded temperature", 20, |s| {
+        s.contains("temp 0.50 (file)")
+    });
     quit_and_check_restored(&t);
 }
 

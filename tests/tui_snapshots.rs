@@ -367,3 +367,32 @@ fn per_tab_settings_show_their_source_and_reach_the_engine() {
     assert!(matches!(cmds.first(), Some(Command::SetSampling { .. })));
     assert!(matches!(cmds.last(), Some(Command::Submit { tab: 1, .. })));
 }
+
+#[test]
+fn a_reloaded_config_applies_to_the_next_turn_and_a_bad_one_is_shown() {
+    let (mut app, _) = new_app();
+    ready(&mut app);
+    app.config = Some(Box::new(Config::builtin().expect("config")));
+    let text = "[sampling]\ntemperature = 0.3\n[ui.keys]\nquit = [\"ctrl+x\"]\n";
+    let c = Config::from_layers(Some((std::path::Path::new("c.toml"), text))).expect("valid");
+    let cmds = app.update(Msg::Config(Ok(Box::new(c))));
+    match cmds.as_slice() {
+        [Command::SetSampling { sampling, .. }] => {
+            assert!((sampling.temperature - 0.3).abs() < 1e-6)
+        }
+        other => panic!("expected new settings, got {other:?}"),
+    }
+    app.update(ctrl('x'));
+    assert!(app.quit, "the new key is in force");
+    app.quit = false;
+    let cmds = app.update(Msg::Config(Err(
+        "c.toml:2:15: `sampling.temperature` = 9 is out of range".into(),
+    )));
+    assert!(cmds.is_empty());
+    let t = app.tab().expect("tab");
+    assert!(
+        (app.tab_sampling(t).params.temperature - 0.3).abs() < 1e-6,
+        "the last good config stays"
+    );
+    insta::assert_snapshot!(draw(&mut app, 100, 8).backend());
+}

@@ -20,6 +20,7 @@ use self::keymap::Keymap;
 use self::settings::SettingsEdit;
 pub use self::settings::TurnSettings;
 use self::tab::{Message, Phase, Role, Tab};
+use crate::config::Config;
 use crate::engine::protocol::{Command, Event, TabId, Tier};
 use crate::ui::theme::Theme;
 
@@ -38,6 +39,8 @@ pub enum Msg {
     Tick(Instant),
     /// From the engine.
     Engine(Event),
+    /// The config file changed: its new contents, or why they are invalid.
+    Config(Result<Box<Config>, String>),
 }
 
 /// The model as the UI knows it.
@@ -108,6 +111,8 @@ pub struct App {
     pub clipboard: Option<String>,
     /// Something changed since the last draw.
     pub dirty: bool,
+    /// The config in force (for live reload to tell what changed).
+    pub config: Option<Box<Config>>,
     /// Turns sent before the model was ready, held until it is (so that they use the model's
     /// own sampling defaults).
     pending: Vec<Command>,
@@ -140,6 +145,7 @@ impl App {
             flash: None,
             clipboard: None,
             dirty: true,
+            config: None,
             pending: Vec::new(),
             now: Instant::now(),
         };
@@ -217,6 +223,11 @@ impl App {
                 Vec::new()
             }
             Msg::Engine(e) => self.engine(e),
+            Msg::Config(Ok(c)) => self.reload(*c),
+            Msg::Config(Err(e)) => {
+                self.last_error = Some(format!("config not applied, the last good one stays: {e}"));
+                Vec::new()
+            }
         }
     }
 

@@ -3,10 +3,13 @@
 
 use crossterm::event::{KeyCode, KeyEvent};
 
+use super::keymap::Keymap;
 use super::tab::Tab;
 use super::{App, Overlay};
+use crate::config::Config;
 use crate::config::resolve::{Resolved, SamplingLayer, Source, resolve};
 use crate::engine::protocol::Command;
+use crate::ui::theme::Theme;
 
 /// What new tabs start with, and the layers their sampling resolves through.
 #[derive(Debug, Clone, PartialEq)]
@@ -42,6 +45,55 @@ pub struct SettingsEdit {
 }
 
 impl App {
+    /// Applies a changed config file: sampling, stop strings, theme and keys take effect for the
+    /// next turn; the model, backend, dtype and context length at the next start (and the app
+    /// says so). An invalid keymap leaves everything as it was.
+    pub(super) fn reload(&mut self, c: Config) -> Vec<Command> {
+        let keymap = match Keymap::from_config(&c.ui.keys) {
+            Ok(k) => k,
+            Err(e) => {
+                self.last_error = Some(format!("config not applied, the last good one stays: {e}"));
+                return Vec::new();
+            }
+        };
+        self.keymap = keymap;
+        self.theme = Theme::named(&c.ui.theme);
+        self.show_thoughts = c.ui.show_thoughts;
+        for (source, layer) in &mut self.settings.layers {
+            if *source == Source::File {
+                *layer = c.sampling_layer();
+            }
+        }
+        self.settings.max_new_tokens = c.sampling.max_new_tokens;
+        self.settings.stop = c.sampling.stop.clone();
+        self.settings.thinking = c.model.thinking;
+        let restart = self.config.as_ref().is_some_and(|old| {
+            let (a, b) = (&old.model, &c.model);
+            (&a.path, &a.dtype, &a.backend, a.context_length)
+                != (&b.path, &b.dtype, &b.backend, b.context_length)
+        });
+        self.flash = Some(if restart {
+            "config reloaded; model, backend, dtype and context length apply at the next start"
+                .into()
+        } else {
+            "config reloaded; it applies to the next turn".into()
+        });
+        if self
+            .last_error
+            .as_deref()
+            .is_some_and(|e| e.starts_with("config not applied"))
+        {
+            self.last_error = None;
+        }
+        self.config = Some(Box::new(c));
+        for t in &mut self.tabs {
+            // The theme may have changed: lay every transcript out again.
+            t.layout = Default::default();
+        }
+        self.layout();
+        self.resend_sampling()
+    }
+
     /// A tab's sampling with the source of each value.
     pub fn tab_sampling(&self, tab: &Tab) -> Resolved {
         self.sampling_with(tab.overrides)

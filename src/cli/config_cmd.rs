@@ -9,7 +9,7 @@ use gemma_chat::config::resolve::{Source, generation_defaults, resolve};
 use gemma_chat::config::{DEFAULT_TOML, config_path};
 use gemma_chat::demo;
 
-use super::{ModelArgs, SamplingArgs, file_layer};
+use super::{ModelArgs, SamplingArgs};
 
 /// Arguments of `config`.
 #[derive(Debug, Args)]
@@ -65,7 +65,7 @@ pub fn run(args: ConfigArgs, common: &ModelArgs, sampling: &SamplingArgs) -> any
             let config = common.config()?;
             let choice = common.choice(&config)?;
             let mut layers = sampling.layers();
-            layers.push((Source::File, file_layer(&config)));
+            layers.push((Source::File, config.sampling_layer()));
             if let Some(model) = &choice.model {
                 layers.push((Source::Model, generation_defaults(model)));
             }

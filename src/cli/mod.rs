@@ -96,18 +96,6 @@ impl SamplingArgs {
     }
 }
 
-/// The config file's sampling as a layer.
-pub fn file_layer(config: &Config) -> SamplingLayer {
-    let s = &config.sampling;
-    SamplingLayer {
-        temperature: s.temperature,
-        top_k: s.top_k,
-        top_p: s.top_p,
-        min_p: s.min_p,
-        seed: s.seed,
-    }
-}
-
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run one prompt headlessly, for scripts and checks.

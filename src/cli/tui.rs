@@ -4,15 +4,15 @@
 
 use gemma_chat::app::keymap::Keymap;
 use gemma_chat::app::{App, ModelState, TurnSettings};
-use gemma_chat::config::Config;
 use gemma_chat::config::resolve::{SamplingLayer, Source};
+use gemma_chat::config::{Config, config_path};
 use gemma_chat::engine::thinking::ThinkingPolicy;
 use gemma_chat::engine::worker::{EngineOptions, spawn};
 use gemma_chat::generate::load;
 use gemma_chat::ui::theme::Theme;
 use gemma_chat::{backend, demo, tui};
 
-use super::{ModelArgs, SamplingArgs, file_layer};
+use super::{ModelArgs, SamplingArgs};
 
 /// Runs the terminal UI. `max_new` and `sampling` are the command-line overrides.
 pub fn run(
@@ -24,7 +24,7 @@ pub fn run(
     let choice = common.choice(&config)?;
     let keymap = Keymap::from_config(&config.ui.keys)?;
     let mut layers = sampling.layers();
-    layers.push((Source::File, file_layer(&config)));
+    layers.push((Source::File, config.sampling_layer()));
     let settings = TurnSettings {
         layers,
         model: SamplingLayer::default(),
@@ -74,14 +74,16 @@ pub fn run(
             progress.layers(d, t)
         })
     });
-    let (app, initial) = App::new(
+    let (mut app, initial) = App::new(
         model,
         keymap,
         Theme::named(&config.ui.theme),
         settings,
         config.ui.show_thoughts,
     );
-    tui::run(app, initial, engine)?;
+    app.config = Some(Box::new(config));
+    let path = config_path(common.config.as_deref());
+    tui::run(app, initial, engine, path.as_deref())?;
     Ok(())
 }
 

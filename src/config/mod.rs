@@ -4,6 +4,7 @@
 
 pub mod layer;
 pub mod resolve;
+pub mod watch;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -96,6 +97,18 @@ pub struct UiConfig {
 }
 
 impl Config {
+    /// The file's sampling settings as a precedence layer.
+    pub fn sampling_layer(&self) -> resolve::SamplingLayer {
+        let s = &self.sampling;
+        resolve::SamplingLayer {
+            temperature: s.temperature,
+            top_k: s.top_k,
+            top_p: s.top_p,
+            min_p: s.min_p,
+            seed: s.seed,
+        }
+    }
+
     /// The built-in configuration alone.
     pub fn builtin() -> Result<Self> {
         toml::from_str(DEFAULT_TOML)

@@ -3,6 +3,7 @@
 //! [`App::update`], sends its commands and draws on a tick when something changed.
 
 use std::io::{Stdout, Write, stdout};
+use std::path::Path;
 use std::sync::Once;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{RecvTimeoutError, Sender, channel};
@@ -30,8 +31,14 @@ use crate::error::{Error, Result};
 /// How often the screen may be redrawn.
 const TICK: Duration = Duration::from_millis(33);
 
-/// Runs the app in the terminal until it quits. `initial` are the commands [`App::new`] returned.
-pub fn run(mut app: App, initial: Vec<Command>, engine: EngineHandle) -> Result<()> {
+/// Runs the app in the terminal until it quits. `initial` are the commands [`App::new`] returned;
+/// `config` is the config file to watch for live reload.
+pub fn run(
+    mut app: App,
+    initial: Vec<Command>,
+    engine: EngineHandle,
+    config: Option<&Path>,
+) -> Result<()> {
     let EngineHandle { control, events } = engine;
     for c in initial {
         control.send(c);
@@ -44,6 +51,14 @@ pub fn run(mut app: App, initial: Vec<Command>, engine: EngineHandle) -> Result<
                 break;
             }
         }
+    });
+    // Live reload; without a watch (e.g. no inotify) the app runs on with the config it has.
+    let _watch = config.and_then(|path| {
+        let tx = tx.clone();
+        crate::config::watch::watch(path, move |c| {
+            let _ = tx.send(Msg::Config(c.map(Box::new).map_err(|e| e.to_string())));
+        })
+        .ok()
     });
     let mut term = Screen::enter()?;
     spawn_input(tx);
