@@ -80,6 +80,7 @@ fn run_collecting_tiers(
             Event::Prefill { tab, .. } => assert!(tabs.contains(&tab)),
             Event::TabState { tab, tier } => tiers.push((tab, tier)),
             Event::Failed { tab, error } => panic!("tab {tab} failed: {error}"),
+            Event::Committed { .. } => {}
             other => panic!("unexpected {other:?}"),
         }
     }
@@ -181,6 +182,7 @@ fn stop_and_close_take_effect_within_a_step() {
             // Tab 7 may have taken one step before the close arrived; nothing after.
             Event::Prefill { tab: 7, .. } | Event::Token { tab: 7, .. } => {}
             Event::TabState { .. } => {}
+            Event::Committed { .. } => {}
             other => panic!("unexpected {other:?}"),
         }
     }
@@ -390,6 +392,7 @@ fn stop_during_a_long_prefill_lands_within_one_chunk() {
         {
             Event::Prefill { tab: 1, .. } => chunks_after_stop += 1,
             Event::Finished { tab: 1, end, stats } => break (end, stats),
+            Event::Committed { .. } => {}
             other => panic!("unexpected {other:?}"),
         }
     };

@@ -14,12 +14,13 @@ struct Tmux {
 }
 
 impl Tmux {
-    /// Starts `gemma-chat ARGS` in a detached tmux session of `w` x `h` cells. After the app
-    /// ends, the pane shows its exit code and whether the tty is back in canonical mode.
-    fn start(name: &str, args: &[&str], w: u16, h: u16) -> Self {
-        let status = Command::new("tmux").arg("-V").status();
+    /// Starts `gemma-chat ARGS` in a detached tmux session of `w` x `h` cells, with its data
+    /// (saved chats) in `data`. After the app ends, the pane shows its exit code and whether the
+    /// tty is back in canonical mode.
+    fn start(name: &str, data: &Path, args: &[&str], w: u16, h: u16) -> Self {
+        let status = Command::new("tmux").arg("-V").output();
         assert!(
-            status.is_ok_and(|s| s.success()),
+            status.is_ok_and(|s| s.status.success()),
             "tmux is needed for the end-to-end UI test (apt-get install tmux)"
         );
         let _ = Command::new("tmux")
@@ -28,8 +29,9 @@ impl Tmux {
         let bin = env!("CARGO_BIN_EXE_gemma-chat");
         let quoted: Vec<String> = args.iter().map(|a| format!("'{a}'")).collect();
         let script = format!(
-            "'{bin}' {}; echo EXIT=$?; stty -a | grep -o -- '-\\?icanon' | sed 's/^/TTY=/'; \
+            "GEMMA_CHAT_DATA_DIR='{}' '{bin}' {}; echo EXIT=$?; stty -a | grep -o -- '-\\?icanon' | sed 's/^/TTY=/'; \
              sleep 600",
+            data.display(),
             quoted.join(" ")
         );
         let ok = Command::new("tmux")
@@ -88,7 +90,7 @@ impl Drop for Tmux {
     fn drop(&mut self) {
         let _ = Command::new("tmux")
             .args(["kill-session", "-t", &self.name])
-            .status();
+            .output();
     }
 }
 
@@ -142,7 +144,14 @@ fn tiny_model_chats_in_tabs_and_quits_cleanly() {
     let model = tiny_model(dir.path());
     let cfg = config(dir.path(), 40);
     let (m, c) = (model.to_string_lossy(), cfg.to_string_lossy());
-    let t = Tmux::start("gemma-e2e-tiny", &["--model", &m, "--config", &c], 80, 24);
+    let data = dir.path().join("data");
+    let t = Tmux::start(
+        "gemma-e2e-tiny",
+        &data,
+        &["--model", &m, "--config", &c],
+        80,
+        24,
+    );
     t.wait("the model to load", 60, |s| s.contains("Ready"));
     t.type_text("hello tiny");
     t.keys(&["Enter"]);
@@ -186,7 +195,14 @@ fn demo_model_streams_stops_and_switches_tabs() {
     let dir = tempfile::tempdir().expect("tempdir");
     let cfg = config(dir.path(), 80);
     let (m, c) = (path.to_string_lossy(), cfg.to_string_lossy());
-    let t = Tmux::start("gemma-e2e-demo", &["--model", &m, "--config", &c], 100, 30);
+    let data = dir.path().join("data");
+    let t = Tmux::start(
+        "gemma-e2e-demo",
+        &data,
+        &["--model", &m, "--config", &c],
+        100,
+        30,
+    );
     t.wait("the model to load", 120, |s| s.contains("Ready"));
     t.type_text("Tell me a long story about a dragon.");
     t.keys(&["Enter"]);
@@ -203,6 +219,48 @@ fn demo_model_streams_stops_and_switches_tabs() {
     t.keys(&["M-Left"]);
     t.wait("the first tab again", 10, |s| {
         s.contains("dragon") && s.contains("stopped ·")
+    });
+    quit_and_check_restored(&t);
+}
+
+#[test]
+fn finished_turns_survive_sigkill_mid_generation() {
+    let path = demo::ensure(&mut |l| eprintln!("{l}")).expect("demo model");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = config(dir.path(), 24);
+    let data = dir.path().join("data");
+    let (m, c) = (path.to_string_lossy(), cfg.to_string_lossy());
+    let args = ["--model", &*m, "--config", &*c];
+    let t = Tmux::start("gemma-e2e-crash", &data, &args, 100, 30);
+    t.wait("the model to load", 120, |s| s.contains("Ready"));
+    t.type_text("Name three colours.");
+    t.keys(&["Enter"]);
+    t.wait("the first answer", 60, |s| {
+        s.contains("reused 0 · prefilled")
+    });
+    t.type_text("Tell me a long story about a dragon.");
+    t.keys(&["Enter"]);
+    t.wait("the second answer to stream", 60, |s| {
+        s.contains("generating")
+    });
+    let killed = Command::new("pkill")
+        .args(["-9", "-f", &format!("config {c}")])
+        .status()
+        .expect("pkill");
+    assert!(killed.success(), "the app was running");
+    t.wait("the kill", 10, |s| s.contains("EXIT=137"));
+    drop(t);
+    // The next start shows the finished turn and continues it.
+    let t = Tmux::start("gemma-e2e-crash2", &data, &args, 100, 30);
+    let s = t.wait("the restored chat", 120, |s| {
+        s.contains("Name three colours.")
+    });
+    assert!(s.contains("prefilled"), "the finished answer is back: {s}");
+    t.wait("the model to load", 120, |s| s.contains("idle"));
+    t.type_text("And three more?");
+    t.keys(&["Enter"]);
+    t.wait("a turn on the restored history", 60, |s| {
+        s.contains("restored ·")
     });
     quit_and_check_restored(&t);
 }

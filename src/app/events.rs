@@ -3,9 +3,15 @@
 
 use super::App;
 use super::tab::{Message, Phase, Role};
-use crate::engine::protocol::{Command, Event, TurnEnd};
+use crate::engine::protocol::{Command, Event, TabId, TurnEnd};
 
 impl App {
+    fn save_tab(&mut self, tab: TabId) {
+        if let Some(i) = self.tabs.iter().position(|t| t.id == tab) {
+            self.save(i);
+        }
+    }
+
     pub(super) fn engine(&mut self, e: Event) -> Vec<Command> {
         let now = self.now;
         match e {
@@ -87,6 +93,19 @@ impl App {
                     t.answer().footer = Some(footer);
                     t.last_stats = Some(stats);
                 }
+                self.save_tab(tab);
+            }
+            Event::Committed {
+                tab,
+                ids,
+                header,
+                last_answer,
+            } => {
+                if let Some(t) = self.by_id(tab) {
+                    t.ids = ids;
+                    t.header = header;
+                    t.last_answer = last_answer;
+                }
             }
             Event::TabState { tab, tier } => {
                 if let Some(t) = self.by_id(tab) {
@@ -105,6 +124,7 @@ impl App {
                     t.push(Message::new(Role::Error, error.clone()));
                 }
                 self.last_error = Some(error);
+                self.save_tab(tab);
             }
         }
         Vec::new()

@@ -46,6 +46,7 @@ impl App {
                         let name = e.text().trim().to_string();
                         if let (false, Some(t)) = (name.is_empty(), self.tab_mut()) {
                             t.title = name;
+                            self.save(self.active);
                         }
                     }
                     KeyCode::Esc => {}

@@ -7,6 +7,7 @@ pub mod editor;
 mod events;
 pub mod keymap;
 mod keys;
+pub mod persist;
 pub mod settings;
 pub mod tab;
 
@@ -41,6 +42,8 @@ pub enum Msg {
     Engine(Event),
     /// The config file changed: its new contents, or why they are invalid.
     Config(Result<Box<Config>, String>),
+    /// Something went wrong outside the engine (e.g. saving chats).
+    Error(String),
 }
 
 /// The model as the UI knows it.
@@ -113,6 +116,8 @@ pub struct App {
     pub dirty: bool,
     /// The config in force (for live reload to tell what changed).
     pub config: Option<Box<Config>>,
+    /// Saves queued for the saver thread.
+    saves: Vec<persist::SaveJob>,
     /// Turns sent before the model was ready, held until it is (so that they use the model's
     /// own sampling defaults).
     pending: Vec<Command>,
@@ -146,6 +151,7 @@ impl App {
             clipboard: None,
             dirty: true,
             config: None,
+            saves: Vec::new(),
             pending: Vec::new(),
             now: Instant::now(),
         };
@@ -224,6 +230,10 @@ impl App {
             }
             Msg::Engine(e) => self.engine(e),
             Msg::Config(Ok(c)) => self.reload(*c),
+            Msg::Error(e) => {
+                self.last_error = Some(e);
+                Vec::new()
+            }
             Msg::Config(Err(e)) => {
                 self.last_error = Some(format!("config not applied, the last good one stays: {e}"));
                 Vec::new()
@@ -240,11 +250,13 @@ impl App {
         }
     }
 
-    fn open_tab(&mut self) -> Vec<Command> {
+    pub(super) fn open_tab(&mut self) -> Vec<Command> {
         let id = self.next_id;
         self.next_id += 1;
         let title = format!("chat {id}");
-        self.tabs.push(Tab::new(id, title, self.settings.thinking));
+        let mut tab = Tab::new(id, title, self.settings.thinking);
+        tab.uid = Tab::new_uid(id);
+        self.tabs.push(tab);
         self.active = self.tabs.len() - 1;
         let mut cmds = vec![self.sampling_command(&self.tabs[self.active])];
         if self.settings.thinking {
@@ -254,6 +266,9 @@ impl App {
     }
 
     fn close_tab(&mut self, id: TabId) -> Vec<Command> {
+        if let Some(t) = self.tabs.iter().find(|t| t.id == id) {
+            self.saves.push(persist::SaveJob::Archive(t.uid.clone()));
+        }
         self.tabs.retain(|t| t.id != id);
         self.pending
             .retain(|c| !matches!(c, Command::Submit { tab, .. } if *tab == id));
@@ -308,6 +323,7 @@ impl App {
                 if let Some(t) = self.tab_mut() {
                     t.title = arg.to_string();
                 }
+                self.save(self.active);
             }
             "copy" => self.copy(arg.parse().ok()),
             "think" => {

@@ -154,6 +154,14 @@ pub struct Tab {
     pub thinking: bool,
     /// Its own sampling settings, over the app's.
     pub overrides: SamplingLayer,
+    /// Its file name in the chats directory.
+    pub uid: String,
+    /// The conversation in token ids, as the engine last committed it.
+    pub ids: Vec<u32>,
+    /// Header ids after BOS in `ids`.
+    pub header: usize,
+    /// Where the last answer starts in `ids`.
+    pub last_answer: Option<usize>,
     /// The transcript's lines.
     pub layout: TranscriptLayout,
 }
@@ -177,6 +185,10 @@ impl Tab {
             new_output: false,
             thinking,
             overrides: SamplingLayer::default(),
+            uid: String::new(),
+            ids: Vec::new(),
+            header: 0,
+            last_answer: None,
             layout: TranscriptLayout::default(),
         }
     }

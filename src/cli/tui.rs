@@ -3,6 +3,7 @@
 //! until it quits.
 
 use gemma_chat::app::keymap::Keymap;
+use gemma_chat::app::persist::load_chats;
 use gemma_chat::app::{App, ModelState, TurnSettings};
 use gemma_chat::config::resolve::{SamplingLayer, Source};
 use gemma_chat::config::{Config, config_path};
@@ -82,8 +83,12 @@ pub fn run(
         config.ui.show_thoughts,
     );
     app.config = Some(Box::new(config));
+    let chats = demo::data_dir()?.join("chats");
+    let (saved, warnings) = load_chats(&chats);
+    let mut initial = initial;
+    initial.extend(app.restore(saved, warnings));
     let path = config_path(common.config.as_deref());
-    tui::run(app, initial, engine, path.as_deref())?;
+    tui::run(app, initial, engine, path.as_deref(), chats)?;
     Ok(())
 }
 

@@ -52,6 +52,19 @@ pub enum Command {
         /// Thinking on.
         on: bool,
     },
+    /// Brings back a saved conversation as text: `ids` is the whole conversation, `header`
+    /// the length of its header after BOS, `last_answer` where its last answer starts. The
+    /// next turn prefills it (reason `restored`).
+    Restore {
+        /// The tab.
+        tab: TabId,
+        /// The conversation in token ids.
+        ids: Vec<u32>,
+        /// Header ids after BOS.
+        header: usize,
+        /// Where the last answer starts.
+        last_answer: Option<usize>,
+    },
     /// End the engine thread.
     Shutdown,
 }
@@ -117,6 +130,17 @@ pub enum Event {
         end: TurnEnd,
         /// What it cost.
         stats: TurnStats,
+    },
+    /// A turn was committed: the tab's whole conversation in ids, to save with its transcript.
+    Committed {
+        /// The tab.
+        tab: TabId,
+        /// The conversation in token ids.
+        ids: Vec<u32>,
+        /// Header ids after BOS.
+        header: usize,
+        /// Where the last answer starts.
+        last_answer: Option<usize>,
     },
     /// Where a tab's session now lives (device, host memory, or text only).
     TabState {

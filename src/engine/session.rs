@@ -32,6 +32,8 @@ pub enum Reuse {
     Dirty,
     /// The session had been dropped to text to free memory: full prefill.
     Evicted,
+    /// The tab came back from disk without its KV state: full prefill.
+    Restored,
     /// The prompt diverges where the sliding window can no longer rewind: full prefill.
     Mismatch,
 }
@@ -46,6 +48,7 @@ impl Reuse {
             Reuse::Equal => "equal",
             Reuse::Dirty => "dirty",
             Reuse::Evicted => "evicted",
+            Reuse::Restored => "restored",
             Reuse::Mismatch => "mismatch",
         }
     }
@@ -117,6 +120,7 @@ pub struct Session {
     resident: Vec<u32>,
     dirty: bool,
     evicted: bool,
+    restored: bool,
     device: Device,
     /// Sliding-window state at recent user-turn boundaries, newest last.
     snapshots: Vec<SlidingSnapshot>,
@@ -136,6 +140,7 @@ impl Session {
             resident: Vec::new(),
             dirty: false,
             evicted: false,
+            restored: false,
             device: model.device().clone(),
             snapshots: Vec::new(),
             fail_in: None,
@@ -177,6 +182,13 @@ impl Session {
             self.host = Some(self.cache.to_host());
             self.cache.clear();
         }
+    }
+
+    /// Marks an empty session as a conversation restored from disk as text: the next turn
+    /// prefills it all (reason `restored`).
+    pub fn mark_restored(&mut self) {
+        self.evict();
+        self.restored = true;
     }
 
     /// Drops the KV state to free memory; the next turn prefills again (reason `evicted`).
@@ -226,6 +238,7 @@ impl Session {
         self.resident.clear();
         self.dirty = false;
         self.evicted = false;
+        self.restored = false;
     }
 
     /// Rewinds to `pos` positions; false (and unchanged) when the sliding window cannot.
@@ -279,8 +292,13 @@ impl Session {
             return Ok(Reuse::Dirty);
         }
         if self.evicted {
+            let restored = self.restored;
             self.reset();
-            return Ok(Reuse::Evicted);
+            return Ok(if restored {
+                Reuse::Restored
+            } else {
+                Reuse::Evicted
+            });
         }
         if self.resident.is_empty() {
             return Ok(Reuse::New);

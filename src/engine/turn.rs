@@ -273,6 +273,12 @@ impl Worker<'_> {
             t.convo = convo;
             t.header = job.header;
             t.last_answer = Some(at);
+            let _ = self.events.send(Event::Committed {
+                tab,
+                ids: t.convo.clone(),
+                header: t.header.len(),
+                last_answer: t.last_answer,
+            });
         }
         let _ = self.events.send(Event::Finished { tab, end, stats });
         if let Some(ids) = settle {

@@ -301,6 +301,32 @@ impl Worker<'_> {
                 }
                 self.tab(tab).thinking = on;
             }
+            Command::Restore {
+                tab,
+                ids,
+                header,
+                last_answer,
+            } => {
+                let vocab = self.lm.model.config().vocab_size;
+                let valid = ids.first() == Some(&self.lm.model.config().bos_token_id)
+                    && header < ids.len()
+                    && last_answer.is_none_or(|a| a <= ids.len())
+                    && ids.iter().all(|&i| (i as usize) < vocab);
+                if !valid {
+                    self.emit(Event::Failed {
+                        tab,
+                        error: "the saved conversation does not fit this model; the tab starts                                 a new conversation"
+                            .into(),
+                    });
+                    return;
+                }
+                let t = self.tab(tab);
+                t.convo = ids;
+                t.header = t.convo[1..1 + header].to_vec();
+                t.last_answer = last_answer;
+                t.session.mark_restored();
+                self.report_tiers();
+            }
             Command::Shutdown => {}
         }
     }

@@ -3,7 +3,7 @@
 //! [`App::update`], sends its commands and draws on a tick when something changed.
 
 use std::io::{Stdout, Write, stdout};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Once;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{RecvTimeoutError, Sender, channel};
@@ -23,6 +23,7 @@ use crossterm::{cursor, execute};
 use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
 
+use crate::app::persist::saver;
 use crate::app::{App, Msg};
 use crate::engine::protocol::Command;
 use crate::engine::worker::EngineHandle;
@@ -32,12 +33,13 @@ use crate::error::{Error, Result};
 const TICK: Duration = Duration::from_millis(33);
 
 /// Runs the app in the terminal until it quits. `initial` are the commands [`App::new`] returned;
-/// `config` is the config file to watch for live reload.
+/// `config` is the config file to watch for live reload; chats are saved in `chats`.
 pub fn run(
     mut app: App,
     initial: Vec<Command>,
     engine: EngineHandle,
     config: Option<&Path>,
+    chats: PathBuf,
 ) -> Result<()> {
     let EngineHandle { control, events } = engine;
     for c in initial {
@@ -60,6 +62,10 @@ pub fn run(
         })
         .ok()
     });
+    let save_tx = tx.clone();
+    let (saver, saver_thread) = saver(chats, move |e| {
+        let _ = save_tx.send(Msg::Error(e));
+    });
     let mut term = Screen::enter()?;
     spawn_input(tx);
     let size = term.terminal.size().map_err(io)?;
@@ -70,6 +76,9 @@ pub fn run(
             Ok(msg) => {
                 for c in app.update(msg) {
                     control.send(c);
+                }
+                for job in app.take_saves() {
+                    let _ = saver.send(job);
                 }
             }
             Err(RecvTimeoutError::Timeout) => {
@@ -89,6 +98,13 @@ pub fn run(
         }
     }
     drop(term);
+    // Every tab is saved on the way out; wait for the writes before the engine goes.
+    app.save_all();
+    for job in app.take_saves() {
+        let _ = saver.send(job);
+    }
+    drop(saver);
+    let _ = saver_thread.join();
     drop(control);
     Ok(())
 }

@@ -1,0 +1,339 @@
+//! Chats on disk: each tab's transcript and its conversation in token ids, one JSON file per tab
+//! in the data dir's `chats/`. Files are written atomically (temp file, fsync, rename) by a saver
+//! thread, so saving never blocks the UI and a crash never loses a finished turn. At start the
+//! files come back as tabs; a damaged one is moved aside, never deleted, with a warning.
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{Sender, channel};
+
+use serde::{Deserialize, Serialize};
+
+use super::App;
+use super::tab::{Message, Role, Tab};
+use crate::engine::protocol::Command;
+
+/// The file format's version.
+const VERSION: u32 = 1;
+
+/// One saved tab.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SavedChat {
+    /// Format version.
+    pub version: u32,
+    /// Position in the tab bar.
+    pub order: usize,
+    /// Tab title.
+    pub title: String,
+    /// The model the ids belong to.
+    pub model: String,
+    /// Gemma 4 thinking.
+    pub thinking: bool,
+    /// The transcript.
+    pub messages: Vec<SavedMessage>,
+    /// The conversation in token ids (empty before the first finished turn).
+    pub ids: Vec<u32>,
+    /// Header ids after BOS.
+    pub header: usize,
+    /// Where the last answer starts in `ids`.
+    pub last_answer: Option<usize>,
+}
+
+/// One saved message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SavedMessage {
+    /// `user`, `model`, `notice` or `error`.
+    pub role: String,
+    /// Its text.
+    pub text: String,
+    /// The thought, if any.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub thought: String,
+    /// The footer, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub footer: Option<String>,
+}
+
+fn role_name(r: Role) -> &'static str {
+    match r {
+        Role::User => "user",
+        Role::Model => "model",
+        Role::Notice => "notice",
+        Role::Error => "error",
+    }
+}
+
+fn role_of(s: &str) -> Role {
+    match s {
+        "user" => Role::User,
+        "model" => Role::Model,
+        "error" => Role::Error,
+        _ => Role::Notice,
+    }
+}
+
+/// What the saver thread does.
+#[derive(Debug, Clone)]
+pub enum SaveJob {
+    /// Write `chat` to the file named `uid`.
+    Write(String, Box<SavedChat>),
+    /// Move the file named `uid` to `closed/`.
+    Archive(String),
+}
+
+impl App {
+    /// A tab as it is saved.
+    pub fn saved(&self, i: usize) -> SavedChat {
+        let t = &self.tabs[i];
+        SavedChat {
+            version: VERSION,
+            order: i,
+            title: t.title.clone(),
+            model: self.model.name.clone(),
+            thinking: t.thinking,
+            messages: t
+                .messages
+                .iter()
+                .map(|m| SavedMessage {
+                    role: role_name(m.role).into(),
+                    text: m.text.clone(),
+                    thought: m.thought.clone(),
+                    footer: m.footer.clone(),
+                })
+                .collect(),
+            ids: t.ids.clone(),
+            header: t.header,
+            last_answer: t.last_answer,
+        }
+    }
+
+    /// Queues a save of tab `i`.
+    pub(super) fn save(&mut self, i: usize) {
+        if i < self.tabs.len() {
+            let job = SaveJob::Write(self.tabs[i].uid.clone(), Box::new(self.saved(i)));
+            self.saves.push(job);
+        }
+    }
+
+    /// Queues a save of every tab (on quit, and when tabs moved).
+    pub fn save_all(&mut self) {
+        for i in 0..self.tabs.len() {
+            self.save(i);
+        }
+    }
+
+    /// The saves queued since the last call.
+    pub fn take_saves(&mut self) -> Vec<SaveJob> {
+        std::mem::take(&mut self.saves)
+    }
+
+    /// Replaces the start-up tab with saved chats (when there are any); returns the commands
+    /// that set the restored tabs up in the engine. `warnings` become notices.
+    pub fn restore(
+        &mut self,
+        mut chats: Vec<(String, SavedChat)>,
+        warnings: Vec<String>,
+    ) -> Vec<Command> {
+        let mut cmds = Vec::new();
+        chats.sort_by_key(|(_, c)| c.order);
+        if !chats.is_empty() {
+            for t in &self.tabs {
+                cmds.push(Command::CloseTab { tab: t.id });
+            }
+            self.tabs.clear();
+        }
+        for (uid, chat) in chats {
+            cmds.extend(self.open_tab());
+            let same_model = chat.model == self.model.name;
+            let t = self.tabs.last_mut().expect("just opened");
+            t.uid = uid;
+            t.title = chat.title;
+            t.thinking = chat.thinking;
+            t.messages = chat
+                .messages
+                .into_iter()
+                .map(|m| Message {
+                    role: role_of(&m.role),
+                    text: m.text,
+                    thought: m.thought,
+                    footer: m.footer,
+                })
+                .collect();
+            t.touched(0);
+            if same_model && !chat.ids.is_empty() {
+                t.ids = chat.ids.clone();
+                t.header = chat.header;
+                t.last_answer = chat.last_answer;
+                t.context_used = chat.ids.len();
+                cmds.push(Command::Restore {
+                    tab: t.id,
+                    ids: chat.ids,
+                    header: chat.header,
+                    last_answer: chat.last_answer,
+                });
+            } else if !chat.ids.is_empty() {
+                t.push(Message::new(
+                    Role::Notice,
+                    format!(
+                        "this chat was made with {}; the model does not see it, and your next \
+                         message starts a new conversation",
+                        chat.model
+                    ),
+                ));
+            }
+        }
+        self.active = 0;
+        if let Some(t) = self.tabs.first_mut() {
+            for w in warnings {
+                t.push(Message::new(Role::Error, w));
+            }
+        }
+        cmds
+    }
+}
+
+impl Tab {
+    /// A fresh file name for a new tab.
+    pub fn new_uid(id: u64) -> String {
+        let ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
+        format!("chat-{ms}-{id}")
+    }
+}
+
+/// Reads every chat in `dir`. A file that cannot be read or parsed is moved to `damaged/`
+/// (never deleted) and named in a warning.
+pub fn load_chats(dir: &Path) -> (Vec<(String, SavedChat)>, Vec<String>) {
+    let mut chats = Vec::new();
+    let mut warnings = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return (chats, warnings);
+    };
+    for e in entries.flatten() {
+        let path = e.path();
+        if path.extension().is_none_or(|x| x != "json") {
+            continue;
+        }
+        let Some(uid) = path.file_stem().map(|s| s.to_string_lossy().into_owned()) else {
+            continue;
+        };
+        let parsed = std::fs::read_to_string(&path)
+            .map_err(|e| e.to_string())
+            .and_then(|t| serde_json::from_str::<SavedChat>(&t).map_err(|e| e.to_string()))
+            .and_then(|c| {
+                if c.version == VERSION {
+                    Ok(c)
+                } else {
+                    Err(format!("format version {} is not {VERSION}", c.version))
+                }
+            });
+        match parsed {
+            Ok(c) => chats.push((uid, c)),
+            Err(why) => {
+                let aside = dir.join("damaged");
+                let to = aside.join(path.file_name().unwrap_or_default());
+                let moved =
+                    std::fs::create_dir_all(&aside).and_then(|_| std::fs::rename(&path, &to));
+                warnings.push(match moved {
+                    Ok(()) => format!(
+                        "a saved chat could not be read ({why}); it was moved to {}",
+                        to.display()
+                    ),
+                    Err(e) => format!(
+                        "a saved chat could not be read ({why}) nor moved aside ({e}): {}",
+                        path.display()
+                    ),
+                });
+            }
+        }
+    }
+    (chats, warnings)
+}
+
+/// Starts the saver thread for `dir`; errors come back through `on_error`. Dropping the sender
+/// ends the thread once every queued job is written; join the handle to wait for that.
+pub fn saver(
+    dir: PathBuf,
+    on_error: impl Fn(String) + Send + 'static,
+) -> (Sender<SaveJob>, std::thread::JoinHandle<()>) {
+    let (tx, rx) = channel::<SaveJob>();
+    let handle = std::thread::spawn(move || {
+        for job in rx {
+            let result = match job {
+                SaveJob::Write(uid, chat) => serde_json::to_vec_pretty(&chat)
+                    .map_err(std::io::Error::other)
+                    .and_then(|bytes| write_atomic(&dir.join(format!("{uid}.json")), &bytes)),
+                SaveJob::Archive(uid) => {
+                    let from = dir.join(format!("{uid}.json"));
+                    let closed = dir.join("closed");
+                    if from.exists() {
+                        std::fs::create_dir_all(&closed).and_then(|_| {
+                            std::fs::rename(&from, closed.join(format!("{uid}.json")))
+                        })
+                    } else {
+                        Ok(())
+                    }
+                }
+            };
+            if let Err(e) = result {
+                on_error(format!("saving chats in {}: {e}", dir.display()));
+            }
+        }
+    });
+    (tx, handle)
+}
+
+/// Writes `bytes` to `path` so that a crash leaves either the old file or the new one: a temp
+/// file in the same directory, fsync, rename, fsync of the directory.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let tmp = path.with_extension("tmp");
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    drop(f);
+    std::fs::rename(&tmp, path)?;
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atomic_writes_and_damaged_files_moved_aside() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let good = SavedChat {
+            version: VERSION,
+            order: 0,
+            title: "t".into(),
+            model: "m".into(),
+            thinking: false,
+            messages: vec![SavedMessage {
+                role: "user".into(),
+                text: "hi".into(),
+                thought: String::new(),
+                footer: None,
+            }],
+            ids: vec![2, 5],
+            header: 0,
+            last_answer: None,
+        };
+        let bytes = serde_json::to_vec(&good).expect("json");
+        write_atomic(&dir.path().join("a.json"), &bytes).expect("write");
+        std::fs::write(dir.path().join("b.json"), b"{ not json").expect("write");
+        let (chats, warnings) = load_chats(dir.path());
+        assert_eq!(chats, vec![("a".to_string(), good)]);
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            dir.path().join("damaged/b.json").exists(),
+            "moved aside, not deleted"
+        );
+        assert!(!dir.path().join("a.tmp").exists());
+    }
+}
