@@ -412,3 +412,82 @@ fn stop_during_a_long_prefill_lands_within_one_chunk() {
     assert_eq!(again.2.reuse, Reuse::ExactPrefix);
     assert_eq!(again.2.reused_tokens, stats.prefilled_tokens);
 }
+
+#[test]
+fn a_warm_restart_continues_a_long_chat_without_a_prefill() {
+    let kv = tempfile::tempdir().expect("tmp");
+    let options = EngineOptions {
+        kv_dir: Some(kv.path().to_path_buf()),
+        kv_disk_bytes: 1 << 30,
+        ..EngineOptions::default()
+    };
+    let story = "The old lighthouse keeper climbed the stairs every evening to light the lamp. ";
+    let (ids, header, last_answer) = {
+        let h = engine_with(options.clone());
+        greedy(&h, 1, 4);
+        h.send(Command::Submit {
+            tab: 1,
+            text: story.repeat(72),
+        });
+        let mut committed = None;
+        loop {
+            match h
+                .events
+                .recv_timeout(Duration::from_secs(120))
+                .expect("event")
+            {
+                Event::Committed {
+                    ids,
+                    header,
+                    last_answer,
+                    ..
+                } => committed = Some((ids, header, last_answer)),
+                Event::Finished { .. } => break,
+                Event::Failed { error, .. } => panic!("{error}"),
+                _ => {}
+            }
+        }
+        committed.expect("the turn was committed")
+        // Dropping the engine shuts it down, which saves the warm tab.
+    };
+    assert!(
+        ids.len() > 1000,
+        "a chat of over 1,000 tokens: {}",
+        ids.len()
+    );
+    let saved = std::fs::read_dir(kv.path()).expect("dir").count();
+    assert_eq!(saved, 1, "one snapshot");
+
+    let restore = |h: &EngineHandle, tab: TabId| {
+        h.send(Command::Restore {
+            tab,
+            ids: ids.clone(),
+            header,
+            last_answer,
+        });
+        greedy(h, tab, 4);
+        h.send(Command::Submit {
+            tab,
+            text: "And then?".into(),
+        });
+        run_until_finished(h, &[tab]).remove(0)
+    };
+    let h = engine_with(options.clone());
+    let (text, _, stats) = restore(&h, 5);
+    assert_eq!(stats.reuse, Reuse::ExactPrefix, "{stats:?}");
+    // Everything but the closing stop id was resident: only the new turn is prefilled.
+    assert_eq!(stats.reused_tokens, ids.len() - 1, "{stats:?}");
+    assert!(stats.prefilled_tokens < 16, "{stats:?}");
+    drop(h);
+
+    // The same turn with the snapshot gone prefills the history once, and answers the same.
+    let cold = EngineOptions {
+        kv_dir: None,
+        ..options
+    };
+    let h = engine_with(cold);
+    let (cold_text, _, cold_stats) = restore(&h, 5);
+    assert_eq!(cold_stats.reuse, Reuse::Restored);
+    assert_eq!(cold_stats.reused_tokens, 0);
+    assert_eq!(cold_text, text, "warm and cold restarts answer alike");
+}

@@ -490,3 +490,73 @@ fn injected_prefill_decode_and_reset_failures_keep_the_invariant() {
     cold_prompt.push(7);
     assert!(max_abs_diff(&warm, &cold(m, &cold_prompt)) < 1e-4);
 }
+
+#[test]
+fn a_saved_session_comes_back_warm_and_a_bad_snapshot_is_ignored() {
+    use gemma_chat::engine::kv_store::KvStore;
+    for name in FIXTURES {
+        let lm = model(name);
+        let m = &lm.model;
+        let vocab = m.config().vocab_size;
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = KvStore::new(dir.path().to_path_buf(), &fixture(name), m, 1 << 30);
+        // A conversation three windows long, its last id not resident (a stop id).
+        let mut convo = ids(31, 30, vocab);
+        let mut s = Session::new(m);
+        s.prefill(m, &convo, 7, &never(), &mut |_, _| {})
+            .expect("prefill");
+        convo.push(1);
+        assert!(store.save(&convo, &s, 0).expect("save") > 0);
+
+        let mut back = Session::new(m);
+        assert!(
+            store.load(&convo, m, &mut back),
+            "{name}: the snapshot verifies"
+        );
+        assert_eq!(back.resident(), s.resident());
+        // The next turn reuses all of it, and its logits equal a cold recompute.
+        let mut next = convo.clone();
+        next.extend(ids(32, 5, vocab));
+        assert_eq!(back.prepare(&next).expect("prepare"), Reuse::ExactPrefix);
+        assert_eq!(back.position(), convo.len() - 1);
+        let warm = back
+            .prefill(m, &next[convo.len() - 1..], 4, &never(), &mut |_, _| {})
+            .expect("prefill")
+            .expect("logits");
+        assert!(max_abs_diff(&warm, &cold(m, &next)) < 1e-4, "{name}");
+
+        // Another conversation has no snapshot; a damaged file or other weights do not verify.
+        let mut other = Session::new(m);
+        assert!(!store.load(&next, m, &mut other));
+        let file = std::fs::read_dir(dir.path())
+            .expect("dir")
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.extension().is_some_and(|x| x == "kv"))
+            .expect("a snapshot file");
+        let mut bytes = std::fs::read(&file).expect("read");
+        let n = bytes.len();
+        bytes[n - 3] ^= 0x5a; // somewhere in the data: the checksum catches it
+        std::fs::write(&file, &bytes).expect("write");
+        assert!(
+            !store.load(&convo, m, &mut other),
+            "{name}: a damaged file is ignored"
+        );
+        assert_eq!(other.position(), 0);
+        let elsewhere = KvStore::new(dir.path().to_path_buf(), &fixture("gemma4_moe"), m, 1 << 30);
+        s.prefill(m, &[5], 1, &never(), &mut |_, _| {})
+            .expect("prefill");
+        let mut convo2 = s.resident().to_vec();
+        convo2.push(1);
+        store.save(&convo2, &s, 0).expect("save");
+        if name != "gemma4_moe" {
+            assert!(
+                !elsewhere.load(&convo2, m, &mut other),
+                "{name}: other weights"
+            );
+        }
+        // The disk cap is kept.
+        let tiny = KvStore::new(dir.path().to_path_buf(), &fixture(name), m, 10);
+        assert_eq!(tiny.save(&convo2, &s, 0).expect("save"), 0);
+    }
+}

@@ -29,7 +29,7 @@ impl Tmux {
         let bin = env!("CARGO_BIN_EXE_gemma-chat");
         let quoted: Vec<String> = args.iter().map(|a| format!("'{a}'")).collect();
         let script = format!(
-            "GEMMA_CHAT_DATA_DIR='{}' '{bin}' {}; echo EXIT=$?; stty -a | grep -o -- '-\\?icanon' | sed 's/^/TTY=/'; \
+            "GEMMA_CHAT_DATA_DIR='{0}' GEMMA_CHAT_CACHE_DIR='{0}/cache' '{bin}' {1}; echo EXIT=$?; stty -a | grep -o -- '-\\?icanon' | sed 's/^/TTY=/'; \
              sleep 600",
             data.display(),
             quoted.join(" ")
@@ -261,6 +261,16 @@ fn finished_turns_survive_sigkill_mid_generation() {
     t.keys(&["Enter"]);
     t.wait("a turn on the restored history", 60, |s| {
         s.contains("restored ·")
+    });
+    quit_and_check_restored(&t);
+    drop(t);
+    // A clean quit saved the warm session: the next start continues without a prefill.
+    let t = Tmux::start("gemma-e2e-crash3", &data, &args, 100, 30);
+    t.wait("the restored chat", 120, |s| s.contains("And three more?"));
+    t.type_text("Thanks.");
+    t.keys(&["Enter"]);
+    t.wait("a warm turn after the restart", 60, |s| {
+        s.contains("exact_prefix ·")
     });
     quit_and_check_restored(&t);
 }

@@ -1,12 +1,10 @@
 //! `gemma-chat config path|init|show`: where the files are, a commented config to start from,
 //! and the settings in force with where each comes from.
 
-use std::path::PathBuf;
-
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use gemma_chat::config::resolve::{Source, generation_defaults, resolve};
-use gemma_chat::config::{DEFAULT_TOML, config_path};
+use gemma_chat::config::{DEFAULT_TOML, cache_dir, config_path};
 use gemma_chat::demo;
 
 use super::{ModelArgs, SamplingArgs};
@@ -100,15 +98,4 @@ pub fn run(args: ConfigArgs, common: &ModelArgs, sampling: &SamplingArgs) -> any
         }
     }
     Ok(())
-}
-
-/// Where warm-restart snapshots go.
-pub fn cache_dir() -> PathBuf {
-    std::env::var_os("GEMMA_CHAT_CACHE_DIR")
-        .map(PathBuf::from)
-        .or_else(|| {
-            directories::ProjectDirs::from("", "", "gemma-chat")
-                .map(|d| d.cache_dir().to_path_buf())
-        })
-        .unwrap_or_else(|| PathBuf::from(".gemma-chat-cache"))
 }

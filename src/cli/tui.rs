@@ -6,7 +6,7 @@ use gemma_chat::app::keymap::Keymap;
 use gemma_chat::app::persist::load_chats;
 use gemma_chat::app::{App, ModelState, TurnSettings};
 use gemma_chat::config::resolve::{SamplingLayer, Source};
-use gemma_chat::config::{Config, config_path};
+use gemma_chat::config::{Config, cache_dir, config_path};
 use gemma_chat::engine::thinking::ThinkingPolicy;
 use gemma_chat::engine::worker::{EngineOptions, spawn};
 use gemma_chat::generate::load;
@@ -61,6 +61,8 @@ pub fn run(
             ThinkingPolicy::Strip
         },
         inject_failure: None,
+        kv_dir: Some(cache_dir().join("sessions")),
+        kv_disk_bytes: config.sessions.kv_disk_mb << 20,
     };
     let engine = spawn(options, move |progress| {
         let device = backend::device(&choice.backend)?;

@@ -186,6 +186,19 @@ impl Config {
     }
 }
 
+/// Where warm-restart KV snapshots go: `$GEMMA_CHAT_CACHE_DIR`, else the platform's cache dir
+/// (e.g. `~/.cache/gemma-chat`).
+pub fn cache_dir() -> PathBuf {
+    std::env::var_os("GEMMA_CHAT_CACHE_DIR")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            directories::ProjectDirs::from("", "", "gemma-chat")
+                .map(|d| d.cache_dir().to_path_buf())
+        })
+        .unwrap_or_else(|| PathBuf::from(".gemma-chat-cache"))
+}
+
 /// Where the user's config file is: `flag` > `$GEMMA_CHAT_CONFIG` >
 /// `$XDG_CONFIG_HOME/gemma-chat/config.toml` > the platform's config dir.
 pub fn config_path(flag: Option<&Path>) -> Option<PathBuf> {

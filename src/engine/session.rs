@@ -200,6 +200,30 @@ impl Session {
         self.evicted = true;
     }
 
+    /// A host copy of the KV state and the resident ids, to save to disk (`None` when empty).
+    pub fn export(&self) -> Option<(HostKv, &[u32])> {
+        if self.resident.is_empty() {
+            return None;
+        }
+        let host = match &self.host {
+            Some(h) => h.clone(),
+            None => self.cache.to_host(),
+        };
+        Some((host, &self.resident))
+    }
+
+    /// Takes a saved KV state whose positions hold `resident`, in host memory until the next
+    /// turn uses it (then it moves to the device without a prefill).
+    pub fn import(&mut self, host: HostKv, resident: Vec<u32>) -> bool {
+        if host.len() != resident.len() || resident.is_empty() {
+            return false;
+        }
+        self.reset();
+        self.host = Some(host);
+        self.resident = resident;
+        true
+    }
+
     /// Brings host-held state back to the device (a copy, no prefill).
     fn restore(&mut self) {
         if let Some(host) = self.host.take() {

@@ -9,6 +9,7 @@ use std::sync::mpsc::{Receiver, Sender, TryRecvError, channel};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use super::kv_store::KvStore;
 use super::protocol::{Command, Event, TabId};
 use super::session::{Session, Tier};
 use super::thinking::{Channels, Router, ThinkingPolicy};
@@ -93,7 +94,7 @@ impl Progress {
 }
 
 /// Memory limits for the sessions' KV state, and what becomes of thoughts.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EngineOptions {
     /// Bytes of KV state allowed on the compute device (`None`: no limit). Past it, the least
     /// recently used idle tab moves to host memory.
@@ -102,6 +103,11 @@ pub struct EngineOptions {
     pub host_budget: Option<usize>,
     /// Context limit per tab in tokens (`None`: the model's maximum; never more than it).
     pub context_length: Option<usize>,
+    /// Where warm tabs' KV state is saved on shutdown and found again on restore (`None`: no
+    /// warm restart).
+    pub kv_dir: Option<std::path::PathBuf>,
+    /// Most bytes of disk for those snapshots.
+    pub kv_disk_bytes: u64,
     /// What a finished turn keeps of its thought (Gemma 4 thinking).
     pub thinking_policy: ThinkingPolicy,
     /// Tests only: the tab's next turn fails after this many forward steps.
@@ -149,8 +155,14 @@ where
                 thinking: lm.supports_thinking(),
                 generation: crate::config::resolve::generation_defaults(&lm.path),
             });
+            let kv = options
+                .kv_dir
+                .clone()
+                .filter(|_| options.kv_disk_bytes > 0)
+                .map(|dir| KvStore::new(dir, &lm.path, &lm.model, options.kv_disk_bytes));
             Worker {
                 lm: &lm,
+                kv,
                 tok,
                 events: event_tx,
                 tabs: BTreeMap::new(),
@@ -201,6 +213,8 @@ pub(super) struct Worker<'a> {
     /// The tab served last (round-robin).
     pub last: Option<TabId>,
     pub options: EngineOptions,
+    /// Warm-restart snapshots.
+    kv: Option<KvStore>,
     /// Context limit per tab, in tokens.
     pub context: usize,
     clock: u64,
@@ -225,6 +239,7 @@ impl Worker<'_> {
             let mut next = first;
             while let Some(c) = next {
                 if c == Command::Shutdown {
+                    self.persist();
                     return;
                 }
                 self.command(c);
@@ -320,11 +335,16 @@ impl Worker<'_> {
                     });
                     return;
                 }
+                let model = &self.lm.model;
+                let kv = self.kv.clone();
                 let t = self.tab(tab);
                 t.convo = ids;
                 t.header = t.convo[1..1 + header].to_vec();
                 t.last_answer = last_answer;
-                t.session.mark_restored();
+                // With a snapshot that verifies, the tab is warm (in host memory) at once.
+                if !kv.is_some_and(|kv| kv.load(&t.convo, model, &mut t.session)) {
+                    t.session.mark_restored();
+                }
                 self.report_tiers();
             }
             Command::Shutdown => {}
@@ -407,6 +427,23 @@ impl Worker<'_> {
         t.job = Some(job);
         self.enforce_budget(tab);
         Ok(())
+    }
+
+    /// Saves the idle tabs' KV state for a warm restart, most recently used first, within the
+    /// disk cap. Snapshots of earlier runs are removed first.
+    fn persist(&mut self) {
+        let Some(kv) = &self.kv else { return };
+        kv.clear();
+        let mut tabs: Vec<&Tab> = self
+            .tabs
+            .values()
+            .filter(|t| t.job.is_none() && !t.convo.is_empty())
+            .collect();
+        tabs.sort_by_key(|t| std::cmp::Reverse(t.last_used));
+        let mut used = 0;
+        for t in tabs {
+            used += kv.save(&t.convo, &t.session, used).unwrap_or(0);
+        }
     }
 
     /// Moves least recently used idle tabs to host memory, or to text when host memory is full

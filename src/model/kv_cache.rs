@@ -185,6 +185,45 @@ pub struct HostKv {
 }
 
 impl HostKv {
+    /// Per layer: keys `[heads, len, dim]`, values, and the first position they hold (`None`
+    /// for layers that keep no cache of their own).
+    pub fn layers(&self) -> &[Option<(burn::tensor::TensorData, burn::tensor::TensorData, usize)>] {
+        &self.layers
+    }
+
+    /// Rebuilds a host copy for `cfg` from its layers and length (the inverse of
+    /// [`HostKv::layers`]); `None` when they do not fit `cfg`'s layout.
+    pub fn from_layers(
+        cfg: &ModelConfig,
+        layers: Vec<Option<(burn::tensor::TensorData, burn::tensor::TensorData, usize)>>,
+        len: usize,
+    ) -> Option<Self> {
+        if layers.len() != cfg.num_layers() {
+            return None;
+        }
+        let kinds: Vec<AttnKind> = cfg.layers.iter().map(|l| l.kind).collect();
+        for ((l, kind), layer) in layers.iter().zip(&kinds).zip(&cfg.layers) {
+            let Some((k, v, start)) = l else { continue };
+            let (ks, vs) = (k.shape().as_slice(), v.shape().as_slice());
+            let fits = ks.len() == 3
+                && vs.len() == 3
+                && vs[..2] == ks[..2]
+                && ks[0] == layer.kv_heads
+                && ks[2] == layer.head_dim
+                && start + ks[1] == len
+                && (*kind == AttnKind::Sliding || *start == 0);
+            if !fits {
+                return None;
+            }
+        }
+        Some(Self {
+            layers,
+            kinds,
+            window: cfg.sliding_window,
+            len,
+        })
+    }
+
     /// Bytes held.
     pub fn bytes(&self) -> usize {
         self.layers

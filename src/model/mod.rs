@@ -101,6 +101,11 @@ impl Gemma {
         &self.device
     }
 
+    /// The compute dtype (also the KV cache's).
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
     /// A fresh, empty cache for this model.
     pub fn new_cache(&self) -> KvCache {
         KvCache::new(&self.config)
