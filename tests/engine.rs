@@ -491,3 +491,33 @@ fn a_warm_restart_continues_a_long_chat_without_a_prefill() {
     assert_eq!(cold_stats.reused_tokens, 0);
     assert_eq!(cold_text, text, "warm and cold restarts answer alike");
 }
+
+#[test]
+fn a_context_length_over_the_models_maximum_is_refused() {
+    let path = demo::ensure(&mut |l| eprintln!("{l}")).expect("demo model");
+    let options = EngineOptions {
+        context_length: Some(1 << 20),
+        context_strict: true,
+        ..EngineOptions::default()
+    };
+    let h = spawn(options, move |p| {
+        load(&path, &Device::flex(), ComputeDtype::F32, &mut |d, t| {
+            p.layers(d, t)
+        })
+    });
+    loop {
+        match h
+            .events
+            .recv_timeout(Duration::from_secs(120))
+            .expect("event")
+        {
+            Event::Loading { .. } => {}
+            Event::LoadFailed { error } => {
+                assert!(error.contains("model.context_length = 1048576"), "{error}");
+                assert!(error.contains("maximum (32768)"), "{error}");
+                break;
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}

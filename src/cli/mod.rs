@@ -1,5 +1,6 @@
 //! Command-line interface: the argument types and the dispatch to each command.
 
+mod bench;
 mod chat;
 mod config_cmd;
 mod generate;
@@ -102,6 +103,8 @@ enum Command {
     Generate(generate::GenerateArgs),
     /// Where the config file is, and the settings in force.
     Config(config_cmd::ConfigArgs),
+    /// Measure load time, prefill and decode speed, time to first token and memory.
+    Bench(bench::BenchArgs),
 }
 
 /// Options shared by every command that loads a model. Each one overrides the config file.
@@ -172,6 +175,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             return generate::run(args, &cli.common, &cli.sampling);
         }
         Some(Command::Config(args)) => return config_cmd::run(args, &cli.common, &cli.sampling),
+        Some(Command::Bench(args)) => return bench::run(args, &cli.common),
         None => {}
     }
     let config = cli.common.config()?;

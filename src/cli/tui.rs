@@ -55,6 +55,7 @@ pub fn run(
         memory_budget: mib(config.sessions.memory_budget_mb),
         host_budget: mib(config.sessions.host_budget_mb),
         context_length: Some(config.model.context_length),
+        context_strict: config.model.context_length_set,
         thinking_policy: if config.sessions.thinking_policy == "keep" {
             ThinkingPolicy::Keep
         } else {

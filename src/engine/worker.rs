@@ -103,6 +103,9 @@ pub struct EngineOptions {
     pub host_budget: Option<usize>,
     /// Context limit per tab in tokens (`None`: the model's maximum; never more than it).
     pub context_length: Option<usize>,
+    /// Whether the user asked for `context_length` explicitly: then a value over the model's
+    /// maximum is refused (at load) instead of capped.
+    pub context_strict: bool,
     /// Where warm tabs' KV state is saved on shutdown and found again on restore (`None`: no
     /// warm restart).
     pub kv_dir: Option<std::path::PathBuf>,
@@ -144,11 +147,20 @@ where
                 return;
             };
             let cfg = lm.model.config();
-            let context = options
+            let max = cfg.max_position_embeddings;
+            if let Some(c) = options
                 .context_length
-                .map_or(cfg.max_position_embeddings, |c| {
-                    c.clamp(1, cfg.max_position_embeddings)
+                .filter(|c| options.context_strict && *c > max)
+            {
+                let _ = event_tx.send(Event::LoadFailed {
+                    error: format!(
+                        "model.context_length = {c} is over this model's maximum ({max}); set \
+                         it to {max} or less in the config"
+                    ),
                 });
+                return;
+            }
+            let context = options.context_length.map_or(max, |c| c.clamp(1, max));
             let _ = event_tx.send(Event::Ready {
                 model: cfg.model_type.clone(),
                 context_length: context,

@@ -1,0 +1,190 @@
+//! `gemma-chat bench`: load time, prefill and decode speed, time to first token for a cold
+//! 2,000-token history and for a warm 20-token follow-up on it (and on an empty history), and
+//! memory with one and with eight open sessions. Text, or one JSON object with `--json`.
+//! `benches/llama_cpp.py` measures llama.cpp on the same file, prompt and thread count.
+
+use std::sync::atomic::AtomicBool;
+use std::time::Instant;
+
+use anyhow::Context;
+use clap::Args;
+use gemma_chat::engine::session::Session;
+use gemma_chat::model::Gemma;
+use gemma_chat::model::kv_cache::KvCache;
+use gemma_chat::sampling::argmax;
+use serde_json::json;
+
+use super::ModelArgs;
+use super::generate::load_model;
+
+/// Arguments of `bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
+    /// Prompt tokens for the prefill figure.
+    #[arg(long, default_value_t = 512)]
+    prompt_tokens: usize,
+    /// Tokens for the decode figure.
+    #[arg(long, default_value_t = 128)]
+    decode_tokens: usize,
+    /// History tokens for the time-to-first-token figures.
+    #[arg(long, default_value_t = 2000)]
+    history_tokens: usize,
+}
+
+/// The same English text the llama.cpp script uses, repeated to the length asked.
+const TEXT: &str = "The history of the lighthouse begins with fires lit on hills to guide \
+    ships home. Over the centuries these became towers of stone, then of iron, with lenses that \
+    gathered the light of a single flame into a beam seen thirty miles out at sea. Keepers \
+    lived in small houses at their feet, trimming wicks, winding clockwork and logging the \
+    weather through long nights. ";
+
+fn ids(lm: &gemma_chat::generate::LoadedModel, n: usize) -> anyhow::Result<Vec<u32>> {
+    let tok = lm
+        .tokenizer
+        .as_ref()
+        .context("the model has no tokenizer")?;
+    let mut ids = vec![lm.model.config().bos_token_id];
+    while ids.len() < n {
+        ids.extend(tok.encode(TEXT)?);
+    }
+    ids.truncate(n);
+    Ok(ids)
+}
+
+/// Resident set size now and at its peak, in MiB (Linux `/proc/self/status`).
+fn rss_mb() -> (f64, f64) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<f64>().ok())
+            .map_or(0.0, |kb| kb / 1024.0)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// Prefills `ids` into `s` and returns the next token and the seconds it took.
+fn first_token(m: &Gemma, s: &mut Session, ids: &[u32]) -> anyhow::Result<(u32, f64)> {
+    let never = AtomicBool::new(false);
+    let t = Instant::now();
+    let logits = s
+        .prefill(m, ids, 512, &never, &mut |_, _| {})?
+        .context("no logits")?;
+    Ok((argmax(&logits), t.elapsed().as_secs_f64()))
+}
+
+/// Runs `bench`.
+pub fn run(args: BenchArgs, common: &ModelArgs) -> anyhow::Result<()> {
+    let t0 = Instant::now();
+    let (lm, dtype) = load_model(common)?;
+    let load_s = t0.elapsed().as_secs_f64();
+    let m = &lm.model;
+    let never = AtomicBool::new(false);
+
+    // Prefill of a prompt, then decode from it (stop ids ignored: a fixed token count).
+    let prompt = ids(&lm, args.prompt_tokens)?;
+    let mut s = Session::new(m);
+    let (mut next, prefill_s) = first_token(m, &mut s, &prompt)?;
+    let t = Instant::now();
+    for _ in 0..args.decode_tokens {
+        let logits = s
+            .prefill(m, &[next], 1, &never, &mut |_, _| {})?
+            .context("no logits")?;
+        next = argmax(&logits);
+    }
+    let decode_s = t.elapsed().as_secs_f64();
+    drop(s);
+
+    // Time to first token: a cold history, then a 20-token follow-up on it, then the same
+    // follow-up on an empty history.
+    let history = ids(&lm, args.history_tokens)?;
+    let follow: Vec<u32> = ids(&lm, 21)?[1..].to_vec();
+    let mut s = Session::new(m);
+    let (_, ttft_cold) = first_token(m, &mut s, &history)?;
+    let reused = s.position();
+    let (_, ttft_warm) = first_token(m, &mut s, &follow)?;
+    let mut empty = Session::new(m);
+    let mut short = vec![m.config().bos_token_id];
+    short.extend(&follow);
+    let (_, ttft_warm_empty) = first_token(m, &mut empty, &short)?;
+    drop((s, empty));
+
+    // Memory: one open session with a prompt-sized history, then eight.
+    let mut sessions = vec![Session::new(m)];
+    first_token(m, &mut sessions[0], &prompt)?;
+    let (rss_1, _) = rss_mb();
+    for _ in 1..8 {
+        let mut s = Session::new(m);
+        first_token(m, &mut s, &prompt)?;
+        sessions.push(s);
+    }
+    let (rss_8, peak) = rss_mb();
+    let elem = if dtype.as_str() == "f16" { 2 } else { 4 };
+    let kv_mb = KvCache::estimate_bytes(m.config(), elem, prompt.len()) as f64 / (1 << 20) as f64;
+    let load_avg = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(String::from))
+        .unwrap_or_default();
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+
+    let out = json!({
+        "model": lm.path.display().to_string(),
+        "dtype": dtype.as_str(),
+        "threads": threads,
+        "load_avg_1m": load_avg,
+        "load_s": load_s,
+        "prefill_tokens": prompt.len(),
+        "prefill_tok_s": prompt.len() as f64 / prefill_s,
+        "decode_tokens": args.decode_tokens,
+        "decode_tok_s": args.decode_tokens as f64 / decode_s,
+        "history_tokens": history.len(),
+        "ttft_cold_ms": ttft_cold * 1e3,
+        "ttft_warm_ms": ttft_warm * 1e3,
+        "ttft_warm_empty_ms": ttft_warm_empty * 1e3,
+        "warm_reused_tokens": reused,
+        "warm_prefilled_tokens": follow.len(),
+        "rss_mb": rss_1,
+        "rss_8_sessions_mb": rss_8,
+        "peak_rss_mb": peak,
+        "kv_session_estimate_mb": kv_mb,
+    });
+    if args.json {
+        println!("{out}");
+    } else {
+        let f = |k: &str| out[k].as_f64().unwrap_or(0.0);
+        println!("model            {} ({})", out["model"], out["dtype"]);
+        println!("threads          {threads} (load average {load_avg})");
+        println!("load             {:.2} s", f("load_s"));
+        println!(
+            "prefill          {:.1} tok/s ({} tokens)",
+            f("prefill_tok_s"),
+            prompt.len()
+        );
+        println!(
+            "decode           {:.1} tok/s ({} tokens)",
+            f("decode_tok_s"),
+            args.decode_tokens
+        );
+        println!(
+            "ttft cold        {:.0} ms ({} history tokens)",
+            f("ttft_cold_ms"),
+            history.len()
+        );
+        println!(
+            "ttft warm        {:.0} ms (reused {reused}, prefilled {}); on an empty history {:.0} ms",
+            f("ttft_warm_ms"),
+            follow.len(),
+            f("ttft_warm_empty_ms")
+        );
+        println!(
+            "memory           {:.0} MiB with 1 session, {:.0} MiB with 8 (KV estimate {:.1} MiB each), peak {:.0} MiB",
+            rss_1, rss_8, kv_mb, peak
+        );
+    }
+    Ok(())
+}
