@@ -41,11 +41,7 @@ fn new_app() -> (App, Vec<Command>) {
 }
 
 fn draw(app: &mut App, w: u16, h: u16) -> Terminal<TestBackend> {
-    app.update(Msg::Resize(w, h));
-    app.update(Msg::Tick(Instant::now()));
-    let mut t = Terminal::new(TestBackend::new(w, h)).expect("terminal");
-    t.draw(|f| ui::render(f, app)).expect("draw");
-    t
+    draw_at(app, w, h, Instant::now())
 }
 
 fn key(code: KeyCode) -> Msg {

@@ -12,7 +12,6 @@ use crate::engine::protocol::Command;
 impl App {
     pub(super) fn key(&mut self, k: KeyEvent) -> Vec<Command> {
         if k.kind == KeyEventKind::Release {
-            self.dirty = false;
             return Vec::new();
         }
         self.flash = None;

@@ -187,8 +187,18 @@ impl App {
 
     /// Applies one input; returns the commands for the engine.
     pub fn update(&mut self, msg: Msg) -> Vec<Command> {
-        // A tick redraws only while a turn runs (the tok/s figure moves); anything else does.
-        self.dirty |= !matches!(msg, Msg::Tick(_)) || self.tabs.iter().any(|t| t.phase.busy());
+        // A tick redraws only while a turn runs (the tok/s figure moves); key releases and mouse
+        // moves change nothing; anything else does.
+        let inert = match &msg {
+            Msg::Tick(_) => !self.tabs.iter().any(|t| t.phase.busy()),
+            Msg::Key(k) => k.kind == crossterm::event::KeyEventKind::Release,
+            Msg::Mouse(m) => !matches!(
+                m.kind,
+                MouseEventKind::ScrollUp | MouseEventKind::ScrollDown
+            ),
+            _ => false,
+        };
+        self.dirty |= !inert;
         match msg {
             Msg::Key(k) => self.key(k),
             Msg::Paste(text) => {
@@ -207,10 +217,7 @@ impl App {
                 let delta = match m.kind {
                     MouseEventKind::ScrollUp => -3,
                     MouseEventKind::ScrollDown => 3,
-                    _ => {
-                        self.dirty = false;
-                        return Vec::new();
-                    }
+                    _ => return Vec::new(),
                 };
                 self.layout();
                 if let Some(t) = self.tab_mut() {

@@ -147,7 +147,13 @@ impl App {
             let t = self.tabs.last_mut().expect("just opened");
             t.uid = uid;
             t.title = chat.title;
-            t.thinking = chat.thinking;
+            if t.thinking != chat.thinking {
+                t.thinking = chat.thinking;
+                cmds.push(Command::SetThinking {
+                    tab: t.id,
+                    on: chat.thinking,
+                });
+            }
             t.messages = chat
                 .messages
                 .into_iter()
