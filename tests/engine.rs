@@ -378,6 +378,7 @@ fn stop_during_a_long_prefill_lands_within_one_chunk() {
             ..
         } => {
             assert!(total > 1000, "a long prompt: {total}");
+            eprintln!("prompt of {total} tokens, first chunk {done}");
             assert!(done < total);
         }
         other => panic!("unexpected {other:?}"),
@@ -474,6 +475,7 @@ fn a_warm_restart_continues_a_long_chat_without_a_prefill() {
     };
     let h = engine_with(options.clone());
     let (text, _, stats) = restore(&h, 5);
+    eprintln!("chat of {} tokens, after the restart: {stats:?}", ids.len());
     assert_eq!(stats.reuse, Reuse::ExactPrefix, "{stats:?}");
     // Everything but the closing stop id was resident: only the new turn is prefilled.
     assert_eq!(stats.reused_tokens, ids.len() - 1, "{stats:?}");
