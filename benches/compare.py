@@ -52,11 +52,17 @@ def llama_cpp(model, threads, prompt_tokens, decode_tokens):
     t = time.perf_counter()
     llm.eval(ids)
     prefill_s = time.perf_counter() - t
-    nxt = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+    vocab = llm.n_vocab()
+
+    def last_logits():
+        # The context's own buffer: llama-cpp-python's `scores` holds only n_batch rows.
+        return np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(vocab,))
+
+    nxt = int(np.argmax(last_logits()))
     t = time.perf_counter()
     for _ in range(decode_tokens):
         llm.eval([nxt])
-        nxt = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+        nxt = int(np.argmax(last_logits()))
     decode_s = time.perf_counter() - t
     return {
         "load_s": load_s,

@@ -215,7 +215,7 @@ impl Gemma {
         }
         let h = self.final_norm.forward(x);
         let head = self.lm_head.as_ref().unwrap_or(&self.embed);
-        let mut out = cast(h.matmul(head.clone().t()), DType::F32);
+        let mut out = cast(ops::matmul_t(h, head), DType::F32);
         if let Some(c) = cfg.final_logit_softcapping {
             out = out.div_scalar(c).tanh().mul_scalar(c);
         }

@@ -71,8 +71,33 @@ impl Linear {
     /// # Shapes
     /// - x: `[T, in]` → `[T, out]`
     pub fn forward(&self, x: Tensor<2>) -> Tensor<2> {
-        x.matmul(self.weight.clone().t())
+        matmul_t(x, &self.weight)
     }
+}
+
+/// `x · wᵀ` for `w` in `[out, in]` layout. A single row (a decode step) is split over the
+/// output rows across threads: a one-row matmul runs on one core and is bound by that core's
+/// memory bandwidth, while decode reads every weight once per token. Each output is still one
+/// row's dot product, computed as before, so the result does not change.
+pub fn matmul_t(x: Tensor<2>, w: &Tensor<2>) -> Tensor<2> {
+    use rayon::prelude::*;
+    let [rows, _] = x.dims();
+    let [out, inner] = w.dims();
+    let parts = rayon::current_num_threads().min(8);
+    if rows != 1 || parts < 2 || out < 256 {
+        return x.matmul(w.clone().t());
+    }
+    let step = out.div_ceil(parts);
+    let outs: Vec<Tensor<2>> = (0..out)
+        .step_by(step)
+        .collect::<Vec<_>>()
+        .into_par_iter()
+        .map(|from| {
+            let part = w.clone().slice([from..(from + step).min(out), 0..inner]);
+            x.clone().matmul(part.t())
+        })
+        .collect();
+    Tensor::cat(outs, 1)
 }
 
 /// RMSNorm over the last axis, computed in f32 and cast back once. The weight already carries the
