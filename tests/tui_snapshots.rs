@@ -392,3 +392,29 @@ fn a_reloaded_config_applies_to_the_next_turn_and_a_bad_one_is_shown() {
     );
     insta::assert_snapshot!(draw(&mut app, 100, 8).backend());
 }
+
+#[test]
+fn thoughts_show_collapsed_and_expand() {
+    let (mut app, _) = new_app();
+    ready(&mut app);
+    let tab = send(&mut app, "Is 91 prime?");
+    for piece in [
+        "91 is odd. ",
+        "Try 7: ",
+        "7 x 13 = 91.\n",
+        "So it is not prime.",
+    ] {
+        app.update(Msg::Engine(Event::Thought {
+            tab,
+            text: piece.into(),
+        }));
+    }
+    app.update(Msg::Engine(Event::Token {
+        tab,
+        text: "No: 91 = 7 x 13.".into(),
+    }));
+    insta::assert_snapshot!("thought_collapsed", draw(&mut app, 60, 14).backend());
+    app.update(ctrl('o'));
+    assert!(app.show_thoughts);
+    insta::assert_snapshot!("thought_expanded", draw(&mut app, 60, 14).backend());
+}

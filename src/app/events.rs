@@ -55,23 +55,13 @@ impl App {
             }
             Event::Token { tab, text } => {
                 if let Some(t) = self.by_id(tab) {
-                    t.phase = match t.phase {
-                        Phase::Generating { pieces, since } => Phase::Generating {
-                            pieces: pieces + 1,
-                            since,
-                        },
-                        _ => Phase::Generating {
-                            pieces: 1,
-                            since: now,
-                        },
-                    };
-                    t.context_used += 1;
+                    t.generated(now);
                     t.answer().text.push_str(&text);
                 }
             }
             Event::Thought { tab, text } => {
                 if let Some(t) = self.by_id(tab) {
-                    t.context_used += 1;
+                    t.generated(now);
                     t.answer().thought.push_str(&text);
                 }
             }

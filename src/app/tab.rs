@@ -193,6 +193,21 @@ impl Tab {
         }
     }
 
+    /// Counts one more streamed piece (answer or thought) for the phase and the context meter.
+    pub fn generated(&mut self, now: Instant) {
+        self.phase = match self.phase {
+            Phase::Generating { pieces, since } => Phase::Generating {
+                pieces: pieces + 1,
+                since,
+            },
+            _ => Phase::Generating {
+                pieces: 1,
+                since: now,
+            },
+        };
+        self.context_used += 1;
+    }
+
     /// Adds a message.
     pub fn push(&mut self, m: Message) {
         self.messages.push(m);
