@@ -45,6 +45,9 @@ pub fn path() -> Result<PathBuf> {
 /// The demo model's path, fetching it first when it is not there yet. `say` receives progress
 /// lines.
 pub fn ensure(say: &mut dyn FnMut(&str)) -> Result<PathBuf> {
+    // One fetch at a time in this process: tests and the engine thread may ask together.
+    static FETCH: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = FETCH.lock().unwrap_or_else(|e| e.into_inner());
     let target = path()?;
     let marker = target.with_extension("gguf.verified");
     if target.exists() {
