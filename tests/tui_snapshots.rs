@@ -418,3 +418,41 @@ fn thoughts_show_collapsed_and_expand() {
     assert!(app.show_thoughts);
     insta::assert_snapshot!("thought_expanded", draw(&mut app, 60, 14).backend());
 }
+
+#[test]
+fn input_history_paste_and_multiline() {
+    let (mut app, _) = new_app();
+    ready(&mut app);
+    let tab = send(&mut app, "first question");
+    app.update(Msg::Engine(Event::Finished {
+        tab,
+        end: TurnEnd::Stop(106),
+        stats: stats(0, 5, 0),
+    }));
+    send(&mut app, "second question");
+    app.update(Msg::Engine(Event::Finished {
+        tab,
+        end: TurnEnd::Stop(106),
+        stats: stats(5, 5, 0),
+    }));
+    let editor = |app: &App| app.tab().expect("tab").editor.text();
+    app.update(key(KeyCode::Up));
+    assert_eq!(editor(&app), "second question");
+    app.update(key(KeyCode::Up));
+    assert_eq!(editor(&app), "first question");
+    app.update(key(KeyCode::Down));
+    assert_eq!(editor(&app), "second question");
+    app.update(key(KeyCode::Down));
+    assert_eq!(editor(&app), "", "past the newest entry: an empty input");
+    // A bracketed paste keeps its newlines; Alt+Enter adds one; Enter sends it all.
+    app.update(Msg::Paste("line one\nline two".into()));
+    app.update(Msg::Key(KeyEvent::new(KeyCode::Enter, KeyModifiers::ALT)));
+    type_text(&mut app, "line three");
+    assert_eq!(editor(&app), "line one\nline two\nline three");
+    insta::assert_snapshot!(draw(&mut app, 60, 14).backend());
+    let cmds = app.update(key(KeyCode::Enter));
+    assert!(
+        matches!(cmds.as_slice(), [Command::Submit { text, .. }] if text == "line one\nline two\nline three"),
+        "{cmds:?}"
+    );
+}
