@@ -347,6 +347,36 @@ fn a_failed_turn_is_reported_and_the_next_one_starts_over_from_intact_history() 
     assert_eq!(second.0, reference[0].0);
     assert_eq!(second.2.reused_tokens, reference[0].2.reused_tokens);
 
+    // A tab's own context limit: over the model's maximum it is refused; a small one refuses a
+    // turn that does not fit, and changes nothing.
+    h.send(Command::SetContext {
+        tab: 9,
+        tokens: 1 << 20,
+    });
+    match h
+        .events
+        .recv_timeout(Duration::from_secs(10))
+        .expect("event")
+    {
+        Event::Failed { tab: 9, error } => assert!(error.contains("allowed 1 to 32768"), "{error}"),
+        other => panic!("unexpected {other:?}"),
+    }
+    h.send(Command::SetContext { tab: 9, tokens: 8 });
+    h.send(Command::Submit {
+        tab: 9,
+        text: "A message longer than eight tokens, surely.".into(),
+    });
+    match h
+        .events
+        .recv_timeout(Duration::from_secs(10))
+        .expect("event")
+    {
+        Event::Failed { tab: 9, error } => {
+            assert!(error.contains("context length exceeded"), "{error}")
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+
     // Gemma 3 has no thinking mode: asking for it says so and changes nothing.
     h.send(Command::SetThinking { tab: 3, on: true });
     match h

@@ -36,6 +36,7 @@ fn new_app() -> (App, Vec<Command>) {
         max_new_tokens: 256,
         stop: Vec::new(),
         thinking: false,
+        context_length: None,
     };
     App::new(model, keymap, Theme::dark(), settings, false)
 }
@@ -369,7 +370,7 @@ fn a_reloaded_config_applies_to_the_next_turn_and_a_bad_one_is_shown() {
     let (mut app, _) = new_app();
     ready(&mut app);
     app.config = Some(Box::new(Config::builtin().expect("config")));
-    let text = "[sampling]\ntemperature = 0.3\n[ui.keys]\nquit = [\"ctrl+x\"]\n";
+    let text = "[sampling]\ntemperature = 0.3\n[model]\ncontext_length = 4096\n[ui.keys]\nquit = [\"ctrl+x\"]\n";
     let c = Config::from_layers(Some((std::path::Path::new("c.toml"), text))).expect("valid");
     let cmds = app.update(Msg::Config(Ok(Box::new(c))));
     match cmds.as_slice() {
@@ -378,6 +379,24 @@ fn a_reloaded_config_applies_to_the_next_turn_and_a_bad_one_is_shown() {
         }
         other => panic!("expected new settings, got {other:?}"),
     }
+    let flash = app.flash.clone().unwrap_or_default();
+    assert!(
+        flash.contains("context length applies to new tabs"),
+        "{flash}"
+    );
+    // A new tab gets the new context length; the open one keeps its own.
+    let cmds = app.update(ctrl('t'));
+    assert!(
+        cmds.contains(&Command::SetContext {
+            tab: 2,
+            tokens: 4096
+        }),
+        "{cmds:?}"
+    );
+    app.update(Msg::Key(KeyEvent::new(
+        KeyCode::Char('1'),
+        KeyModifiers::ALT,
+    )));
     app.update(ctrl('x'));
     assert!(app.quit, "the new key is in force");
     app.quit = false;

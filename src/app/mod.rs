@@ -266,6 +266,10 @@ impl App {
         self.tabs.push(tab);
         self.active = self.tabs.len() - 1;
         let mut cmds = vec![self.sampling_command(&self.tabs[self.active])];
+        if let Some(tokens) = self.settings.context_length {
+            self.tabs[self.active].context_limit = Some(tokens);
+            cmds.push(Command::SetContext { tab: id, tokens });
+        }
         if self.settings.thinking {
             cmds.push(Command::SetThinking { tab: id, on: true });
         }

@@ -26,6 +26,8 @@ pub struct TurnSettings {
     pub stop: Vec<String>,
     /// Gemma 4 thinking for new tabs.
     pub thinking: bool,
+    /// A context limit for new tabs, set when the config's changed while the app runs.
+    pub context_length: Option<usize>,
 }
 
 /// The fields the popup edits, in order: name, step, lowest, highest.
@@ -67,16 +69,21 @@ impl App {
         self.settings.max_new_tokens = c.sampling.max_new_tokens;
         self.settings.stop = c.sampling.stop.clone();
         self.settings.thinking = c.model.thinking;
-        let restart = self.config.as_ref().is_some_and(|old| {
-            let (a, b) = (&old.model, &c.model);
-            (&a.path, &a.dtype, &a.backend, a.context_length)
-                != (&b.path, &b.dtype, &b.backend, b.context_length)
+        let old = self.config.as_ref().map(|o| o.model.clone());
+        let restart = old.as_ref().is_some_and(|a| {
+            let b = &c.model;
+            (&a.path, &a.dtype, &a.backend) != (&b.path, &b.dtype, &b.backend)
         });
-        self.flash = Some(if restart {
-            "config reloaded; model, backend, dtype and context length apply at the next start"
-                .into()
-        } else {
-            "config reloaded; it applies to the next turn".into()
+        let context = old
+            .as_ref()
+            .is_some_and(|a| a.context_length != c.model.context_length);
+        if context {
+            self.settings.context_length = Some(c.model.context_length);
+        }
+        self.flash = Some(match (restart, context) {
+            (true, _) => "config reloaded; model, backend and dtype apply at the next start".into(),
+            (false, true) => "config reloaded; the context length applies to new tabs".into(),
+            _ => "config reloaded; it applies to the next turn".into(),
         });
         if self
             .last_error

@@ -154,6 +154,8 @@ pub struct Tab {
     pub thinking: bool,
     /// Its own sampling settings, over the app's.
     pub overrides: SamplingLayer,
+    /// Its own context limit, when it differs from the model's (set at its opening).
+    pub context_limit: Option<usize>,
     /// Its file name in the chats directory.
     pub uid: String,
     /// The conversation in token ids, as the engine last committed it.
@@ -185,6 +187,7 @@ impl Tab {
             new_output: false,
             thinking,
             overrides: SamplingLayer::default(),
+            context_limit: None,
             uid: String::new(),
             ids: Vec::new(),
             header: 0,

@@ -33,6 +33,7 @@ pub fn run(
         max_new_tokens: max_new.unwrap_or(config.sampling.max_new_tokens),
         stop: config.sampling.stop.clone(),
         thinking: config.model.thinking,
+        context_length: None,
     };
     let name = match &choice.model {
         Some(p) => p.file_name().map_or_else(

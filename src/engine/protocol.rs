@@ -52,6 +52,14 @@ pub enum Command {
         /// Thinking on.
         on: bool,
     },
+    /// The context limit for the tab, in tokens (new tabs after a config change); over the
+    /// model's maximum it is refused with `Failed`.
+    SetContext {
+        /// The tab.
+        tab: TabId,
+        /// Tokens.
+        tokens: usize,
+    },
     /// Brings back a saved conversation as text: `ids` is the whole conversation, `header`
     /// the length of its header after BOS, `last_answer` where its last answer starts. The
     /// next turn prefills it (reason `restored`).

@@ -112,7 +112,7 @@ impl Worker<'_> {
         let Some(t) = self.tabs.get_mut(&tab) else {
             return Ok(());
         };
-        let max_new = t.max_new_tokens;
+        let (max_new, context) = (t.max_new_tokens, t.context);
         let Some(job) = t.job.as_mut() else {
             return Ok(());
         };
@@ -158,7 +158,7 @@ impl Worker<'_> {
         if job.answer.len() >= max_new {
             return self.finish(tab, TurnEnd::Length);
         }
-        if job.prompt.len() + job.answer.len() >= self.context {
+        if job.prompt.len() + job.answer.len() >= context {
             return self.finish(tab, TurnEnd::ContextFull);
         }
         let logits = job

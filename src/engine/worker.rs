@@ -212,6 +212,8 @@ pub(super) struct Tab {
     pub last_used: u64,
     /// The tier last reported to the UI.
     pub tier: Tier,
+    /// Its context limit in tokens.
+    pub context: usize,
 }
 
 pub(super) struct Worker<'a> {
@@ -267,6 +269,7 @@ impl Worker<'_> {
 
     fn tab(&mut self, tab: TabId) -> &mut Tab {
         let model = &self.lm.model;
+        let context = self.context;
         self.tabs.entry(tab).or_insert_with(|| Tab {
             session: Session::new(model),
             convo: Vec::new(),
@@ -278,6 +281,7 @@ impl Worker<'_> {
             thinking: false,
             job: None,
             last_used: 0,
+            context,
             tier: Tier::Device,
         })
     }
@@ -359,6 +363,20 @@ impl Worker<'_> {
                 }
                 self.report_tiers();
             }
+            Command::SetContext { tab, tokens } => {
+                let max = self.lm.model.config().max_position_embeddings;
+                if tokens == 0 || tokens > max {
+                    self.emit(Event::Failed {
+                        tab,
+                        error: format!(
+                            "model.context_length = {tokens} does not fit this model: allowed 1 \
+                             to {max}"
+                        ),
+                    });
+                } else {
+                    self.tab(tab).context = tokens;
+                }
+            }
             Command::Shutdown => {}
         }
     }
@@ -408,7 +426,7 @@ impl Worker<'_> {
 
     /// Starts a turn whose whole conversation is `prompt`.
     fn start(&mut self, tab: TabId, prompt: Vec<u32>, header: Vec<u32>) -> Result<()> {
-        let limit = self.context;
+        let limit = self.tab(tab).context;
         self.clock += 1;
         let now = self.clock;
         let inject = self

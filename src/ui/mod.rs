@@ -179,12 +179,9 @@ fn status(f: &mut Frame, area: Rect, app: &App) {
         theme.status,
     ));
     if let Some(t) = app.tab() {
-        let limit = app.model.context_limit.max(1);
+        let limit = t.context_limit.unwrap_or(app.model.context_limit).max(1);
         let pct = t.context_used * 100 / limit;
-        let ctx = format!(
-            " ctx {}/{} ({pct}%) ",
-            t.context_used, app.model.context_limit
-        );
+        let ctx = format!(" ctx {}/{limit} ({pct}%) ", t.context_used);
         let style = if pct >= 95 {
             theme.error
         } else if pct >= 80 {
