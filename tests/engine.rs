@@ -19,21 +19,33 @@ fn engine() -> EngineHandle {
 }
 
 fn engine_with(options: EngineOptions) -> EngineHandle {
+    let h = start(options);
+    match first_after_loading(&h) {
+        Event::Ready { .. } => h,
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+/// Starts an engine on the demo model.
+fn start(options: EngineOptions) -> EngineHandle {
     let path = demo::ensure(&mut |l| eprintln!("{l}")).expect("demo model");
-    let h = spawn(options, move |progress| {
+    spawn(options, move |progress| {
         load(&path, &Device::flex(), ComputeDtype::F32, &mut |d, t| {
             progress.layers(d, t)
         })
-    });
+    })
+}
+
+/// The first event after the loading progress.
+fn first_after_loading(h: &EngineHandle) -> Event {
     loop {
         match h
             .events
             .recv_timeout(Duration::from_secs(120))
             .expect("loads")
         {
-            Event::Ready { .. } => return h,
             Event::Loading { .. } => {}
-            other => panic!("unexpected {other:?}"),
+            other => return other,
         }
     }
 }
@@ -526,30 +538,16 @@ fn a_warm_restart_continues_a_long_chat_without_a_prefill() {
 
 #[test]
 fn a_context_length_over_the_models_maximum_is_refused() {
-    let path = demo::ensure(&mut |l| eprintln!("{l}")).expect("demo model");
-    let options = EngineOptions {
+    let h = start(EngineOptions {
         context_length: Some(1 << 20),
         context_strict: true,
         ..EngineOptions::default()
-    };
-    let h = spawn(options, move |p| {
-        load(&path, &Device::flex(), ComputeDtype::F32, &mut |d, t| {
-            p.layers(d, t)
-        })
     });
-    loop {
-        match h
-            .events
-            .recv_timeout(Duration::from_secs(120))
-            .expect("event")
-        {
-            Event::Loading { .. } => {}
-            Event::LoadFailed { error } => {
-                assert!(error.contains("model.context_length = 1048576"), "{error}");
-                assert!(error.contains("maximum (32768)"), "{error}");
-                break;
-            }
-            other => panic!("unexpected {other:?}"),
+    match first_after_loading(&h) {
+        Event::LoadFailed { error } => {
+            assert!(error.contains("model.context_length = 1048576"), "{error}");
+            assert!(error.contains("maximum (32768)"), "{error}");
         }
+        other => panic!("unexpected {other:?}"),
     }
 }
