@@ -75,6 +75,20 @@ impl Linear {
     }
 }
 
+/// Whether `x` lives on the CPU backend (GPUs run a one-row matmul as one kernel; splitting it
+/// would only add launches).
+fn on_cpu(x: &Tensor<2>) -> bool {
+    #[cfg(feature = "flex")]
+    {
+        x.device() == Device::flex()
+    }
+    #[cfg(not(feature = "flex"))]
+    {
+        let _ = x;
+        false
+    }
+}
+
 /// `x · wᵀ` for `w` in `[out, in]` layout. A single row (a decode step) is split over the
 /// output rows across threads: a one-row matmul runs on one core and is bound by that core's
 /// memory bandwidth, while decode reads every weight once per token. Each output is still one
@@ -84,7 +98,7 @@ pub fn matmul_t(x: Tensor<2>, w: &Tensor<2>) -> Tensor<2> {
     let [rows, _] = x.dims();
     let [out, inner] = w.dims();
     let parts = rayon::current_num_threads().min(8);
-    if rows != 1 || parts < 2 || out < 256 {
+    if rows != 1 || parts < 2 || out < 256 || !on_cpu(&x) {
         return x.matmul(w.clone().t());
     }
     let step = out.div_ceil(parts);
@@ -162,4 +176,37 @@ pub fn apply_rope(x: Tensor<3>, cos: &Tensor<2>, sin: &Tensor<2>) -> Tensor<3> {
     let x2 = x.clone().slice([0..h, 0..t, half..hd]);
     let rotated = Tensor::cat(vec![x2.neg(), x1], 2);
     x * cos.clone().unsqueeze::<3>() + rotated * sin.clone().unsqueeze::<3>()
+}
+
+#[cfg(all(test, feature = "flex"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_split_one_row_matmul_equals_the_plain_one() {
+        let device = Device::flex();
+        let x = Tensor::<2>::from_data(
+            TensorData::new(
+                (0..64).map(|i| i as f32 * 0.01).collect::<Vec<_>>(),
+                [1, 64],
+            ),
+            &device,
+        );
+        let w = Tensor::<2>::from_data(
+            TensorData::new(
+                (0..64 * 1000)
+                    .map(|i| ((i * 7919) % 113) as f32 * 0.001 - 0.05)
+                    .collect::<Vec<_>>(),
+                [1000, 64],
+            ),
+            &device,
+        );
+        assert!(on_cpu(&x));
+        let split = matmul_t(x.clone(), &w)
+            .into_data()
+            .try_to_vec::<f32>()
+            .expect("f32");
+        let plain = x.matmul(w.t()).into_data().try_to_vec::<f32>().expect("f32");
+        assert_eq!(split, plain);
+    }
 }
