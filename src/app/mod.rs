@@ -22,7 +22,7 @@ use self::settings::SettingsEdit;
 pub use self::settings::TurnSettings;
 use self::tab::{Message, Phase, Role, Tab};
 use crate::config::Config;
-use crate::engine::protocol::{Command, Event, TabId, Tier};
+use crate::engine::protocol::{Command, Event, TabId};
 use crate::ui::theme::Theme;
 
 /// One input to the app.
@@ -251,9 +251,8 @@ impl App {
     /// Lays out the shown tab's transcript at the current width.
     pub fn layout(&mut self) {
         let width = crate::ui::areas(self).transcript.width;
-        let (theme, show) = (self.theme.clone(), self.show_thoughts);
         if let Some(t) = self.tabs.get_mut(self.active) {
-            t.relayout(width, &theme, show);
+            t.relayout(width, &self.theme, self.show_thoughts);
         }
     }
 
@@ -423,21 +422,6 @@ impl App {
                 } else {
                     "generating".into()
                 }
-            }
-        }
-    }
-
-    /// What the tab bar shows for a tab's state.
-    pub fn tab_state(t: &Tab) -> &'static str {
-        if t.phase.busy() {
-            "generating"
-        } else if t.failed {
-            "failed"
-        } else {
-            match t.tier {
-                Tier::Device => "warm",
-                Tier::Host => "in RAM",
-                Tier::Cold => "cold",
             }
         }
     }

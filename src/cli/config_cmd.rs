@@ -62,8 +62,7 @@ pub fn run(args: ConfigArgs, common: &ModelArgs, sampling: &SamplingArgs) -> any
         Action::Show => {
             let config = common.config()?;
             let choice = common.choice(&config)?;
-            let mut layers = sampling.layers();
-            layers.push((Source::File, config.sampling_layer()));
+            let mut layers = sampling.layers(&config);
             if let Some(model) = &choice.model {
                 layers.push((Source::Model, generation_defaults(model)));
             }

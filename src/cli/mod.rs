@@ -67,9 +67,9 @@ fn in_range(lo: f32, hi: f32) -> impl Fn(&str) -> Result<f32, String> + Clone {
 }
 
 impl SamplingArgs {
-    /// The flag and environment layers, flag first. A value counts as a flag when its option
-    /// is on the command line, else it came from the environment.
-    pub fn layers(&self) -> Vec<(Source, SamplingLayer)> {
+    /// The flag, environment and config-file layers, highest first. A value counts as a flag
+    /// when its option is on the command line, else it came from the environment.
+    pub fn layers(&self, config: &Config) -> Vec<(Source, SamplingLayer)> {
         let argv: Vec<String> = std::env::args().collect();
         let on_line = |name: &str| {
             argv.iter()
@@ -93,7 +93,11 @@ impl SamplingArgs {
         split!(top_p, "top-p");
         split!(min_p, "min-p");
         split!(seed, "seed");
-        vec![(Source::Flag, flag), (Source::Env, env)]
+        vec![
+            (Source::Flag, flag),
+            (Source::Env, env),
+            (Source::File, config.sampling_layer()),
+        ]
     }
 }
 

@@ -5,7 +5,7 @@
 use gemma_chat::app::keymap::Keymap;
 use gemma_chat::app::persist::load_chats;
 use gemma_chat::app::{App, ModelState, TurnSettings};
-use gemma_chat::config::resolve::{SamplingLayer, Source};
+use gemma_chat::config::resolve::SamplingLayer;
 use gemma_chat::config::{Config, cache_dir, config_path};
 use gemma_chat::engine::thinking::ThinkingPolicy;
 use gemma_chat::engine::worker::{EngineOptions, spawn};
@@ -24,8 +24,7 @@ pub fn run(
 ) -> anyhow::Result<()> {
     let choice = common.choice(&config)?;
     let keymap = Keymap::from_config(&config.ui.keys)?;
-    let mut layers = sampling.layers();
-    layers.push((Source::File, config.sampling_layer()));
+    let layers = sampling.layers(&config);
     let settings = TurnSettings {
         layers,
         model: SamplingLayer::default(),

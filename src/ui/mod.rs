@@ -16,6 +16,7 @@ use unicode_width::UnicodeWidthStr;
 
 use crate::app::action::Action;
 use crate::app::{App, Overlay};
+use crate::engine::protocol::Tier;
 
 /// Where each part of the screen goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,12 +116,17 @@ pub fn render(f: &mut Frame, app: &App) {
 fn tab_bar(f: &mut Frame, area: Rect, app: &App) {
     let mut spans = Vec::new();
     for (i, t) in app.tabs.iter().enumerate() {
-        let mark = match App::tab_state(t) {
-            "generating" => "◆",
-            "warm" => "●",
-            "in RAM" => "◐",
-            "failed" => "✗",
-            _ => "○",
+        // ◆ generating, ✗ failed, then where the session lives: ● warm, ◐ in RAM, ○ cold.
+        let mark = if t.phase.busy() {
+            "◆"
+        } else if t.failed {
+            "✗"
+        } else {
+            match t.tier {
+                Tier::Device => "●",
+                Tier::Host => "◐",
+                Tier::Cold => "○",
+            }
         };
         let label = format!(" {} {} {mark} ", i + 1, t.title);
         let style = if i == app.active {
