@@ -6,11 +6,11 @@ use std::io::{BufRead, Write};
 use std::sync::atomic::AtomicBool;
 
 use anyhow::Context;
-use gemma_chat::engine::session::{Session, TurnEnd, TurnStats};
+use gemma_chat::engine::session::{Session, TurnStats};
 use gemma_chat::generate::LoadedModel;
 use gemma_chat::sampling::SamplingParams;
+use gemma_chat::tokenizer::Tokenizer;
 use gemma_chat::tokenizer::stream::TextStream;
-use gemma_chat::tokenizer::{Tokenizer, turn_markers};
 
 use super::ModelArgs;
 use super::generate::load_model;
@@ -101,13 +101,7 @@ impl<'a> Chat<'a> {
         )?;
         println!("{}", stream.finish(tok)?);
         next.extend(&answer);
-        match end {
-            TurnEnd::Stop(id) => next.push(id),
-            // The answer was cut: close the model's turn so the history stays well-formed.
-            TurnEnd::Length | TurnEnd::Stopped | TurnEnd::StopString | TurnEnd::ContextFull => {
-                next.extend(tok.encode(turn_markers(cfg.family).1)?)
-            }
-        }
+        next.extend(end.closing_ids(tok, cfg.family)?);
         self.convo = next;
         Ok(stats)
     }

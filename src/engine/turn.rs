@@ -14,7 +14,6 @@ use super::worker::Worker;
 use crate::error::{Error, Result};
 use crate::sampling::Sampler;
 use crate::tokenizer::stream::TextStream;
-use crate::tokenizer::turn_markers;
 
 /// Prompt tokens per prefill step.
 pub(super) const CHUNK: usize = 128;
@@ -264,12 +263,7 @@ impl Worker<'_> {
                 }
                 None => convo.append(&mut job.answer),
             }
-            match end {
-                TurnEnd::Stop(id) => convo.push(id),
-                TurnEnd::Length | TurnEnd::Stopped | TurnEnd::StopString | TurnEnd::ContextFull => {
-                    convo.extend(tok.encode(turn_markers(family).1)?)
-                }
-            }
+            convo.extend(end.closing_ids(tok, family)?);
             t.convo = convo;
             t.header = job.header;
             t.last_answer = Some(at);
