@@ -16,7 +16,9 @@ struct Tmux {
 impl Tmux {
     /// Starts `gemma-chat ARGS` in a detached tmux session of `w` x `h` cells, with its data
     /// (saved chats) in `data`. After the app ends, the pane shows its exit code and whether the
-    /// tty is back in canonical mode.
+    /// tty is back in canonical mode. The code starts a line of its own even when a killed app left
+    /// the tty raw (no carriage return on a newline), and the capture joins wrapped lines, so the
+    /// markers read whole whatever the length of the paths before them.
     fn start(name: &str, data: &Path, args: &[&str], w: u16, h: u16) -> Self {
         let status = Command::new("tmux").arg("-V").output();
         assert!(
@@ -29,7 +31,7 @@ impl Tmux {
         let bin = env!("CARGO_BIN_EXE_gemma-chat");
         let quoted: Vec<String> = args.iter().map(|a| format!("'{a}'")).collect();
         let script = format!(
-            "GEMMA_CHAT_DATA_DIR='{0}' GEMMA_CHAT_CACHE_DIR='{0}/cache' '{bin}' {1}; echo EXIT=$?; stty -a | grep -o -- '-\\?icanon' | sed 's/^/TTY=/'; \
+            "GEMMA_CHAT_DATA_DIR='{0}' GEMMA_CHAT_CACHE_DIR='{0}/cache' '{bin}' {1}; printf '\\r\\nEXIT=%s\\r\\n' $?; stty -a | grep -o -- '-\\?icanon' | sed 's/^/TTY=/'; \
              sleep 600",
             data.display(),
             quoted.join(" ")
@@ -46,7 +48,7 @@ impl Tmux {
 
     fn screen(&self) -> String {
         let out = Command::new("tmux")
-            .args(["capture-pane", "-p", "-t", &self.name])
+            .args(["capture-pane", "-p", "-J", "-t", &self.name])
             .output()
             .expect("capture-pane");
         String::from_utf8_lossy(&out.stdout).into_owned()
