@@ -21,6 +21,12 @@ pub fn device(name: &str) -> Result<Device> {
     }
 }
 
+/// Whether `device` is the CPU backend, where weights may stay in host memory for the
+/// quantized kernels.
+pub fn is_host(device: &Device) -> bool {
+    cpu().is_ok_and(|cpu| &cpu == device)
+}
+
 fn missing(name: &str) -> Error {
     Error::Backend(format!(
         "this build has no `{name}` backend: rebuild with `cargo build --release --features {name}`"

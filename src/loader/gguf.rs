@@ -10,6 +10,7 @@ use memmap2::Mmap;
 use super::quant::GgmlType;
 use super::{RawTensor, TensorSource};
 use crate::error::{Error, Result};
+use crate::model::qmatmul::QMatrix;
 
 /// One metadata value.
 #[derive(Debug, Clone, PartialEq)]
@@ -346,6 +347,24 @@ impl TensorSource for GgufSource {
             Some(g) => self.file.dequantize(g),
             None => Ok(None),
         }
+    }
+
+    fn quantized(&self, name: &str, expected: &[usize]) -> Result<Option<QMatrix>> {
+        let Some(info) = self.names.get(name).and_then(|g| self.file.tensors.get(g)) else {
+            return Ok(None);
+        };
+        let (Some(ty), [rows, cols]) = (GgmlType::from_id(info.type_id), expected) else {
+            return Ok(None);
+        };
+        if info.shape != expected || !QMatrix::supports(ty) {
+            return Ok(None);
+        }
+        Ok(QMatrix::new(
+            ty,
+            *rows,
+            *cols,
+            self.file.bytes(info).to_vec(),
+        ))
     }
 
     fn shape(&self, name: &str) -> Option<Vec<usize>> {

@@ -12,6 +12,7 @@ pub mod safetensors;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::model::qmatmul::QMatrix;
 
 /// One weight tensor on the host, already converted to f32.
 #[derive(Debug, Clone)]
@@ -30,6 +31,13 @@ pub trait TensorSource {
     fn shape(&self, name: &str) -> Option<Vec<usize>>;
     /// The file that holds (or would hold) a tensor, for error messages.
     fn path_of(&self, name: &str) -> PathBuf;
+
+    /// The tensor under `name` still in its quantized blocks, when it is stored in a type the
+    /// host kernels handle and has the `expected` shape; `None` sends the caller to
+    /// [`TensorSource::require`].
+    fn quantized(&self, _name: &str, _expected: &[usize]) -> Result<Option<QMatrix>> {
+        Ok(None)
+    }
 
     /// The tensor under `name`, checked against `expected`; a clear error when absent or
     /// mis-shaped.

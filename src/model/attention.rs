@@ -54,19 +54,31 @@ impl Attention {
         let dtype = x.dtype();
         let device = x.device();
 
-        let q = self.q_proj.forward(x.clone()).reshape([t, nh, hd]);
+        // q, k and v read the same input: one call runs them together.
+        let own_k = a
+            .spec
+            .kv_donor
+            .is_none()
+            .then_some(self.k_proj.as_ref())
+            .flatten();
+        let own_v = own_k.and(self.v_proj.as_ref());
+        let mut projs = vec![&self.q_proj];
+        projs.extend(own_k);
+        projs.extend(own_v);
+        let mut outs = Linear::forward_many(&projs, x).into_iter();
+        let q = outs.next().expect("q").reshape([t, nh, hd]);
         let q = self.q_norm.forward(q).swap_dims(0, 1);
         let q = apply_rope(q, a.cos, a.sin);
 
-        let kv: LayerKv = match (a.spec.kv_donor, &self.k_proj) {
+        let kv: LayerKv = match (a.spec.kv_donor, outs.next()) {
             (Some(donor), _) => cache
                 .layer(donor)
                 .cloned()
                 .expect("the donor layer runs before its KV-shared layers"),
-            (None, Some(k_proj)) => {
-                let k_raw = k_proj.forward(x.clone()).reshape([t, nkv, hd]);
-                let v_raw = match &self.v_proj {
-                    Some(v_proj) => v_proj.forward(x).reshape([t, nkv, hd]),
+            (None, Some(k_raw)) => {
+                let k_raw = k_raw.reshape([t, nkv, hd]);
+                let v_raw = match outs.next() {
+                    Some(v) => v.reshape([t, nkv, hd]),
                     None => k_raw.clone(),
                 };
                 let k = match &self.k_norm {

@@ -2,6 +2,8 @@
 //! folds the family's norm offset into the norm weights, and moves weights to the device in the
 //! compute dtype (norms stay f32).
 
+use std::sync::Arc;
+
 use burn::tensor::{DType, Device, Tensor};
 
 use super::attention::Attention;
@@ -26,20 +28,21 @@ pub fn build(
         device,
         dtype: dtype.dtype(),
         cfg: &config,
+        host_kernels: crate::backend::is_host(device),
     };
     let h = config.hidden_size;
     let v = config.vocab_size;
     let l = config.num_layers();
-    let embed = b.weight("embed_tokens.weight", &[v, h])?;
+    let embed = b.linear("embed_tokens.weight", &[v, h])?;
     let lm_head = if config.tie_word_embeddings {
         None
     } else {
-        Some(b.weight("lm_head.weight", &[v, h])?)
+        Some(b.linear("lm_head.weight", &[v, h])?)
     };
     let ple = match &config.ple {
         None => None,
         Some(p) => Some(Ple {
-            table: b.weight("embed_tokens_per_layer.weight", &[p.vocab, l * p.width])?,
+            table: b.linear("embed_tokens_per_layer.weight", &[p.vocab, l * p.width])?,
             model_projection: b.linear("per_layer_model_projection.weight", &[l * p.width, h])?,
             projection_norm: b.norm("per_layer_projection_norm.weight", p.width)?,
         }),
@@ -69,6 +72,7 @@ pub fn build(
         inv_freq_sliding,
         inv_freq_full,
         device: device.clone(),
+        host: crate::backend::is_host(device),
         dtype: dtype.dtype(),
         config,
     })
@@ -79,6 +83,8 @@ struct Builder<'a> {
     device: &'a Device,
     dtype: DType,
     cfg: &'a ModelConfig,
+    /// Whether quantized weights may stay quantized (the CPU backend).
+    host_kernels: bool,
 }
 
 impl Builder<'_> {
@@ -90,10 +96,15 @@ impl Builder<'_> {
         ))
     }
 
+    /// A weight used as `x · Wᵀ` or looked up by row. On the CPU backend a GGUF weight in a
+    /// type the host kernels handle stays in its blocks; everything else becomes a dense tensor.
     fn linear(&self, name: &str, shape: &[usize]) -> Result<Linear> {
-        Ok(Linear {
-            weight: self.weight(name, shape)?,
-        })
+        if self.host_kernels
+            && let Some(q) = self.src.quantized(name, shape)?
+        {
+            return Ok(Linear::Quant(Arc::new(q)));
+        }
+        Ok(Linear::Dense(self.weight(name, shape)?))
     }
 
     fn norm_from(&self, raw: RawTensor) -> RmsNorm {
@@ -219,16 +230,14 @@ impl Builder<'_> {
             let per = raw.data.len() / raw.shape[0];
             let base = e * per;
             let data = raw.data[base + rows.start * cols..base + rows.end * cols].to_vec();
-            Linear {
-                weight: tensor(
-                    RawTensor {
-                        shape: vec![rows.len(), cols],
-                        data,
-                    },
-                    self.device,
-                    self.dtype,
-                ),
-            }
+            Linear::Dense(tensor(
+                RawTensor {
+                    shape: vec![rows.len(), cols],
+                    data,
+                },
+                self.device,
+                self.dtype,
+            ))
         };
         let experts = (0..e)
             .map(|i| Mlp {

@@ -20,7 +20,10 @@ impl Mlp {
     /// # Shapes
     /// - x: `[T, H]` → `[T, H]`
     pub fn forward(&self, x: Tensor<2>) -> Tensor<2> {
-        let h = gelu_approximate(self.gate.forward(x.clone())) * self.up.forward(x);
+        let [gate, up] =
+            <[Tensor<2>; 2]>::try_from(Linear::forward_many(&[&self.gate, &self.up], x))
+                .expect("two weights, two results");
+        let h = gelu_approximate(gate) * up;
         self.down.forward(h)
     }
 }

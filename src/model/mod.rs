@@ -8,8 +8,9 @@ pub mod config;
 pub mod ffn;
 pub mod kv_cache;
 pub mod ops;
+pub mod qmatmul;
 
-use burn::tensor::{DType, Device, Int, Tensor, TensorData};
+use burn::tensor::{DType, Device, Tensor};
 
 use self::attention::{Attention, AttnInput};
 use self::config::{AttnKind, ModelConfig};
@@ -34,7 +35,7 @@ pub enum Logits {
 #[derive(Debug, Clone)]
 pub(crate) struct Ple {
     /// `[V_ple, L·P]`.
-    pub table: Tensor<2>,
+    pub table: ops::Linear,
     /// `[L·P, H]`.
     pub model_projection: ops::Linear,
     pub projection_norm: RmsNorm,
@@ -68,14 +69,17 @@ pub(crate) struct Layer {
 #[derive(Clone)]
 pub struct Gemma {
     pub(crate) config: ModelConfig,
-    pub(crate) embed: Tensor<2>,
-    pub(crate) lm_head: Option<Tensor<2>>,
+    /// `[V, H]`; also the LM head when the embeddings are tied.
+    pub(crate) embed: ops::Linear,
+    pub(crate) lm_head: Option<ops::Linear>,
     pub(crate) ple: Option<Ple>,
     pub(crate) layers: Vec<Layer>,
     pub(crate) final_norm: RmsNorm,
     pub(crate) inv_freq_sliding: Vec<f32>,
     pub(crate) inv_freq_full: Vec<f32>,
     pub(crate) device: Device,
+    /// Whether `device` is the CPU backend.
+    pub(crate) host: bool,
     pub(crate) dtype: DType,
 }
 
@@ -106,6 +110,23 @@ impl Gemma {
         self.dtype
     }
 
+    /// How many weight matrices stay in quantized blocks for the host kernels, and their bytes.
+    pub fn quantized_weights(&self) -> (usize, usize) {
+        let mut all: Vec<&ops::Linear> = vec![&self.embed];
+        all.extend(&self.lm_head);
+        for l in &self.layers {
+            let a = &l.attn;
+            all.extend([&a.q_proj, &a.o_proj, &l.mlp.gate, &l.mlp.up, &l.mlp.down]);
+            all.extend(a.k_proj.iter().chain(&a.v_proj));
+        }
+        all.iter()
+            .filter_map(|l| match l {
+                ops::Linear::Quant(q) => Some(q.bytes()),
+                ops::Linear::Dense(_) => None,
+            })
+            .fold((0, 0), |(n, b), bytes| (n + 1, b + bytes))
+    }
+
     /// A fresh, empty cache for this model.
     pub fn new_cache(&self) -> KvCache {
         KvCache::new(&self.config)
@@ -118,6 +139,23 @@ impl Gemma {
     /// - returns `[1, vocab]` for [`Logits::Last`], `[T, vocab]` for [`Logits::All`], and
     ///   `None` for [`Logits::None`]; always f32.
     pub fn forward(
+        &self,
+        ids: &[u32],
+        cache: &mut KvCache,
+        pos: usize,
+        logits: Logits,
+    ) -> Result<Option<Tensor<2>>> {
+        // On the CPU the whole step runs on a worker of the thread pool: the host kernels'
+        // parallel loops then start on a running thread instead of waking one and parking the
+        // caller, which cost more than a small matrix's product.
+        if self.host {
+            rayon::scope(|_| self.forward_on(ids, cache, pos, logits))
+        } else {
+            self.forward_on(ids, cache, pos, logits)
+        }
+    }
+
+    fn forward_on(
         &self,
         ids: &[u32],
         cache: &mut KvCache,
@@ -142,16 +180,15 @@ impl Gemma {
         }
         let t = ids.len();
         let hsize = cfg.hidden_size;
-        let idx = Tensor::<1, Int>::from_data(
-            TensorData::new(ids.iter().map(|&i| i as i64).collect(), [t]),
-            &self.device,
-        );
         // Embedding scale: sqrt(H) in the compute dtype, as the reference casts its buffer.
         let scale = match self.dtype {
             DType::F16 => half::f16::from_f32((hsize as f32).sqrt()).to_f32(),
             _ => (hsize as f32).sqrt(),
         };
-        let mut x = self.embed.clone().select(0, idx.clone()).mul_scalar(scale);
+        let mut x = self
+            .embed
+            .rows(ids, &self.device, self.dtype)
+            .mul_scalar(scale);
         let mut ple = self.ple.as_ref().map(|p| self.ple_inputs(p, ids, &x));
 
         let mut q_start = pos;
@@ -215,7 +252,7 @@ impl Gemma {
         }
         let h = self.final_norm.forward(x);
         let head = self.lm_head.as_ref().unwrap_or(&self.embed);
-        let mut out = cast(ops::matmul_t(h, head), DType::F32);
+        let mut out = cast(head.forward(h), DType::F32);
         if let Some(c) = cfg.final_logit_softcapping {
             out = out.div_scalar(c).tanh().mul_scalar(c);
         }
@@ -232,15 +269,13 @@ impl Gemma {
             .unwrap_or((1, 1));
         let (width, vocab) = spec;
         let (t, l) = (ids.len(), cfg.num_layers());
-        let ids: Vec<i64> = ids
+        let ids: Vec<u32> = ids
             .iter()
-            .map(|&i| if (i as usize) < vocab { i as i64 } else { 0 })
+            .map(|&i| if (i as usize) < vocab { i } else { 0 })
             .collect();
-        let idx = Tensor::<1, Int>::from_data(TensorData::new(ids, [t]), &self.device);
         let tok = p
             .table
-            .clone()
-            .select(0, idx)
+            .rows(&ids, &self.device, self.dtype)
             .mul_scalar((width as f32).sqrt())
             .reshape([t, l, width]);
         let ctx = p

@@ -1,7 +1,11 @@
 //! Small building blocks shared by the decoder: linear layers, RMSNorm, RoPE tables and the
 //! dtype helpers. Stateless; weights are read-only after load.
 
-use burn::tensor::{DType, Device, Tensor, TensorData};
+use std::sync::Arc;
+
+use burn::tensor::{DType, Device, Int, Tensor, TensorData};
+
+use super::qmatmul::{QMatrix, matmul_many};
 
 use crate::loader::RawTensor;
 
@@ -60,19 +64,113 @@ pub fn cast<const D: usize>(x: Tensor<D>, dtype: DType) -> Tensor<D> {
     if x.dtype() == dtype { x } else { x.cast(dtype) }
 }
 
-/// `y = x · Wᵀ` with the weight kept in the checkpoint's `[out, in]` layout.
+/// Above this many input rows a quantized weight is dequantized in tiles for burn's matmul (a
+/// prefill); up to it the quantized kernels run (a decode step, a short turn).
+const QUANT_KERNEL_MAX_ROWS: usize = 8;
+
+/// Values per dequantized tile of a quantized weight: bounds the scratch memory of a prefill.
+const DEQUANT_TILE: usize = 1 << 22;
+
+/// `y = x · Wᵀ` with the weight kept in the checkpoint's `[out, in]` layout: a dense tensor on
+/// the device, or (on the CPU backend) a GGUF weight still in its quantized blocks.
+// A model holds a few hundred of these: the size of the dense variant does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
-pub struct Linear {
-    /// `[out, in]`.
-    pub weight: Tensor<2>,
+pub enum Linear {
+    /// `[out, in]` on the device, in the compute dtype.
+    Dense(Tensor<2>),
+    /// `[out, in]` in ggml blocks on the host.
+    Quant(Arc<QMatrix>),
 }
 
 impl Linear {
     /// # Shapes
     /// - x: `[T, in]` → `[T, out]`
     pub fn forward(&self, x: Tensor<2>) -> Tensor<2> {
-        matmul_t(x, &self.weight)
+        match self {
+            Linear::Dense(w) => matmul_t(x, w),
+            Linear::Quant(q) => quant_forward(q, x),
+        }
     }
+
+    /// `x · Wᵀ` for several weights on the same input (q/k/v, gate/up). Quantized weights share
+    /// one quantization of `x` and one pass over the threads; the results equal separate
+    /// [`Linear::forward`] calls.
+    pub fn forward_many(linears: &[&Linear], x: Tensor<2>) -> Vec<Tensor<2>> {
+        let [t, _] = x.dims();
+        let quant: Option<Vec<&QMatrix>> = linears
+            .iter()
+            .map(|l| match l {
+                Linear::Quant(q) => Some(&**q),
+                Linear::Dense(_) => None,
+            })
+            .collect();
+        match quant {
+            Some(qs) if t <= QUANT_KERNEL_MAX_ROWS && linears.len() > 1 => {
+                let (device, dtype) = (x.device(), x.dtype());
+                let xs = host_f32(x);
+                matmul_many(&qs, &xs, t)
+                    .into_iter()
+                    .zip(qs)
+                    .map(|(y, q)| {
+                        let y = TensorData::new(y, [t, q.rows()]);
+                        cast(Tensor::<2>::from_data(y, &device), dtype)
+                    })
+                    .collect()
+            }
+            _ => linears.iter().map(|l| l.forward(x.clone())).collect(),
+        }
+    }
+
+    /// Rows `ids` of the weight (an embedding lookup), in `dtype`.
+    ///
+    /// # Shapes
+    /// - returns `[ids.len(), in]`
+    pub fn rows(&self, ids: &[u32], device: &Device, dtype: DType) -> Tensor<2> {
+        match self {
+            Linear::Dense(w) => {
+                let idx = ids.iter().map(|&i| i as i64).collect::<Vec<_>>();
+                let idx = Tensor::<1, Int>::from_data(TensorData::new(idx, [ids.len()]), device);
+                cast(w.clone().select(0, idx), dtype)
+            }
+            Linear::Quant(q) => {
+                let rows: Vec<usize> = ids.iter().map(|&i| i as usize).collect();
+                let data = TensorData::new(q.dequantize_rows(&rows), [ids.len(), q.cols()]);
+                cast(Tensor::<2>::from_data(data, device), dtype)
+            }
+        }
+    }
+}
+
+/// The values of `x` on the host, as f32.
+fn host_f32(x: Tensor<2>) -> Vec<f32> {
+    cast(x, DType::F32)
+        .into_data()
+        .try_into_vec::<f32>()
+        .expect("an f32 tensor reads as f32")
+}
+
+/// A quantized weight times `x`: the host kernels for a few rows, dequantized tiles and burn's
+/// matmul for many.
+fn quant_forward(q: &QMatrix, x: Tensor<2>) -> Tensor<2> {
+    let [t, _] = x.dims();
+    let (device, dtype) = (x.device(), x.dtype());
+    if t <= QUANT_KERNEL_MAX_ROWS {
+        let xs = host_f32(x);
+        let y = TensorData::new(q.matmul(&xs, t), [t, q.rows()]);
+        return cast(Tensor::<2>::from_data(y, &device), dtype);
+    }
+    let tile = (DEQUANT_TILE / q.cols()).max(1);
+    let parts: Vec<Tensor<2>> = (0..q.rows())
+        .step_by(tile)
+        .map(|from| {
+            let to = (from + tile).min(q.rows());
+            let w = TensorData::new(q.dequantize_range(from..to), [to - from, q.cols()]);
+            let w = cast(Tensor::<2>::from_data(w, &device), dtype);
+            x.clone().matmul(w.t())
+        })
+        .collect();
+    Tensor::cat(parts, 1)
 }
 
 /// `x · wᵀ` for `w` in `[out, in]` layout. A single row (a decode step) is split over the
