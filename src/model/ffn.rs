@@ -1,12 +1,9 @@
 //! The feed-forward branches: the dense GeGLU MLP of every layer and the mixture-of-experts block
 //! of Gemma 4 26B-A4B (router on the host in f32, top-k, renormalised, `per_expert_scale`).
 
-use burn::tensor::{
-    DType, IndexingUpdateOp, Int, Tensor, TensorData,
-    activation::{gelu_approximate, softmax},
-};
+use burn::tensor::{DType, IndexingUpdateOp, Int, Tensor, TensorData, activation::softmax};
 
-use super::ops::{Linear, RmsNorm, cast};
+use super::ops::{Linear, RmsNorm, cast, gelu_tanh};
 
 /// `down(gelu_tanh(gate(x)) ⊙ up(x))`.
 #[derive(Debug, Clone)]
@@ -23,7 +20,7 @@ impl Mlp {
         let [gate, up] =
             <[Tensor<2>; 2]>::try_from(Linear::forward_many(&[&self.gate, &self.up], x))
                 .expect("two weights, two results");
-        let h = gelu_approximate(gate) * up;
+        let h = gelu_tanh(gate) * up;
         self.down.forward(h)
     }
 }

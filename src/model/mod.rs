@@ -312,7 +312,7 @@ impl Layer {
         let mut h = h + self.post_ffn_norm.forward(f);
 
         if let (Some(lp), Some(p)) = (&self.ple, ple) {
-            let g = burn::tensor::activation::gelu_approximate(lp.gate.forward(h.clone())) * p;
+            let g = ops::gelu_tanh(lp.gate.forward(h.clone())) * p;
             h = h + lp.post_norm.forward(lp.projection.forward(g));
         }
         match self.scalar {

@@ -200,6 +200,17 @@ pub fn matmul_t(x: Tensor<2>, w: &Tensor<2>) -> Tensor<2> {
     Tensor::cat(outs, 1)
 }
 
+/// GELU with the tanh approximation, computed as `x · σ(2√(2/π) · x · (1 + 0.044715 x²))`: the
+/// same function (`½(1 + tanh z) = σ(2z)`), with the cube as products. burn's
+/// `gelu_approximate` calls `powf` and `tanh` per value, which took a tenth of a CPU prefill.
+pub fn gelu_tanh<const D: usize>(x: Tensor<D>) -> Tensor<D> {
+    const TWO_SQRT_2_OVER_PI: f32 =
+        2.0 * std::f32::consts::FRAC_2_SQRT_PI * std::f32::consts::FRAC_1_SQRT_2;
+    let square = x.clone() * x.clone();
+    let z = x.clone() * square.mul_scalar(0.044715).add_scalar(1.0);
+    x * burn::tensor::activation::sigmoid(z.mul_scalar(TWO_SQRT_2_OVER_PI))
+}
+
 /// RMSNorm over the last axis, computed in f32 and cast back once. The weight already carries the
 /// family's offset (`1 + w` for Gemma 3); `None` is the scale-less variant.
 #[derive(Debug, Clone)]
