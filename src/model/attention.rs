@@ -1,6 +1,8 @@
 //! Grouped-query self-attention of one decoder layer: q/k/v projections, per-head norms, RoPE,
 //! the cache append (or a read of the donor's cache on KV-shared layers), and the masked softmax.
 
+use std::cell::RefCell;
+
 use burn::tensor::{DType, Device, Tensor, TensorData, activation::softmax};
 
 use super::config::{AttnKind, LayerSpec};
@@ -42,6 +44,32 @@ pub struct AttnInput<'a> {
     pub scale: f32,
     /// Softcap on the scores.
     pub softcap: Option<f32>,
+    /// Masks already built in this forward.
+    pub masks: &'a MaskCache,
+}
+
+/// The masks built during one forward, shared by the layers that need the same one (every
+/// sliding layer of a prefill chunk needs the same mask, every full layer another): building
+/// one is O(T·S) on the host plus an upload.
+#[derive(Default)]
+pub struct MaskCache(RefCell<Vec<(MaskKey, Option<Tensor<2>>)>>);
+
+/// Sliding?, first query position, query rows, first key position, keys, group size.
+type MaskKey = (bool, usize, usize, usize, usize, usize);
+
+impl MaskCache {
+    fn get_or_build(
+        &self,
+        key: MaskKey,
+        build: impl FnOnce() -> Option<Tensor<2>>,
+    ) -> Option<Tensor<2>> {
+        if let Some((_, m)) = self.0.borrow().iter().find(|(k, _)| *k == key) {
+            return m.clone();
+        }
+        let m = build();
+        self.0.borrow_mut().push((key, m.clone()));
+        m
+    }
 }
 
 impl Attention {
@@ -109,7 +137,18 @@ impl Attention {
         if let Some(c) = a.softcap {
             scores = scores.div_scalar(c).tanh().mul_scalar(c);
         }
-        if let Some(mask) = build_mask(a, k_start, s, t, g, &device) {
+        let key = (
+            a.spec.kind == AttnKind::Sliding,
+            a.q_start,
+            t,
+            k_start,
+            s,
+            g,
+        );
+        let mask = a
+            .masks
+            .get_or_build(key, || build_mask(a, k_start, s, t, g, &device));
+        if let Some(mask) = mask {
             scores = scores + mask.unsqueeze::<3>();
         }
         let probs = cast(softmax(scores, 2), dtype);

@@ -12,7 +12,7 @@ pub mod qmatmul;
 
 use burn::tensor::{DType, Device, Tensor};
 
-use self::attention::{Attention, AttnInput};
+use self::attention::{Attention, AttnInput, MaskCache};
 use self::config::{AttnKind, ModelConfig};
 use self::ffn::{Mlp, Moe};
 pub use self::kv_cache::KvCache;
@@ -200,6 +200,7 @@ impl Gemma {
             };
             rope_tables(inv, start, len, &self.device, self.dtype)
         };
+        let masks = MaskCache::default();
         let mut rope_s = tables(AttnKind::Sliding, q_start, rows);
         let mut rope_f = tables(AttnKind::Full, q_start, rows);
 
@@ -226,6 +227,7 @@ impl Gemma {
                 AttnKind::Full => (&rope_f.0, &rope_f.1),
             };
             let input = AttnInput {
+                masks: &masks,
                 layer: i,
                 spec,
                 num_heads: cfg.num_heads,

@@ -50,10 +50,10 @@ fn products_match_the_dequantized_weights() {
     let mut rng = StdRng::seed_from_u64(7);
     // 768 columns are whole super-blocks; 352 (11 blocks) leaves a block over for the types
     // that step two blocks at a time.
-    let shapes = TYPES.into_iter().map(|ty| (ty, 37, 768)).chain([
-        (GgmlType::Q8_0, 9, 352),
-        (GgmlType::Q5_0, 9, 352),
-    ]);
+    let shapes = TYPES
+        .into_iter()
+        .map(|ty| (ty, 37, 768))
+        .chain([(GgmlType::Q8_0, 9, 352), (GgmlType::Q5_0, 9, 352)]);
     for (ty, rows, cols) in shapes {
         let m = random_matrix(ty, rows, cols, &mut rng);
         let w = m.dequantize_range(0..rows);
