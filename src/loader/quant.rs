@@ -92,42 +92,63 @@ impl GgmlType {
     /// Dequantizes `data` (whole blocks) into f32.
     pub fn dequantize(self, data: &[u8]) -> Vec<f32> {
         let (per, bytes) = self.block();
-        let mut out = Vec::with_capacity(data.len() / bytes * per);
-        for b in data.chunks_exact(bytes) {
-            match self {
-                Self::F32 => out.push(f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
-                Self::F16 => out.push(f16::from_le_bytes([b[0], b[1]]).to_f32()),
-                Self::BF16 => out.push(bf16::from_le_bytes([b[0], b[1]]).to_f32()),
-                Self::Q4_0 => q4_0(b, &mut out),
-                Self::Q4_1 => q4_1(b, &mut out),
-                Self::Q5_0 => q5_0(b, &mut out),
-                Self::Q5_1 => q5_1(b, &mut out),
-                Self::Q8_0 => q8_0(b, &mut out),
-                Self::Q4_K => q4_k(b, &mut out),
-                Self::Q5_K => q5_k(b, &mut out),
-                Self::Q6_K => q6_k(b, &mut out),
-            }
-        }
+        let mut out = vec![0f32; data.len() / bytes * per];
+        self.dequantize_into(data, &mut out);
         out
     }
+
+    /// Dequantizes `data` (whole blocks) into `out`, which holds exactly their values.
+    pub fn dequantize_into(self, data: &[u8], out: &mut [f32]) {
+        let (per, bytes) = self.block();
+        assert_eq!(data.len() / bytes * per, out.len(), "output size");
+        for (b, y) in data.chunks_exact(bytes).zip(out.chunks_exact_mut(per)) {
+            match self {
+                Self::F32 => y[0] = f32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+                Self::F16 => y[0] = f16::from_le_bytes([b[0], b[1]]).to_f32(),
+                Self::BF16 => y[0] = bf16::from_le_bytes([b[0], b[1]]).to_f32(),
+                Self::Q4_0 => q4_0(b, y),
+                Self::Q4_1 => q4_1(b, y),
+                Self::Q5_0 => q5_0(b, y),
+                Self::Q5_1 => q5_1(b, y),
+                Self::Q8_0 => q8_0(b, y),
+                Self::Q4_K => q4_k(b, y),
+                Self::Q5_K => q5_k(b, y),
+                Self::Q6_K => q6_k(b, y),
+            }
+        }
+    }
+}
+
+/// Writes `values` into `out` in order.
+fn put(out: &mut [f32], values: impl Iterator<Item = f32>) {
+    out.iter_mut().zip(values).for_each(|(o, v)| *o = v);
 }
 
 fn h(b: &[u8], at: usize) -> f32 {
     f16::from_le_bytes([b[at], b[at + 1]]).to_f32()
 }
 
-fn q4_0(b: &[u8], out: &mut Vec<f32>) {
+fn q4_0(b: &[u8], out: &mut [f32]) {
     let d = h(b, 0);
     let qs = &b[2..18];
-    out.extend(qs.iter().map(|&q| ((q & 0x0F) as i32 - 8) as f32 * d));
-    out.extend(qs.iter().map(|&q| ((q >> 4) as i32 - 8) as f32 * d));
+    put(
+        &mut out[..16],
+        qs.iter().map(|&q| ((q & 0x0F) as i32 - 8) as f32 * d),
+    );
+    put(
+        &mut out[16..],
+        qs.iter().map(|&q| ((q >> 4) as i32 - 8) as f32 * d),
+    );
 }
 
-fn q4_1(b: &[u8], out: &mut Vec<f32>) {
+fn q4_1(b: &[u8], out: &mut [f32]) {
     let (d, m) = (h(b, 0), h(b, 2));
     let qs = &b[4..20];
-    out.extend(qs.iter().map(|&q| (q & 0x0F) as f32 * d + m));
-    out.extend(qs.iter().map(|&q| (q >> 4) as f32 * d + m));
+    put(
+        &mut out[..16],
+        qs.iter().map(|&q| (q & 0x0F) as f32 * d + m),
+    );
+    put(&mut out[16..], qs.iter().map(|&q| (q >> 4) as f32 * d + m));
 }
 
 /// The 32 unsigned 5-bit values of a Q5_0/Q5_1 block: low nibbles from `qs`, fifth bits from
@@ -144,21 +165,24 @@ fn q5_values(qh: u32, qs: &[u8]) -> impl Iterator<Item = u32> + '_ {
     lo.chain(hi)
 }
 
-fn q5_0(b: &[u8], out: &mut Vec<f32>) {
+fn q5_0(b: &[u8], out: &mut [f32]) {
     let d = h(b, 0);
     let qh = u32::from_le_bytes([b[2], b[3], b[4], b[5]]);
-    out.extend(q5_values(qh, &b[6..22]).map(|v| (v as i32 - 16) as f32 * d));
+    put(
+        out,
+        q5_values(qh, &b[6..22]).map(|v| (v as i32 - 16) as f32 * d),
+    );
 }
 
-fn q5_1(b: &[u8], out: &mut Vec<f32>) {
+fn q5_1(b: &[u8], out: &mut [f32]) {
     let (d, m) = (h(b, 0), h(b, 2));
     let qh = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
-    out.extend(q5_values(qh, &b[8..24]).map(|v| v as f32 * d + m));
+    put(out, q5_values(qh, &b[8..24]).map(|v| v as f32 * d + m));
 }
 
-fn q8_0(b: &[u8], out: &mut Vec<f32>) {
+fn q8_0(b: &[u8], out: &mut [f32]) {
     let d = h(b, 0);
-    out.extend(b[2..34].iter().map(|&q| (q as i8) as f32 * d));
+    put(out, b[2..34].iter().map(|&q| (q as i8) as f32 * d));
 }
 
 /// The 6-bit scale and min of sub-block `j` of a Q4_K/Q5_K super-block.
@@ -172,26 +196,34 @@ fn scale_min_k4(j: usize, q: &[u8]) -> (f32, f32) {
     }
 }
 
-fn q4_k(b: &[u8], out: &mut Vec<f32>) {
+fn q4_k(b: &[u8], out: &mut [f32]) {
     let (d, dmin) = (h(b, 0), h(b, 2));
     let scales = &b[4..16];
     let qs = &b[16..144];
-    for (n, q) in qs.chunks_exact(32).enumerate() {
+    for ((n, q), y) in qs
+        .chunks_exact(32)
+        .enumerate()
+        .zip(out.chunks_exact_mut(64))
+    {
         let (sc1, m1) = scale_min_k4(2 * n, scales);
         let (sc2, m2) = scale_min_k4(2 * n + 1, scales);
         let (d1, m1) = (d * sc1, dmin * m1);
         let (d2, m2) = (d * sc2, dmin * m2);
-        out.extend(q.iter().map(|&x| d1 * (x & 0x0F) as f32 - m1));
-        out.extend(q.iter().map(|&x| d2 * (x >> 4) as f32 - m2));
+        put(&mut y[..32], q.iter().map(|&x| d1 * (x & 0x0F) as f32 - m1));
+        put(&mut y[32..], q.iter().map(|&x| d2 * (x >> 4) as f32 - m2));
     }
 }
 
-fn q5_k(b: &[u8], out: &mut Vec<f32>) {
+fn q5_k(b: &[u8], out: &mut [f32]) {
     let (d, dmin) = (h(b, 0), h(b, 2));
     let scales = &b[4..16];
     let qh = &b[16..48];
     let qs = &b[48..176];
-    for (n, ql) in qs.chunks_exact(32).enumerate() {
+    for ((n, ql), y) in qs
+        .chunks_exact(32)
+        .enumerate()
+        .zip(out.chunks_exact_mut(64))
+    {
         let (u1, u2) = (1u8 << (2 * n), 2u8 << (2 * n));
         let (sc1, m1) = scale_min_k4(2 * n, scales);
         let (sc2, m2) = scale_min_k4(2 * n + 1, scales);
@@ -199,20 +231,17 @@ fn q5_k(b: &[u8], out: &mut Vec<f32>) {
         let (d2, m2) = (d * sc2, dmin * m2);
         for l in 0..32 {
             let hi = if qh[l] & u1 != 0 { 16 } else { 0 };
-            out.push(d1 * ((ql[l] & 0x0F) + hi) as f32 - m1);
+            y[l] = d1 * ((ql[l] & 0x0F) + hi) as f32 - m1;
         }
         for l in 0..32 {
             let hi = if qh[l] & u2 != 0 { 16 } else { 0 };
-            out.push(d2 * ((ql[l] >> 4) + hi) as f32 - m2);
+            y[l + 32] = d2 * ((ql[l] >> 4) + hi) as f32 - m2;
         }
     }
 }
 
-fn q6_k(b: &[u8], out: &mut Vec<f32>) {
+fn q6_k(b: &[u8], y: &mut [f32]) {
     let d = h(b, 208);
-    let start = out.len();
-    out.resize(start + 256, 0.0);
-    let y = &mut out[start..];
     for half in 0..2 {
         let ql = &b[half * 64..half * 64 + 64];
         let qh = &b[128 + half * 32..128 + half * 32 + 32];

@@ -121,23 +121,24 @@ impl QMatrix {
     /// The given rows, dequantized to f32, one after the other (`ids.len() × cols`). An
     /// embedding lookup.
     pub fn dequantize_rows(&self, ids: &[usize]) -> Vec<f32> {
-        let mut out = Vec::with_capacity(ids.len() * self.cols);
-        for &r in ids {
-            out.extend(self.ty.dequantize(self.row(r)));
+        let mut out = vec![0f32; ids.len() * self.cols];
+        for (&r, dst) in ids.iter().zip(out.chunks_exact_mut(self.cols)) {
+            self.ty.dequantize_into(self.row(r), dst);
         }
         out
     }
 
     /// Rows `range`, dequantized to f32 (`range.len() × cols`), on every thread.
     pub fn dequantize_range(&self, range: std::ops::Range<usize>) -> Vec<f32> {
+        const ROWS: usize = 16;
         let mut out = vec![0f32; range.len() * self.cols];
-        out.par_chunks_mut(self.cols * 16)
+        out.par_chunks_mut(self.cols * ROWS)
             .enumerate()
-            .for_each(|(i, chunk)| {
-                let first = range.start + i * 16;
-                for (j, dst) in chunk.chunks_exact_mut(self.cols).enumerate() {
-                    dst.copy_from_slice(&self.ty.dequantize(self.row(first + j)));
-                }
+            .for_each(|(i, dst)| {
+                let first = range.start + i * ROWS;
+                let n = dst.len() / self.cols;
+                let bytes = &self.data[first * self.row_bytes..(first + n) * self.row_bytes];
+                self.ty.dequantize_into(bytes, dst);
             });
         out
     }
