@@ -89,6 +89,7 @@ pub fn run(args: BenchArgs, common: &ModelArgs) -> anyhow::Result<()> {
     let t0 = Instant::now();
     let (lm, dtype) = load_model(common)?;
     let load_s = t0.elapsed().as_secs_f64();
+    let quantized = lm.model.quantized_weights();
     let m = &lm.model;
     let never = AtomicBool::new(false);
 
@@ -148,6 +149,8 @@ pub fn run(args: BenchArgs, common: &ModelArgs) -> anyhow::Result<()> {
     let out = json!({
         "model": lm.path.display().to_string(),
         "dtype": dtype.as_str(),
+        "quantized_matrices": quantized.0,
+        "quantized_weights_mb": quantized.1 as f64 / (1 << 20) as f64,
         "threads": threads,
         "load_avg_1m": load_avg,
         "load_s": load_s,
@@ -173,6 +176,11 @@ pub fn run(args: BenchArgs, common: &ModelArgs) -> anyhow::Result<()> {
         println!("model            {} ({})", out["model"], out["dtype"]);
         println!("threads          {threads} (load average {load_avg})");
         println!("load             {:.2} s", f("load_s"));
+        println!(
+            "weights          {} matrices in quantized blocks ({:.0} MiB)",
+            quantized.0,
+            f("quantized_weights_mb")
+        );
         println!(
             "prefill          {:.1} tok/s ({} tokens)",
             f("prefill_tok_s"),
