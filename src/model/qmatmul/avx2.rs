@@ -55,23 +55,6 @@ unsafe fn load16(x: &QuantRow, at: usize) -> __m256i {
     unsafe { _mm256_loadu_si256(x.q.as_ptr().add(at) as *const __m256i) }
 }
 
-/// `Σ c·x` in eight i32 lanes for 16 unsigned byte codes.
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn dot16_u8(codes: __m128i, x: &QuantRow, at: usize) -> __m256i {
-    unsafe { _mm256_madd_epi16(_mm256_cvtepu8_epi16(codes), load16(x, at)) }
-}
-
-/// `Σ c·x` in eight i32 lanes for 32 unsigned byte codes.
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn dot32_u8(codes: __m256i, x: &QuantRow, at: usize) -> __m256i {
-    unsafe {
-        _mm256_add_epi32(
-            dot16_u8(_mm256_castsi256_si128(codes), x, at),
-            dot16_u8(_mm256_extracti128_si256::<1>(codes), x, at + 16),
-        )
-    }
-}
-
 /// `Σ c·x` in eight i32 lanes for 16 signed byte values.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot16_i8(v: __m128i, x: &QuantRow, at: usize) -> __m256i {
@@ -184,7 +167,8 @@ unsafe fn q4_k(w: &[u8], x: &QuantRow) -> f32 {
                     let j = 2 * n + half;
                     let b = sb * 8 + j;
                     let (sc, m) = scale_min(j, scales);
-                    acc = fma_i32(dot32_u8(codes, x, b * BLOCK), d * sc as f32 * x.d[b], acc);
+                    // Codes 0..15 read the same as signed bytes.
+                    acc = fma_i32(dot32_i8(codes, x, b * BLOCK), d * sc as f32 * x.d[b], acc);
                     let sum = x.sum16[2 * b] + x.sum16[2 * b + 1];
                     mins += x.d[b] * dmin * m as f32 * sum as f32;
                 }
