@@ -33,9 +33,23 @@ fn missing(name: &str) -> Error {
     ))
 }
 
+/// The default wgpu adapter, set up once: an adapter that is missing is an error here, not a
+/// panic at the first tensor.
 #[cfg(feature = "wgpu")]
 fn wgpu() -> Result<Device> {
-    Ok(Device::wgpu(Default::default()))
+    static DEVICE: std::sync::OnceLock<std::result::Result<Device, String>> =
+        std::sync::OnceLock::new();
+    DEVICE
+        .get_or_init(|| Device::wgpu_options().init().map_err(|e| e.to_string()))
+        .clone()
+        .map_err(|e| {
+            Error::Backend(format!(
+                "no wgpu device: wgpu looked for a GPU adapter through the graphics APIs of this \
+                 platform (Vulkan, Metal, DX12 or GL) and got: {e}. Install a GPU driver (on \
+                 Debian, `mesa-vulkan-drivers` gives a software Vulkan device), pick an adapter \
+                 with CUBECL_WGPU_DEFAULT_DEVICE, or use backend = \"cpu\""
+            ))
+        })
 }
 
 #[cfg(not(feature = "wgpu"))]
