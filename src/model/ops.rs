@@ -1,5 +1,6 @@
-//! Small building blocks shared by the decoder: linear layers, RMSNorm, RoPE tables and the
-//! dtype helpers. Stateless; weights are read-only after load.
+//! Small building blocks shared by the decoder: linear layers (dense on the device, or quantized
+//! blocks on the host that call into `qmatmul`), RMSNorm, GELU, RoPE tables and the dtype
+//! helpers. Stateless; weights are read-only after load.
 
 use std::sync::Arc;
 
