@@ -45,7 +45,12 @@ fn logits(lm: &LoadedModel, prompt: &[u32]) -> Vec<f32> {
             .forward(part, &mut cache, pos, Logits::All)
             .expect("forward")
             .expect("logits");
-        out.extend(l.into_data().convert::<f32>().try_to_vec::<f32>().expect("f32"));
+        out.extend(
+            l.into_data()
+                .convert::<f32>()
+                .try_to_vec::<f32>()
+                .expect("f32"),
+        );
     }
     out
 }
@@ -88,5 +93,8 @@ fn fixture_logits_on_wgpu_equal_the_cpu_ones() {
             failures.push(dir.display().to_string());
         }
     }
-    assert!(failures.is_empty(), "wgpu differs from the CPU: {failures:?}");
+    assert!(
+        failures.is_empty(),
+        "wgpu differs from the CPU: {failures:?}"
+    );
 }
