@@ -2,7 +2,11 @@
 //! every prompt position, the greedy ids, chunked prefill and warm decoding against a cold
 //! recompute. The fixtures come from `tests/fixtures/make_oracle.py`.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
+
+use common::{max_abs_diff, oracle_fixtures};
 
 use burn::tensor::Device;
 use gemma_chat::generate::{GenerateOptions, LoadedModel, generate, load};
@@ -15,22 +19,6 @@ struct Reference {
     vocab: usize,
     prompt: Vec<u32>,
     greedy: Vec<u32>,
-}
-
-fn fixtures() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/oracle");
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&root)
-        .expect("fixture dir")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.join("reference.safetensors").exists())
-        .collect();
-    dirs.sort();
-    assert!(
-        dirs.len() >= 6,
-        "expected the oracle fixtures in {}",
-        root.display()
-    );
-    dirs
 }
 
 fn reference(dir: &Path) -> Reference {
@@ -67,14 +55,6 @@ fn load_f32(dir: &Path) -> LoadedModel {
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
 }
 
-fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
-    assert_eq!(a.len(), b.len());
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| (x - y).abs())
-        .fold(0.0, f32::max)
-}
-
 /// Logits of every prompt position, prefilling in chunks of `chunk`.
 fn prompt_logits(lm: &LoadedModel, prompt: &[u32], chunk: usize) -> Vec<f32> {
     let mut cache = lm.model.new_cache();
@@ -94,7 +74,7 @@ fn prompt_logits(lm: &LoadedModel, prompt: &[u32], chunk: usize) -> Vec<f32> {
 
 #[test]
 fn logits_match_transformers() {
-    for dir in fixtures() {
+    for dir in oracle_fixtures(6) {
         let r = reference(&dir);
         let lm = load_f32(&dir);
         assert_eq!(lm.model.config().vocab_size, r.vocab);
@@ -108,7 +88,7 @@ fn logits_match_transformers() {
 
 #[test]
 fn chunked_prefill_equals_one_chunk() {
-    for dir in fixtures() {
+    for dir in oracle_fixtures(6) {
         let r = reference(&dir);
         let lm = load_f32(&dir);
         let whole = prompt_logits(&lm, &r.prompt, r.prompt.len());
@@ -121,7 +101,7 @@ fn chunked_prefill_equals_one_chunk() {
 
 #[test]
 fn greedy_ids_match_transformers_and_warm_equals_cold() {
-    for dir in fixtures() {
+    for dir in oracle_fixtures(6) {
         let r = reference(&dir);
         let lm = load_f32(&dir);
         let opts = GenerateOptions {
@@ -160,7 +140,7 @@ fn greedy_ids_match_transformers_and_warm_equals_cold() {
 
 #[test]
 fn f16_stays_close_to_the_reference() {
-    for dir in fixtures() {
+    for dir in oracle_fixtures(6) {
         let r = reference(&dir);
         let lm = load(&dir, &Device::flex(), ComputeDtype::F16, &mut |_, _| {}).expect("load");
         let ours = prompt_logits(&lm, &r.prompt, 7);
@@ -174,7 +154,7 @@ fn f16_stays_close_to_the_reference() {
 #[test]
 fn rewinding_the_cache_then_refeeding_gives_the_same_logits() {
     let mut rewound = 0;
-    for dir in fixtures() {
+    for dir in oracle_fixtures(6) {
         let r = reference(&dir);
         let lm = load_f32(&dir);
         let whole = prompt_logits(&lm, &r.prompt, r.prompt.len());

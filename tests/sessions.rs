@@ -1,6 +1,8 @@
 //! Warm sessions on the oracle fixtures: warm equals cold, exact reuse counts, no bleed between
 //! interleaved sessions, rewinds, stops and failures that keep `resident.len() == position()`.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
@@ -9,6 +11,8 @@ use gemma_chat::engine::session::{Reuse, Session, TurnEnd};
 use gemma_chat::generate::{LoadedModel, load};
 use gemma_chat::model::{ComputeDtype, Gemma};
 use gemma_chat::sampling::SamplingParams;
+
+use common::max_abs_diff;
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -51,13 +55,6 @@ fn cold(model: &Gemma, prompt: &[u32]) -> Vec<f32> {
     s.prefill(model, prompt, 5, &never(), &mut |_, _| {})
         .expect("prefill")
         .expect("logits")
-}
-
-fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| (x - y).abs())
-        .fold(0.0, f32::max)
 }
 
 const FIXTURES: [&str; 3] = ["gemma4_e2b_style", "gemma4_moe", "gemma3"];

@@ -3,25 +3,17 @@
 //! lavapipe (Debian's `mesa-vulkan-drivers`, a software Vulkan device).
 #![cfg(feature = "wgpu")]
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
+
+use common::{max_abs_diff, oracle_fixtures};
 
 use burn::tensor::Device;
 use gemma_chat::backend;
 use gemma_chat::generate::{LoadedModel, load};
 use gemma_chat::model::{ComputeDtype, Logits};
 use safetensors::SafeTensors;
-
-fn fixtures() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/oracle");
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&root)
-        .expect("fixture dir")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.join("reference.safetensors").exists())
-        .collect();
-    dirs.sort();
-    assert!(!dirs.is_empty(), "no fixtures in {}", root.display());
-    dirs
-}
 
 fn prompt(dir: &Path) -> Vec<u32> {
     let bytes = std::fs::read(dir.join("reference.safetensors")).expect("reference");
@@ -55,14 +47,6 @@ fn logits(lm: &LoadedModel, prompt: &[u32]) -> Vec<f32> {
     out
 }
 
-fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
-    assert_eq!(a.len(), b.len());
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| (x - y).abs())
-        .fold(0.0, f32::max)
-}
-
 /// f32 on wgpu equals f32 on the CPU to 2e-3. f16 cannot be held to a fixed bound against the
 /// CPU's f16: each backend rounds to 11 bits at different points, and the random fixtures
 /// amplify that (measured 0.008–0.11 apart; each is 0.02–0.13 from the f32 result). So f16 on
@@ -75,7 +59,7 @@ fn fixture_logits_on_wgpu_equal_the_cpu_ones() {
         let lm = load(dir, device, dtype, &mut |_, _| {}).expect("load");
         logits(&lm, ids)
     };
-    for dir in fixtures() {
+    for dir in oracle_fixtures(1) {
         let ids = prompt(&dir);
         let cpu32 = run(&dir, &Device::flex(), ComputeDtype::F32, &ids);
         let gpu32 = run(&dir, &gpu, ComputeDtype::F32, &ids);

@@ -1,0 +1,32 @@
+//! Helpers shared by the integration tests that read the oracle fixtures.
+// Each test crate uses a different subset.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+/// The oracle fixture directories (`tests/fixtures/oracle/*` with a `reference.safetensors`),
+/// sorted; at least `min` of them.
+pub fn oracle_fixtures(min: usize) -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/oracle");
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&root)
+        .expect("fixture dir")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join("reference.safetensors").exists())
+        .collect();
+    dirs.sort();
+    assert!(
+        dirs.len() >= min,
+        "expected the oracle fixtures in {}",
+        root.display()
+    );
+    dirs
+}
+
+/// The largest element-wise difference of two equally long slices.
+pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
+}
