@@ -6,7 +6,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{max_abs_diff, oracle_fixtures};
+use common::{max_abs_diff, oracle_fixtures, prompt_logits};
 
 use burn::tensor::Device;
 use gemma_chat::generate::{GenerateOptions, LoadedModel, generate, load};
@@ -53,23 +53,6 @@ fn reference(dir: &Path) -> Reference {
 fn load_f32(dir: &Path) -> LoadedModel {
     load(dir, &Device::flex(), ComputeDtype::F32, &mut |_, _| {})
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-}
-
-/// Logits of every prompt position, prefilling in chunks of `chunk`.
-fn prompt_logits(lm: &LoadedModel, prompt: &[u32], chunk: usize) -> Vec<f32> {
-    let mut cache = lm.model.new_cache();
-    let mut out = Vec::new();
-    for part in prompt.chunks(chunk) {
-        let pos = cache.len();
-        let l = lm
-            .model
-            .forward(part, &mut cache, pos, Logits::All)
-            .expect("forward")
-            .expect("logits");
-        out.extend(l.into_data().try_to_vec::<f32>().expect("f32"));
-    }
-    assert_eq!(cache.len(), prompt.len());
-    out
 }
 
 #[test]

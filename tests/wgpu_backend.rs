@@ -7,12 +7,12 @@ mod common;
 
 use std::path::Path;
 
-use common::{max_abs_diff, oracle_fixtures};
+use common::{max_abs_diff, oracle_fixtures, prompt_logits};
 
 use burn::tensor::Device;
 use gemma_chat::backend;
-use gemma_chat::generate::{LoadedModel, load};
-use gemma_chat::model::{ComputeDtype, Logits};
+use gemma_chat::generate::load;
+use gemma_chat::model::ComputeDtype;
 use safetensors::SafeTensors;
 
 fn prompt(dir: &Path) -> Vec<u32> {
@@ -26,27 +26,6 @@ fn prompt(dir: &Path) -> Vec<u32> {
         .collect()
 }
 
-/// Logits of every prompt position, prefilled in chunks of 5 (so that the cache is read back).
-fn logits(lm: &LoadedModel, prompt: &[u32]) -> Vec<f32> {
-    let mut cache = lm.model.new_cache();
-    let mut out = Vec::new();
-    for part in prompt.chunks(5) {
-        let pos = cache.len();
-        let l = lm
-            .model
-            .forward(part, &mut cache, pos, Logits::All)
-            .expect("forward")
-            .expect("logits");
-        out.extend(
-            l.into_data()
-                .convert::<f32>()
-                .try_to_vec::<f32>()
-                .expect("f32"),
-        );
-    }
-    out
-}
-
 /// f32 on wgpu equals f32 on the CPU to 2e-3. f16 cannot be held to a fixed bound against the
 /// CPU's f16: each backend rounds to 11 bits at different points, and the random fixtures
 /// amplify that (measured 0.008–0.11 apart; each is 0.02–0.13 from the f32 result). So f16 on
@@ -57,7 +36,7 @@ fn fixture_logits_on_wgpu_equal_the_cpu_ones() {
     let mut failures = Vec::new();
     let run = |dir: &Path, device: &Device, dtype: ComputeDtype, ids: &[u32]| {
         let lm = load(dir, device, dtype, &mut |_, _| {}).expect("load");
-        logits(&lm, ids)
+        prompt_logits(&lm, ids, 5)
     };
     for dir in oracle_fixtures(1) {
         let ids = prompt(&dir);

@@ -23,12 +23,13 @@ pub fn build(
     dtype: ComputeDtype,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Gemma> {
+    let host = crate::backend::is_host(device);
     let b = Builder {
         src,
         device,
         dtype: dtype.dtype(),
         cfg: &config,
-        host_kernels: crate::backend::is_host(device),
+        host_kernels: host,
     };
     let h = config.hidden_size;
     let v = config.vocab_size;
@@ -72,7 +73,7 @@ pub fn build(
         inv_freq_sliding,
         inv_freq_full,
         device: device.clone(),
-        host: crate::backend::is_host(device),
+        host,
         dtype: dtype.dtype(),
         config,
     })

@@ -4,6 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
+use gemma_chat::generate::LoadedModel;
+use gemma_chat::model::Logits;
+
 /// The oracle fixture directories (`tests/fixtures/oracle/*` with a `reference.safetensors`),
 /// sorted; at least `min` of them.
 pub fn oracle_fixtures(min: usize) -> Vec<PathBuf> {
@@ -29,4 +32,21 @@ pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
         .zip(b)
         .map(|(x, y)| (x - y).abs())
         .fold(0.0, f32::max)
+}
+
+/// Logits of every prompt position (f32, row after row), prefilling in chunks of `chunk`.
+pub fn prompt_logits(lm: &LoadedModel, prompt: &[u32], chunk: usize) -> Vec<f32> {
+    let mut cache = lm.model.new_cache();
+    let mut out = Vec::new();
+    for part in prompt.chunks(chunk) {
+        let pos = cache.len();
+        let l = lm
+            .model
+            .forward(part, &mut cache, pos, Logits::All)
+            .expect("forward")
+            .expect("logits");
+        out.extend(l.into_data().try_to_vec::<f32>().expect("f32"));
+    }
+    assert_eq!(cache.len(), prompt.len());
+    out
 }
