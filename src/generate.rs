@@ -12,7 +12,7 @@ use crate::loader::gguf_config::model_config;
 use crate::loader::{self, safetensors::SafetensorsSource};
 use crate::model::config::{Family, ModelConfig, token_ids};
 use crate::model::{ComputeDtype, Gemma, KvCache, Logits, build::build};
-use crate::sampling::{Sampler, SamplingParams};
+use crate::sampling::{NextLogits, Sampler, SamplingParams};
 use crate::tokenizer::chat_template::ChatTemplate;
 use crate::tokenizer::{self, Tokenizer, TurnText};
 
@@ -289,7 +289,7 @@ pub fn generate(
         }
     }
     let mut logits = match last {
-        Some(l) => last_row(l)?,
+        Some(l) => NextLogits::last_of(l),
         None => {
             return Err(Error::Backend(
                 "the last prefill chunk returned no logits".into(),
@@ -303,7 +303,7 @@ pub fn generate(
     let mut generated = Vec::new();
     let mut finish = Finish::Length;
     while generated.len() < opts.max_new_tokens {
-        let id = sampler.sample(&logits);
+        let id = sampler.pick(logits)?;
         generated.push(id);
         if opts.stop_ids.contains(&id) {
             finish = Finish::Stop;
@@ -320,7 +320,7 @@ pub fn generate(
         let out = model
             .forward(&[id], cache, pos, Logits::Last)?
             .ok_or_else(|| Error::Backend("a decode step returned no logits".into()))?;
-        logits = last_row(out)?;
+        logits = NextLogits::last_of(out);
     }
     Ok(GenerateOutput {
         generated,
@@ -335,11 +335,4 @@ fn to_vec(t: Tensor<2>) -> Result<Vec<f32>> {
     t.into_data()
         .try_to_vec::<f32>()
         .map_err(|e| Error::Backend(format!("cannot read logits: {e:?}")))
-}
-
-/// The last row of a `[rows, vocab]` logits tensor, on the host.
-pub(crate) fn last_row(t: Tensor<2>) -> Result<Vec<f32>> {
-    let [rows, cols] = t.dims();
-    let v = to_vec(t)?;
-    Ok(v[(rows - 1) * cols..].to_vec())
 }

@@ -55,6 +55,8 @@ fn cold(model: &Gemma, prompt: &[u32]) -> Vec<f32> {
     s.prefill(model, prompt, 5, &never(), &mut |_, _| {})
         .expect("prefill")
         .expect("logits")
+        .to_vec()
+        .expect("read back")
 }
 
 const FIXTURES: [&str; 3] = ["gemma4_e2b_style", "gemma4_moe", "gemma3"];
@@ -104,7 +106,9 @@ fn warm_turns_prefill_only_the_new_tokens_and_equal_a_cold_recompute() {
         let warm = s
             .prefill(m, &convo[at..], 4, &never(), &mut |_, _| {})
             .expect("prefill")
-            .expect("logits");
+            .expect("logits")
+            .to_vec()
+            .expect("read back");
         let d = max_abs_diff(&warm, &cold(m, &convo));
         assert!(d < 1e-4, "{name}: warm vs cold differ by {d}");
     }
@@ -123,13 +127,17 @@ fn interleaved_sessions_do_not_bleed() {
         let first = alone
             .prefill(m, &prompts[0], 4, &never(), &mut |_, _| {})
             .expect("prefill")
-            .expect("logits");
+            .expect("logits")
+            .to_vec()
+            .expect("read back");
         let mut alone_logits = vec![first];
         for step in 0..6u32 {
             let l = alone
                 .prefill(m, &[5 + step], 4, &never(), &mut |_, _| {})
                 .expect("decode")
-                .expect("logits");
+                .expect("logits")
+                .to_vec()
+                .expect("read back");
             alone_logits.push(l);
         }
         // A, B and C, token by token in turn.
@@ -139,7 +147,9 @@ fn interleaved_sessions_do_not_bleed() {
             let l = s
                 .prefill(m, &prompts[k], 4, &never(), &mut |_, _| {})
                 .expect("prefill")
-                .expect("logits");
+                .expect("logits")
+                .to_vec()
+                .expect("read back");
             if k == 0 {
                 a_logits.push(l);
             }
@@ -154,7 +164,9 @@ fn interleaved_sessions_do_not_bleed() {
                 let l = s
                     .prefill(m, &[id], 4, &never(), &mut |_, _| {})
                     .expect("decode")
-                    .expect("logits");
+                    .expect("logits")
+                    .to_vec()
+                    .expect("read back");
                 if k == 0 {
                     a_logits.push(l);
                 }
@@ -183,7 +195,9 @@ fn equal_and_diverging_prompts_rewind_instead_of_starting_over() {
     let l = s
         .prefill(m, &prompt[s.position()..], 6, &never(), &mut |_, _| {})
         .expect("prefill")
-        .expect("logits");
+        .expect("logits")
+        .to_vec()
+        .expect("read back");
     assert!(max_abs_diff(&l, &cold(m, &prompt)) < 1e-4);
 
     // Diverging two tokens from the end: rewound to the common prefix when the window allows.
@@ -200,7 +214,9 @@ fn equal_and_diverging_prompts_rewind_instead_of_starting_over() {
     let l = s
         .prefill(m, &edited[at..], 6, &never(), &mut |_, _| {})
         .expect("prefill")
-        .expect("logits");
+        .expect("logits")
+        .to_vec()
+        .expect("read back");
     assert!(max_abs_diff(&l, &cold(m, &edited)) < 1e-4);
 }
 
@@ -342,6 +358,8 @@ fn a_session_moved_to_host_memory_comes_back_bit_identical() {
             s.prefill(m, &[9, 10], 4, &never(), &mut |_, _| {})
                 .expect("prefill")
                 .expect("logits")
+                .to_vec()
+                .expect("read back")
         };
         let (a, b) = (step(&mut warm), step(&mut moved));
         assert!(
@@ -402,7 +420,9 @@ fn regenerate_after_a_long_answer_rewinds_to_the_turn_snapshot() {
         let l = s
             .prefill(m, &prompt[prompt.len() - 1..], 4, &never(), &mut |_, _| {})
             .expect("prefill")
-            .expect("logits");
+            .expect("logits")
+            .to_vec()
+            .expect("read back");
         let d = max_abs_diff(&l, &cold(m, &prompt));
         assert!(d < 1e-4, "{name}: regenerate differs from cold by {d}");
     }
@@ -483,7 +503,9 @@ fn injected_prefill_decode_and_reset_failures_keep_the_invariant() {
     let warm = s
         .prefill(m, &[7], 4, &never(), &mut |_, _| {})
         .expect("prefill")
-        .expect("logits");
+        .expect("logits")
+        .to_vec()
+        .expect("read back");
     cold_prompt.push(7);
     assert!(max_abs_diff(&warm, &cold(m, &cold_prompt)) < 1e-4);
 }
@@ -519,7 +541,9 @@ fn a_saved_session_comes_back_warm_and_a_bad_snapshot_is_ignored() {
         let warm = back
             .prefill(m, &next[convo.len() - 1..], 4, &never(), &mut |_, _| {})
             .expect("prefill")
-            .expect("logits");
+            .expect("logits")
+            .to_vec()
+            .expect("read back");
         assert!(max_abs_diff(&warm, &cold(m, &next)) < 1e-4, "{name}");
 
         // Another conversation has no snapshot; a damaged file or other weights do not verify.

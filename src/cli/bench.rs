@@ -11,7 +11,6 @@ use clap::Args;
 use gemma_chat::engine::session::Session;
 use gemma_chat::model::Gemma;
 use gemma_chat::model::kv_cache::KvCache;
-use gemma_chat::sampling::argmax;
 use serde_json::json;
 
 use super::ModelArgs;
@@ -75,7 +74,7 @@ fn first_token(m: &Gemma, s: &mut Session, ids: &[u32]) -> anyhow::Result<(u32, 
     let logits = s
         .prefill(m, ids, 512, &never, &mut |_, _| {})?
         .context("no logits")?;
-    Ok((argmax(&logits), t.elapsed().as_secs_f64()))
+    Ok((logits.argmax()?, t.elapsed().as_secs_f64()))
 }
 
 /// The median of a few timings.
@@ -99,10 +98,10 @@ pub fn run(args: BenchArgs, common: &ModelArgs) -> anyhow::Result<()> {
     let (mut next, prefill_s) = first_token(m, &mut s, &prompt)?;
     let t = Instant::now();
     for _ in 0..args.decode_tokens {
-        let logits = s
+        next = s
             .prefill(m, &[next], 1, &never, &mut |_, _| {})?
-            .context("no logits")?;
-        next = argmax(&logits);
+            .context("no logits")?
+            .argmax()?;
     }
     let decode_s = t.elapsed().as_secs_f64();
     drop(s);
@@ -138,7 +137,7 @@ pub fn run(args: BenchArgs, common: &ModelArgs) -> anyhow::Result<()> {
         sessions.push(s);
     }
     let (rss_8, peak) = rss_mb();
-    let elem = if dtype.as_str() == "f16" { 2 } else { 4 };
+    let elem = dtype.dtype().size();
     let kv_mb = KvCache::estimate_bytes(m.config(), elem, prompt.len()) as f64 / (1 << 20) as f64;
     let load_avg = std::fs::read_to_string("/proc/loadavg")
         .ok()

@@ -12,11 +12,10 @@ use std::time::Instant;
 use burn::tensor::Device;
 
 use crate::error::{Error, Result};
-use crate::generate::last_row;
 use crate::model::config::Family;
 use crate::model::kv_cache::{HostKv, SlidingSnapshot};
 use crate::model::{Gemma, KvCache, Logits};
-use crate::sampling::{Sampler, SamplingParams};
+use crate::sampling::{NextLogits, Sampler, SamplingParams};
 use crate::tokenizer::{Tokenizer, turn_markers};
 
 /// Why a turn prefilled what it did.
@@ -261,6 +260,15 @@ impl Session {
         self.dirty = true;
     }
 
+    /// Empties the cache and the resident ids and marks the session dirty: after a failed step,
+    /// or a failed read of its logits (a GPU reports a failed kernel there), the cache cannot be
+    /// trusted.
+    pub fn discard(&mut self) {
+        self.cache.clear();
+        self.resident.clear();
+        self.dirty = true;
+    }
+
     /// Makes the forward step after `steps` more successful ones fail as a backend error would,
     /// to test that failures keep the invariant.
     #[doc(hidden)]
@@ -367,8 +375,8 @@ impl Session {
     }
 
     /// Prefills `ids` at the current position in chunks, checking `stop` between chunks.
-    /// Returns the last position's logits, or `None` when stopped. On failure the session is
-    /// emptied and marked dirty.
+    /// Returns the last position's logits (where the model computed them), or `None` when
+    /// stopped. On failure the session is emptied and marked dirty.
     pub fn prefill(
         &mut self,
         model: &Gemma,
@@ -376,7 +384,7 @@ impl Session {
         chunk: usize,
         stop: &AtomicBool,
         progress: &mut dyn FnMut(usize, usize),
-    ) -> Result<Option<Vec<f32>>> {
+    ) -> Result<Option<NextLogits>> {
         if ids.is_empty() {
             return Err(Error::Invalid("prefill needs at least one token".into()));
         }
@@ -400,7 +408,7 @@ impl Session {
     }
 
     /// Feeds one chunk, keeping the invariant whatever happens.
-    fn step(&mut self, model: &Gemma, ids: &[u32], mode: Logits) -> Result<Option<Vec<f32>>> {
+    fn step(&mut self, model: &Gemma, ids: &[u32], mode: Logits) -> Result<Option<NextLogits>> {
         let pos = self.position();
         let injected = match self.fail_in {
             Some(0) => {
@@ -418,7 +426,7 @@ impl Session {
         } else {
             model
                 .forward(ids, &mut self.cache, pos, mode)
-                .and_then(|out| out.map(last_row).transpose())
+                .map(|out| out.map(NextLogits::last_of))
         };
         match result {
             Ok(out) => {
@@ -426,9 +434,7 @@ impl Session {
                 Ok(out)
             }
             Err(e) => {
-                self.cache.clear();
-                self.resident.clear();
-                self.dirty = true;
+                self.discard();
                 Err(e)
             }
         }
@@ -487,7 +493,7 @@ impl Session {
         let decode_start = Instant::now();
         let mut end = TurnEnd::Length;
         for n in 0..max_new_tokens {
-            let id = sampler.sample(&logits);
+            let id = sampler.pick(logits).inspect_err(|_| self.discard())?;
             if n == 0 {
                 stats.ttft_s = start.elapsed().as_secs_f64();
             }

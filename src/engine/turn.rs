@@ -12,7 +12,7 @@ use super::stop;
 use super::thinking::{self, Route, Router, ThinkingPolicy};
 use super::worker::Worker;
 use crate::error::{Error, Result};
-use crate::sampling::Sampler;
+use crate::sampling::{NextLogits, Sampler};
 use crate::tokenizer::stream::TextStream;
 
 /// Prompt tokens per prefill step.
@@ -27,7 +27,7 @@ pub(super) struct Job {
     pub reuse: Reuse,
     pub reused: usize,
     pub prefilled: usize,
-    pub logits: Option<Vec<f32>>,
+    pub logits: Option<NextLogits>,
     pub sampler: Sampler,
     pub router: Router,
     pub stream: TextStream,
@@ -164,7 +164,10 @@ impl Worker<'_> {
             .logits
             .take()
             .ok_or_else(|| Error::Backend("no logits to sample from".into()))?;
-        let id = job.sampler.sample(&logits);
+        let id = job
+            .sampler
+            .pick(logits)
+            .inspect_err(|_| t.session.discard())?;
         if job.answer.is_empty() {
             job.ttft_s = job.started.elapsed().as_secs_f64();
         }

@@ -1,8 +1,17 @@
-//! Next-token choice on the host: greedy at temperature 0, otherwise temperature, top-k, top-p and
-//! min-p filtering and a seeded draw. Pure functions of the logits and the RNG state.
+//! Next-token choice: greedy at temperature 0, otherwise temperature, top-k, top-p and min-p
+//! filtering and a seeded draw. The filters here are pure functions of the logits on the host;
+//! [`NextLogits`] (in `device`) keeps the logits where the model left them and reads back only
+//! what a choice needs.
+
+mod device;
+
+pub use device::{DEVICE_TOP_K_MAX, NUCLEUS_PROBE, NextLogits};
+
+use std::cmp::Ordering;
 
 use rand::{Rng, SeedableRng, rngs::StdRng};
 
+use crate::error::Result;
 /// Sampling settings for one turn.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SamplingParams {
@@ -35,30 +44,60 @@ impl Default for SamplingParams {
 pub struct Sampler {
     params: SamplingParams,
     rng: StdRng,
+    /// Values the last [`Sampler::pick`] read back from the device.
+    read_back: usize,
 }
 
 impl Sampler {
     /// A sampler whose draws depend only on `params.seed` and the logits it sees.
     pub fn new(params: SamplingParams) -> Self {
         let rng = StdRng::seed_from_u64(params.seed);
-        Self { params, rng }
+        Self {
+            params,
+            rng,
+            read_back: 0,
+        }
     }
 
-    /// Picks the next token from one position's logits.
+    /// Its settings.
+    pub fn params(&self) -> &SamplingParams {
+        &self.params
+    }
+
+    /// Picks the next token from one position's logits on the host.
     pub fn sample(&mut self, logits: &[f32]) -> u32 {
         if self.params.temperature <= 0.0 {
             return argmax(logits);
         }
         let cands = filter(logits, &self.params);
         let r: f32 = self.rng.random();
-        let mut acc = 0.0;
-        for &(id, p) in &cands {
-            acc += p;
-            if r < acc {
-                return id;
-            }
+        draw(&cands, r).unwrap_or_else(|| argmax(logits))
+    }
+
+    /// Picks the next token from logits that may live on a GPU. On the CPU backend the logits
+    /// are already in host memory and [`Sampler::sample`] runs on them; on a device, greedy reads
+    /// back one id and top-k/top-p read back only the candidates (see [`NextLogits`]). The same
+    /// seed and logits give the same token either way.
+    pub fn pick(&mut self, logits: NextLogits) -> Result<u32> {
+        if logits.on_host() {
+            let v = logits.to_vec()?;
+            self.read_back = v.len();
+            return Ok(self.sample(&v));
         }
-        cands.last().map(|c| c.0).unwrap_or_else(|| argmax(logits))
+        self.pick_on_device(logits)
+    }
+
+    /// [`Sampler::pick`]'s device path, whatever the device (tests run it on the CPU too).
+    pub fn pick_on_device(&mut self, logits: NextLogits) -> Result<u32> {
+        let (id, read) = device::pick(logits, &self.params, &mut self.rng)?;
+        self.read_back = read;
+        Ok(id)
+    }
+
+    /// How many values (logits, candidate ids and probabilities, sums) the last pick read back
+    /// from where the logits were.
+    pub fn read_back(&self) -> usize {
+        self.read_back
     }
 }
 
@@ -73,6 +112,11 @@ pub fn argmax(logits: &[f32]) -> u32 {
     best as u32
 }
 
+/// Most likely first; the lower id first on a tie.
+fn by_rank(a: &(u32, f32), b: &(u32, f32)) -> Ordering {
+    b.1.total_cmp(&a.1).then(a.0.cmp(&b.0))
+}
+
 /// Candidates after temperature, top-k, top-p and min-p, with renormalised probabilities, most
 /// likely first.
 pub fn filter(logits: &[f32], p: &SamplingParams) -> Vec<(u32, f32)> {
@@ -82,20 +126,34 @@ pub fn filter(logits: &[f32], p: &SamplingParams) -> Vec<(u32, f32)> {
         .enumerate()
         .map(|(i, &l)| (i as u32, l / t))
         .collect();
-    c.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     if p.top_k > 0 && p.top_k < c.len() {
+        // Selection, then a sort of the k kept: the vocabulary is 262k entries.
+        c.select_nth_unstable_by(p.top_k - 1, by_rank);
         c.truncate(p.top_k);
     }
+    c.sort_by(by_rank);
+    finish(c, None, p).unwrap_or_default()
+}
+
+/// Softmax, min-p and top-p over candidates sorted by [`by_rank`] (scaled logits), renormalised.
+/// With `z = Some(Σ exp(x − max))` over the whole vocabulary the candidates are its most likely
+/// few, and the answer is `None` when tokens outside them could pass the filters; with `None`
+/// the candidates are the whole set.
+fn finish(mut c: Vec<(u32, f32)>, z: Option<f32>, p: &SamplingParams) -> Option<Vec<(u32, f32)>> {
     let max = c.first().map(|x| x.1).unwrap_or(0.0);
     let mut sum = 0.0;
     for x in c.iter_mut() {
         x.1 = (x.1 - max).exp();
         sum += x.1;
     }
-    c.iter_mut().for_each(|x| x.1 /= sum);
+    let total = z.unwrap_or(sum);
+    c.iter_mut().for_each(|x| x.1 /= total);
+    let mut complete = z.is_none();
     if p.min_p > 0.0 {
         let floor = c.first().map(|x| x.1).unwrap_or(0.0) * p.min_p;
+        let before = c.len();
         c.retain(|x| x.1 >= floor);
+        complete |= c.len() < before;
     }
     if p.top_p < 1.0 {
         let mut acc = 0.0;
@@ -104,14 +162,31 @@ pub fn filter(logits: &[f32], p: &SamplingParams) -> Vec<(u32, f32)> {
             acc += x.1;
             if acc >= p.top_p {
                 keep = i + 1;
+                complete = true;
                 break;
             }
         }
         c.truncate(keep.max(1));
     }
+    if !complete {
+        return None;
+    }
     let total: f32 = c.iter().map(|x| x.1).sum();
     c.iter_mut().for_each(|x| x.1 /= total);
-    c
+    Some(c)
+}
+
+/// The candidate where the cumulative probability passes `r` (uniform in `[0, 1)`); the last
+/// one when rounding leaves the sum short of `r`.
+fn draw(cands: &[(u32, f32)], r: f32) -> Option<u32> {
+    let mut acc = 0.0;
+    for &(id, p) in cands {
+        acc += p;
+        if r < acc {
+            return Some(id);
+        }
+    }
+    cands.last().map(|c| c.0)
 }
 
 #[cfg(test)]
