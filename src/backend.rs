@@ -57,9 +57,35 @@ fn wgpu() -> Result<Device> {
     Err(missing("wgpu"))
 }
 
+/// CUDA device 0, once the driver and a device are found: burn's CUDA runtime panics at the
+/// first tensor without them, so they are probed first.
 #[cfg(feature = "cuda")]
 fn cuda() -> Result<Device> {
+    static PROBE: std::sync::OnceLock<std::result::Result<(), String>> = std::sync::OnceLock::new();
+    PROBE.get_or_init(probe_cuda).clone().map_err(|e| {
+        Error::Backend(format!(
+            "no CUDA device: {e}. Install the NVIDIA driver (`nvidia-smi` should list the GPU), \
+             check CUDA_VISIBLE_DEVICES, or use backend = \"wgpu\" or \"cpu\""
+        ))
+    })?;
     Ok(Device::cuda(0))
+}
+
+/// Loads the CUDA driver library, initializes it and counts the devices.
+#[cfg(feature = "cuda")]
+#[allow(unsafe_code)]
+fn probe_cuda() -> std::result::Result<(), String> {
+    use cudarc::driver::{result, sys};
+    // SAFETY: only tries to open the driver library by its usual names and drops the handle.
+    if !unsafe { sys::is_culib_present() } {
+        return Err("the CUDA driver library (libcuda.so) is not on the library path".into());
+    }
+    result::init().map_err(|e| format!("the CUDA driver did not initialize ({e})"))?;
+    match result::device::get_count() {
+        Ok(n) if n > 0 => Ok(()),
+        Ok(_) => Err("the CUDA driver sees no device".into()),
+        Err(e) => Err(format!("the CUDA driver cannot count its devices ({e})")),
+    }
 }
 
 #[cfg(not(feature = "cuda"))]

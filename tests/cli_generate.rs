@@ -90,8 +90,16 @@ fn errors_are_clear_and_exit_nonzero() {
         assert!(!out.status.success(), "{args:?} should fail");
         String::from_utf8_lossy(&out.stderr).to_string()
     };
-    let err = fails(&["--ids", "2,5", "--backend", "wgpu"]);
-    assert!(err.contains("--features wgpu"), "{err}");
+    #[cfg(not(feature = "wgpu"))]
+    {
+        let err = fails(&["--ids", "2,5", "--backend", "wgpu"]);
+        assert!(err.contains("--features wgpu"), "{err}");
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        let err = fails(&["--ids", "2,5", "--backend", "cuda"]);
+        assert!(err.contains("--features cuda"), "{err}");
+    }
     let err = fails(&["--ids", "2,5", "--backend", "tpu"]);
     assert!(
         err.contains("unknown backend") && err.contains("cpu"),
@@ -106,6 +114,6 @@ fn errors_are_clear_and_exit_nonzero() {
     );
     let err = fails(&["--ids", "2", "--temperature", "3"]);
     assert!(err.contains("temperature"), "{err}");
-    let err = fails(&["--ids", "2", "--dtype", "bf16"]);
-    assert!(err.contains("f16"), "{err}");
+    let err = fails(&["--ids", "2", "--dtype", "fp8"]);
+    assert!(err.contains("f32, f16 or bf16"), "{err}");
 }

@@ -6,13 +6,16 @@
 mod common;
 
 use std::path::Path;
+use std::sync::atomic::AtomicBool;
 
 use common::{max_abs_diff, oracle_fixtures, prompt_logits};
 
 use burn::tensor::Device;
 use gemma_chat::backend;
+use gemma_chat::engine::session::Session;
 use gemma_chat::generate::load;
 use gemma_chat::model::ComputeDtype;
+use gemma_chat::sampling::{NUCLEUS_PROBE, Sampler, SamplingParams};
 use safetensors::SafeTensors;
 
 fn prompt(dir: &Path) -> Vec<u32> {
@@ -60,4 +63,72 @@ fn fixture_logits_on_wgpu_equal_the_cpu_ones() {
         failures.is_empty(),
         "wgpu differs from the CPU: {failures:?}"
     );
+}
+
+/// On the GPU a token is chosen on the device: greedy reads back one id, top-k its k
+/// candidates, and every setting draws what the host sampler draws from the same logits.
+#[test]
+fn sampling_on_wgpu_reads_back_the_token_and_matches_the_host() {
+    let gpu = backend::device("wgpu").expect("a wgpu device (lavapipe in CI)");
+    let dir = oracle_fixtures(1).remove(0);
+    let lm = load(&dir, &gpu, ComputeDtype::F32, &mut |_, _| {}).expect("load");
+    let never = AtomicBool::new(false);
+    let mut s = Session::new(&lm.model);
+    let next = s
+        .prefill(&lm.model, &prompt(&dir), 4, &never, &mut |_, _| {})
+        .expect("prefill")
+        .expect("logits");
+    assert!(!next.on_host());
+    let host = next.clone().to_vec().expect("read back");
+    let vocab = host.len();
+    // The fixture's last logits: one token far ahead, then a flat tail, so a high temperature
+    // spreads the draws; at 3.0 the 0.9 nucleus has 11 tokens (inside the probe), at 5.0 it
+    // has 318 (the whole row is read).
+    let probe = 2 * NUCLEUS_PROBE + 1;
+    let settings = [
+        (0.0, 64, 1.0, 1),
+        (5.0, 8, 0.95, 16),
+        (3.0, 0, 0.9, probe),
+        (5.0, 0, 0.9, probe + vocab),
+    ];
+    for (temperature, top_k, top_p, read) in settings {
+        let p = SamplingParams {
+            temperature,
+            top_k,
+            top_p,
+            min_p: 0.0,
+            seed: 3,
+        };
+        let (mut a, mut b) = (Sampler::new(p.clone()), Sampler::new(p.clone()));
+        let on_host: Vec<u32> = (0..20).map(|_| a.sample(&host)).collect();
+        let on_gpu: Vec<u32> = (0..20)
+            .map(|_| b.pick(next.clone()).expect("pick"))
+            .collect();
+        assert_eq!(on_gpu, on_host, "{p:?}");
+        assert_eq!(b.read_back(), read, "{p:?}");
+    }
+}
+
+/// bf16 runs where the device computes in it (CUDA GPUs); WebGPU has no bf16, and asking for
+/// it is a clear error at load, not a failure in a shader.
+#[test]
+fn bf16_on_wgpu_runs_or_says_why_not() {
+    let gpu = backend::device("wgpu").expect("a wgpu device (lavapipe in CI)");
+    let dir = oracle_fixtures(1).remove(0);
+    match load(&dir, &gpu, ComputeDtype::BF16, &mut |_, _| {}) {
+        Ok(lm) => {
+            assert!(gpu.supports_dtype(burn::tensor::DType::BF16));
+            let ids = prompt(&dir);
+            let cpu = load(&dir, &Device::flex(), ComputeDtype::F32, &mut |_, _| {}).expect("load");
+            let d = max_abs_diff(&prompt_logits(&lm, &ids, 5), &prompt_logits(&cpu, &ids, 5));
+            assert!(d < 3.0, "bf16 on wgpu differs from f32 by {d}");
+        }
+        Err(e) => {
+            let msg = e.to_string();
+            assert!(
+                msg.contains("cannot compute in bf16") && msg.contains("f16"),
+                "{msg}"
+            );
+        }
+    }
 }

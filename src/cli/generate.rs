@@ -154,7 +154,7 @@ pub fn run(args: GenerateArgs, common: &ModelArgs, s: &SamplingArgs) -> anyhow::
                 "prefill_tok_s": prompt_ids.len() as f64 / out.prefill_s.max(1e-9),
                 "decode_tok_s": n_dec as f64 / out.decode_s.max(1e-9),
             },
-            "dtype": match dtype { ComputeDtype::F32 => "f32", ComputeDtype::F16 => "f16" },
+            "dtype": dtype.as_str(),
         });
         println!("{obj}");
     } else {

@@ -123,7 +123,7 @@ pub struct ModelArgs {
     /// fetched on first use).
     #[arg(long, env = "GEMMA_CHAT_MODEL", global = true)]
     model: Option<PathBuf>,
-    /// Compute dtype: f32 or f16 (default: the config's `model.dtype`).
+    /// Compute dtype: f32, f16 or bf16 (default: the config's `model.dtype`).
     #[arg(long, env = "GEMMA_CHAT_DTYPE", global = true)]
     dtype: Option<ComputeDtype>,
     /// Compute backend: cpu, wgpu or cuda (default: the config's `model.backend`).

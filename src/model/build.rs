@@ -11,7 +11,7 @@ use super::config::{AttnKind, ModelConfig};
 use super::ffn::{Mlp, Moe};
 use super::ops::{ComputeDtype, Linear, RmsNorm, tensor};
 use super::{Gemma, Layer, LayerPle, Ple};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::loader::{RawTensor, TensorSource};
 
 /// Loads the model described by `config` from `src`. `progress(done, total)` is called after
@@ -23,6 +23,13 @@ pub fn build(
     dtype: ComputeDtype,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Gemma> {
+    if !device.supports_dtype(dtype.dtype()) {
+        return Err(Error::Backend(format!(
+            "this device ({device:?}) cannot compute in {}: choose dtype = \"f16\" or \"f32\" \
+             (WebGPU shaders have no bf16; CUDA GPUs from Ampere on do)",
+            dtype.as_str()
+        )));
+    }
     let host = crate::backend::is_host(device);
     let b = Builder {
         src,
@@ -105,7 +112,15 @@ impl Builder<'_> {
         {
             return Ok(Linear::Quant(Arc::new(q)));
         }
-        Ok(Linear::Dense(self.weight(name, shape)?))
+        Ok(self.dense(self.weight(name, shape)?))
+    }
+
+    /// A dense weight, its one-row products split over the threads on the CPU backend only.
+    fn dense(&self, w: Tensor<2>) -> Linear {
+        Linear::Dense {
+            w,
+            split: self.host_kernels,
+        }
     }
 
     fn norm_from(&self, raw: RawTensor) -> RmsNorm {
@@ -231,7 +246,7 @@ impl Builder<'_> {
             let per = raw.data.len() / raw.shape[0];
             let base = e * per;
             let data = raw.data[base + rows.start * cols..base + rows.end * cols].to_vec();
-            Linear::Dense(tensor(
+            self.dense(tensor(
                 RawTensor {
                     shape: vec![rows.len(), cols],
                     data,

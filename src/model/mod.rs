@@ -122,7 +122,7 @@ impl Gemma {
         all.iter()
             .filter_map(|l| match l {
                 ops::Linear::Quant(q) => Some(q.bytes()),
-                ops::Linear::Dense(_) => None,
+                ops::Linear::Dense { .. } => None,
             })
             .fold((0, 0), |(n, b), bytes| (n + 1, b + bytes))
     }
@@ -183,6 +183,7 @@ impl Gemma {
         // Embedding scale: sqrt(H) in the compute dtype, as the reference casts its buffer.
         let scale = match self.dtype {
             DType::F16 => half::f16::from_f32((hsize as f32).sqrt()).to_f32(),
+            DType::BF16 => half::bf16::from_f32((hsize as f32).sqrt()).to_f32(),
             _ => (hsize as f32).sqrt(),
         };
         let mut x = self

@@ -18,6 +18,9 @@ pub enum ComputeDtype {
     F32,
     /// 16-bit floats for weights and activations; f32 for norms and softmax.
     F16,
+    /// bfloat16 (f32's range, 8 bits of mantissa) for weights and activations; f32 for norms
+    /// and softmax. For GPUs: the CPU backend computes it slowly.
+    BF16,
 }
 
 impl ComputeDtype {
@@ -26,6 +29,7 @@ impl ComputeDtype {
         match self {
             ComputeDtype::F32 => DType::F32,
             ComputeDtype::F16 => DType::F16,
+            ComputeDtype::BF16 => DType::BF16,
         }
     }
 
@@ -34,6 +38,7 @@ impl ComputeDtype {
         match self {
             ComputeDtype::F32 => "f32",
             ComputeDtype::F16 => "f16",
+            ComputeDtype::BF16 => "bf16",
         }
     }
 }
@@ -44,7 +49,8 @@ impl std::str::FromStr for ComputeDtype {
         match s {
             "f32" | "float32" => Ok(ComputeDtype::F32),
             "f16" | "float16" => Ok(ComputeDtype::F16),
-            other => Err(format!("unknown dtype `{other}`: use f32 or f16")),
+            "bf16" | "bfloat16" => Ok(ComputeDtype::BF16),
+            other => Err(format!("unknown dtype `{other}`: use f32, f16 or bf16")),
         }
     }
 }
@@ -80,8 +86,14 @@ const DEQUANT_TILE: usize = 1 << 22;
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum Linear {
-    /// `[out, in]` on the device, in the compute dtype.
-    Dense(Tensor<2>),
+    /// A weight on the device.
+    Dense {
+        /// `[out, in]`, in the compute dtype.
+        w: Tensor<2>,
+        /// Whether a one-row product is split over the CPU's threads ([`matmul_t`]): set on
+        /// the CPU backend only, where it pays.
+        split: bool,
+    },
     /// `[out, in]` in ggml blocks on the host.
     Quant(Arc<QMatrix>),
 }
@@ -91,7 +103,8 @@ impl Linear {
     /// - x: `[T, in]` → `[T, out]`
     pub fn forward(&self, x: Tensor<2>) -> Tensor<2> {
         match self {
-            Linear::Dense(w) => matmul_t(x, w),
+            Linear::Dense { w, split: true } => matmul_t(x, w),
+            Linear::Dense { w, split: false } => x.matmul(w.clone().t()),
             Linear::Quant(q) => quant_forward(q, x),
         }
     }
@@ -105,7 +118,7 @@ impl Linear {
             .iter()
             .map(|l| match l {
                 Linear::Quant(q) => Some(&**q),
-                Linear::Dense(_) => None,
+                Linear::Dense { .. } => None,
             })
             .collect();
         match quant {
@@ -131,7 +144,7 @@ impl Linear {
     /// - returns `[ids.len(), in]`
     pub fn rows(&self, ids: &[u32], device: &Device, dtype: DType) -> Tensor<2> {
         match self {
-            Linear::Dense(w) => {
+            Linear::Dense { w, .. } => {
                 let idx = ids.iter().map(|&i| i as i64).collect::<Vec<_>>();
                 let idx = Tensor::<1, Int>::from_data(TensorData::new(idx, [ids.len()]), device);
                 cast(w.clone().select(0, idx), dtype)
@@ -179,9 +192,9 @@ fn quant_forward(q: &QMatrix, x: Tensor<2>) -> Tensor<2> {
 /// `x · wᵀ` for `w` in `[out, in]` layout. A single row (a decode step) is split over the
 /// output rows across threads: a one-row matmul runs on one core and is bound by that core's
 /// memory bandwidth, while decode reads every weight once per token. Each output is still one
-/// row's dot product, computed as before, so the result does not change. (On a GPU backend the
-/// split only adds kernel launches; asking the device on every call cost more than it saved on
-/// the CPU, so the choice belongs at load time when the GPU backends get their tuning.)
+/// row's dot product, computed as before, so the result does not change. On a GPU the split
+/// would only add kernel launches: the builder enables it for the CPU backend alone
+/// ([`Linear::Dense`]'s `split`).
 pub fn matmul_t(x: Tensor<2>, w: &Tensor<2>) -> Tensor<2> {
     use rayon::prelude::*;
     let [rows, _] = x.dims();
