@@ -1,9 +1,10 @@
 //! Compute-device selection: turns a backend name from the config or `--backend` into a burn
 //! [`Device`], with an error that names the cargo feature when this build lacks it.
 
-use burn::tensor::Device;
+use burn::tensor::{DType, Device};
 
 use crate::error::{Error, Result};
+use crate::model::ComputeDtype;
 
 /// Backends gemma-chat knows about.
 pub const BACKENDS: [&str; 3] = ["cpu", "wgpu", "cuda"];
@@ -25,6 +26,19 @@ pub fn device(name: &str) -> Result<Device> {
 /// quantized kernels.
 pub fn is_host(device: &Device) -> bool {
     cpu().is_ok_and(|cpu| &cpu == device)
+}
+
+/// The compute dtype for `device` when the config says `auto`: f32 on the CPU (the quantized
+/// kernels take f32 activations, and its f16 and bf16 are slower), bf16 on a GPU that computes
+/// in it (f32's range: Gemma's activations can overflow f16), f16 on one that does not (WebGPU).
+pub fn preferred_dtype(device: &Device) -> ComputeDtype {
+    if is_host(device) {
+        ComputeDtype::F32
+    } else if device.supports_dtype(DType::BF16) {
+        ComputeDtype::BF16
+    } else {
+        ComputeDtype::F16
+    }
 }
 
 fn missing(name: &str) -> Error {
@@ -101,4 +115,18 @@ fn cpu() -> Result<Device> {
 #[cfg(not(feature = "flex"))]
 fn cpu() -> Result<Device> {
     Err(missing("flex"))
+}
+
+#[cfg(all(test, feature = "flex"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_is_f32_on_the_cpu_and_unknown_names_are_listed() {
+        let cpu = device("cpu").expect("the CPU backend");
+        assert!(is_host(&cpu));
+        assert_eq!(preferred_dtype(&cpu), ComputeDtype::F32);
+        let err = device("metal").expect_err("unknown").to_string();
+        assert!(err.contains("cpu, wgpu, cuda"), "{err}");
+    }
 }

@@ -115,9 +115,20 @@ fn sampling_on_wgpu_reads_back_the_token_and_matches_the_host() {
 fn bf16_on_wgpu_runs_or_says_why_not() {
     let gpu = backend::device("wgpu").expect("a wgpu device (lavapipe in CI)");
     let dir = oracle_fixtures(1).remove(0);
+    // `dtype = "auto"` picks what the device computes in.
+    let bf16 = gpu.supports_dtype(burn::tensor::DType::BF16);
+    let auto = backend::preferred_dtype(&gpu);
+    assert_eq!(
+        auto,
+        if bf16 {
+            ComputeDtype::BF16
+        } else {
+            ComputeDtype::F16
+        }
+    );
     match load(&dir, &gpu, ComputeDtype::BF16, &mut |_, _| {}) {
         Ok(lm) => {
-            assert!(gpu.supports_dtype(burn::tensor::DType::BF16));
+            assert!(bf16);
             let ids = prompt(&dir);
             let cpu = load(&dir, &Device::flex(), ComputeDtype::F32, &mut |_, _| {}).expect("load");
             let d = max_abs_diff(&prompt_logits(&lm, &ids, 5), &prompt_logits(&cpu, &ids, 5));

@@ -89,7 +89,9 @@ pub fn run(args: ConfigArgs, common: &ModelArgs, sampling: &SamplingArgs) -> any
             println!(
                 "model: {model} ({}, {})",
                 choice.backend,
-                choice.dtype.as_str()
+                choice
+                    .dtype
+                    .map_or("auto: f32 on the CPU, bf16 or f16 on a GPU", |d| d.as_str())
             );
             for ((name, value), source) in rows.iter().zip(r.sources) {
                 println!("{name} = {value}  ({})", source.as_str());

@@ -51,9 +51,10 @@ pub fn load_model(common: &ModelArgs) -> anyhow::Result<(LoadedModel, ComputeDty
         None => demo::ensure(&mut |line| eprintln!("{line}"))
             .context("no model given, and the demo model could not be fetched")?,
     };
-    let lm = load(&path, &device, choice.dtype, &mut |_, _| {})
+    let dtype = choice.dtype_on(&device);
+    let lm = load(&path, &device, dtype, &mut |_, _| {})
         .with_context(|| format!("loading {}", path.display()))?;
-    Ok((lm, choice.dtype))
+    Ok((lm, dtype))
 }
 
 /// Runs `generate`.

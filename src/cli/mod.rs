@@ -136,8 +136,8 @@ pub struct ModelArgs {
 pub struct ModelChoice {
     /// The model path; `None` is the demo model.
     pub model: Option<PathBuf>,
-    /// Compute dtype.
-    pub dtype: ComputeDtype,
+    /// Compute dtype; `None` (`auto`) lets the device choose ([`backend::preferred_dtype`]).
+    pub dtype: Option<ComputeDtype>,
     /// Backend name.
     pub backend: String,
 }
@@ -155,20 +155,28 @@ impl ModelArgs {
         let file_model = Some(config.model.path.trim())
             .filter(|p| !p.is_empty())
             .map(PathBuf::from);
-        let dtype = match self.dtype {
-            Some(d) => d,
-            None => config
-                .model
-                .dtype
-                .parse()
-                .map_err(|e: String| anyhow::anyhow!(e))
-                .context("model.dtype")?,
+        let dtype = match (self.dtype, config.model.dtype.as_str()) {
+            (Some(d), _) => Some(d),
+            (None, "auto") => None,
+            (None, name) => Some(
+                name.parse()
+                    .map_err(|e: String| anyhow::anyhow!(e))
+                    .context("model.dtype")?,
+            ),
         };
         Ok(ModelChoice {
             model: self.model.clone().or(file_model),
             dtype,
             backend: self.backend.clone().unwrap_or(config.model.backend.clone()),
         })
+    }
+}
+
+impl ModelChoice {
+    /// The dtype to load in on `device`: the chosen one, or the device's preference.
+    pub fn dtype_on(&self, device: &burn::tensor::Device) -> ComputeDtype {
+        self.dtype
+            .unwrap_or_else(|| gemma_chat::backend::preferred_dtype(device))
     }
 }
 

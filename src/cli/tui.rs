@@ -67,6 +67,7 @@ pub fn run(
     };
     let engine = spawn(options, move |progress| {
         let device = backend::device(&choice.backend)?;
+        let dtype = choice.dtype_on(&device);
         let path = match choice.model {
             Some(p) => p,
             None => {
@@ -74,9 +75,7 @@ pub fn run(
                 demo::ensure(&mut |line| progress.stage(line))?
             }
         };
-        load(&path, &device, choice.dtype, &mut |d, t| {
-            progress.layers(d, t)
-        })
+        load(&path, &device, dtype, &mut |d, t| progress.layers(d, t))
     });
     let (mut app, initial) = App::new(
         model,

@@ -160,7 +160,7 @@ impl Layer {
         }
         type Check = std::result::Result<(), (std::ops::Range<usize>, String)>;
         if let Some(m) = &self.model {
-            one_of(&m.dtype, "model.dtype", &["f32", "f16", "bf16"])?;
+            one_of(&m.dtype, "model.dtype", &["auto", "f32", "f16", "bf16"])?;
             one_of(&m.backend, "model.backend", &crate::backend::BACKENDS)?;
             int(
                 &m.context_length,

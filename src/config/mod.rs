@@ -36,7 +36,7 @@ pub struct Config {
 pub struct ModelConfig {
     /// Model directory or .gguf file; empty for the demo model.
     pub path: String,
-    /// `f32`, `f16` or `bf16`.
+    /// `auto`, `f32`, `f16` or `bf16`.
     pub dtype: String,
     /// `cpu`, `wgpu` or `cuda`.
     pub backend: String,
