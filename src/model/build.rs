@@ -8,7 +8,7 @@ use burn::tensor::{DType, Device, Tensor};
 
 use super::attention::Attention;
 use super::config::{AttnKind, ModelConfig};
-use super::ffn::{Mlp, Moe};
+use super::ffn::{Experts, Mlp, Moe};
 use super::ops::{ComputeDtype, Linear, RmsNorm, tensor};
 use super::{Gemma, Layer, LayerPle, Ple};
 use crate::error::{Error, Result};
@@ -234,14 +234,41 @@ impl Builder<'_> {
         scale.data.iter_mut().for_each(|s| *s *= inv_sqrt_h);
         let per_expert_scale = self
             .src
-            .require(&format!("{p}.router.per_expert_scale"), &[e])?
-            .data;
+            .require(&format!("{p}.router.per_expert_scale"), &[e])?;
         let gate_up = self
             .src
             .require(&format!("{p}.experts.gate_up_proj"), &[e, 2 * width, h])?;
         let down = self
             .src
             .require(&format!("{p}.experts.down_proj"), &[e, h, width])?;
+        let experts = if self.host_kernels {
+            Experts::Each(self.each_expert(&gate_up, &down, e, width))
+        } else {
+            Experts::Stacked {
+                gate_up: tensor(gate_up, self.device, self.dtype),
+                down: tensor(down, self.device, self.dtype),
+                scale: tensor(per_expert_scale.clone(), self.device, DType::F32),
+            }
+        };
+        Ok(Moe {
+            router_proj,
+            router_scale: tensor(scale, self.device, DType::F32),
+            per_expert_scale: per_expert_scale.data,
+            router_norm: self.bare_norm(),
+            experts,
+            top_k,
+        })
+    }
+
+    /// One MLP per expert, cut from the stacked `[E, 2W, H]` and `[E, H, W]` weights.
+    fn each_expert(
+        &self,
+        gate_up: &RawTensor,
+        down: &RawTensor,
+        e: usize,
+        width: usize,
+    ) -> Vec<Mlp> {
+        let h = self.cfg.hidden_size;
         let slab = |raw: &RawTensor, e: usize, rows: std::ops::Range<usize>, cols: usize| {
             let per = raw.data.len() / raw.shape[0];
             let base = e * per;
@@ -255,20 +282,12 @@ impl Builder<'_> {
                 self.dtype,
             ))
         };
-        let experts = (0..e)
+        (0..e)
             .map(|i| Mlp {
-                gate: slab(&gate_up, i, 0..width, h),
-                up: slab(&gate_up, i, width..2 * width, h),
-                down: slab(&down, i, 0..h, width),
+                gate: slab(gate_up, i, 0..width, h),
+                up: slab(gate_up, i, width..2 * width, h),
+                down: slab(down, i, 0..h, width),
             })
-            .collect();
-        Ok(Moe {
-            router_proj,
-            router_scale: tensor(scale, self.device, DType::F32),
-            per_expert_scale,
-            router_norm: self.bare_norm(),
-            experts,
-            top_k,
-        })
+            .collect()
     }
 }
