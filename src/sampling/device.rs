@@ -55,11 +55,6 @@ impl NextLogits {
             .map(|&i| i as u32)
             .ok_or_else(|| Error::Backend("argmax returned nothing".into()))
     }
-
-    /// The tensor (for tests and the bench).
-    pub fn into_tensor(self) -> Tensor<2> {
-        self.0
-    }
 }
 
 fn floats(d: TensorData) -> Result<Vec<f32>> {

@@ -12,6 +12,7 @@ use std::cmp::Ordering;
 use rand::{Rng, SeedableRng, rngs::StdRng};
 
 use crate::error::Result;
+
 /// Sampling settings for one turn.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SamplingParams {
@@ -57,11 +58,6 @@ impl Sampler {
             rng,
             read_back: 0,
         }
-    }
-
-    /// Its settings.
-    pub fn params(&self) -> &SamplingParams {
-        &self.params
     }
 
     /// Picks the next token from one position's logits on the host.
