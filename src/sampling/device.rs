@@ -5,9 +5,8 @@
 //! wider than that.
 
 use burn::tensor::{Tensor, TensorData};
-use rand::{Rng, rngs::StdRng};
 
-use super::{SamplingParams, by_rank, draw, filter, finish};
+use super::{SamplingParams, by_rank, finish};
 use crate::error::{Error, Result};
 
 /// Largest top-k chosen on the device: the reduction keeps `k` values per thread, so a larger
@@ -69,24 +68,25 @@ fn ints(d: TensorData) -> Result<Vec<i64>> {
         .map_err(|e| Error::Backend(format!("cannot read token ids: {e:?}")))
 }
 
-/// The token for `p` from `logits`, and how many values were read back. Draws the same
-/// uniform number as the host sampler, so a seed gives the same tokens on every backend.
-pub(super) fn pick(
-    logits: NextLogits,
-    p: &SamplingParams,
-    rng: &mut StdRng,
-) -> Result<(u32, usize)> {
+/// What a pick read back: the token itself (greedy), the filtered candidates to draw from, or
+/// the whole row when the filters need it.
+pub(super) enum ReadBack {
+    Id(u32),
+    Candidates(Vec<(u32, f32)>),
+    Row(Vec<f32>),
+}
+
+/// Reads back from `logits` what `p` needs, and how many values that was. The draw is the
+/// sampler's, the same on every backend.
+pub(super) fn read_back(logits: NextLogits, p: &SamplingParams) -> Result<(ReadBack, usize)> {
     if p.temperature <= 0.0 {
-        return Ok((logits.argmax()?, 1));
+        return Ok((ReadBack::Id(logits.argmax()?), 1));
     }
     let vocab = logits.vocab();
     let wide = p.top_k > DEVICE_TOP_K_MAX || (p.top_k == 0 && p.top_p >= 1.0 && p.min_p <= 0.0);
     if wide || vocab <= NUCLEUS_PROBE {
         // Plain temperature sampling needs every probability; so does a very large top-k.
-        let all = logits.to_vec()?;
-        let r: f32 = rng.random();
-        let id = draw(&filter(&all, p), r).unwrap_or_default();
-        return Ok((id, vocab));
+        return Ok((ReadBack::Row(logits.to_vec()?), vocab));
     }
     let raw = logits.0;
     let scaled = raw.clone().div_scalar(p.temperature.max(1e-6));
@@ -108,23 +108,17 @@ pub(super) fn pick(
         read += 1;
         finish(cands, Some(z), p)
     };
-    let kept = match kept {
-        Some(kept) => kept,
-        None => {
-            // The nucleus is wider than the probe: read the row after all.
-            let all = floats(raw.into_data())?;
-            read += all.len();
-            filter(&all, p)
-        }
-    };
-    let r: f32 = rng.random();
-    Ok((draw(&kept, r).unwrap_or_default(), read))
+    Ok(match kept {
+        Some(kept) => (ReadBack::Candidates(kept), read),
+        // The nucleus is wider than the probe: read the row after all.
+        None => (ReadBack::Row(floats(raw.into_data())?), read + vocab),
+    })
 }
 
 #[cfg(all(test, feature = "flex"))]
 mod tests {
     use burn::tensor::Device;
-    use rand::SeedableRng;
+    use rand::{Rng, SeedableRng, rngs::StdRng};
 
     use super::*;
     use crate::sampling::Sampler;

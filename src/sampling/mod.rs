@@ -85,9 +85,18 @@ impl Sampler {
 
     /// [`Sampler::pick`]'s device path, whatever the device (tests run it on the CPU too).
     pub fn pick_on_device(&mut self, logits: NextLogits) -> Result<u32> {
-        let (id, read) = device::pick(logits, &self.params, &mut self.rng)?;
+        let (got, read) = device::read_back(logits, &self.params)?;
         self.read_back = read;
-        Ok(id)
+        Ok(match got {
+            device::ReadBack::Id(id) => id,
+            device::ReadBack::Candidates(kept) => {
+                let r: f32 = self.rng.random();
+                draw(&kept, r).ok_or_else(|| {
+                    crate::error::Error::Backend("no candidate survived the filters".into())
+                })?
+            }
+            device::ReadBack::Row(all) => self.sample(&all),
+        })
     }
 
     /// How many values (logits, candidate ids and probabilities, sums) the last pick read back
