@@ -60,6 +60,10 @@ pub enum Error {
     /// The tokenizer could not be loaded or used.
     #[error("tokenizer: {0}")]
     Tokenizer(String),
+
+    /// A chat template failed.
+    #[error(transparent)]
+    Template(#[from] crate::tokenizer::template::TemplateError),
     /// A token id is outside the model's vocabulary.
     #[error("token id {id} is outside the vocabulary (size {vocab})")]
     TokenOutOfRange {

@@ -13,8 +13,10 @@ use crate::loader::{self, safetensors::SafetensorsSource};
 use crate::model::config::{Family, ModelConfig, token_ids};
 use crate::model::{ComputeDtype, Gemma, KvCache, Logits, build::build};
 use crate::sampling::{NextLogits, Sampler, SamplingParams};
-use crate::tokenizer::chat_template::ChatTemplate;
-use crate::tokenizer::{self, Tokenizer, TurnText};
+use crate::tokenizer::template::{
+    ChatFormat, Conversation, TemplateError, TemplateSource, TurnText,
+};
+use crate::tokenizer::{self, Tokenizer};
 
 /// A model with what is needed to talk to it.
 #[derive(Debug)]
@@ -27,29 +29,67 @@ pub struct LoadedModel {
     pub stop_ids: Vec<u32>,
     /// Where it was loaded from.
     pub path: PathBuf,
-    /// The checkpoint's chat template, when it ships one.
-    pub template: Option<ChatTemplate>,
+    /// The chat templates: the checkpoint's own, if any, and the family's built-in layout.
+    pub chat: ChatFormat,
 }
 
 impl LoadedModel {
-    /// One user turn and the opening of the model's turn, without BOS: rendered with the
-    /// checkpoint's template when it has one, else with the built-in Gemma layout.
-    pub fn user_turn(&self, text: &str) -> Result<String> {
-        Ok(self.turn_text(text, false)?.turn)
+    /// A new user turn in the conversation `c`, rendered with the checkpoint's template, or with
+    /// the built-in layout when it has none or it fails (its error comes back beside the turn).
+    /// Thinking is off for a model without a thinking mode.
+    pub fn next_turn(
+        &self,
+        c: &Conversation,
+        text: &str,
+    ) -> Result<(TurnText, Option<TemplateError>)> {
+        let c = Conversation {
+            thinking: c.thinking && self.supports_thinking(),
+            ..*c
+        };
+        Ok(self.chat.next_turn(&c, text)?)
     }
 
-    /// A user turn with thinking on or off, split into the conversation header and the turn (see
-    /// [`TurnText`]).
-    pub fn turn_text(&self, text: &str, thinking: bool) -> Result<TurnText> {
-        let thinking = thinking && self.supports_thinking();
-        let Some(t) = &self.template else {
-            return Ok(tokenizer::thinking_turn(
-                self.model.config().family,
-                text,
-                thinking,
-            ));
+    /// The whole prompt of a new turn, and its header's ids. `history` is the conversation so
+    /// far in ids (BOS, a header of `header_len` ids, the earlier exchanges up to the end of the
+    /// last answer; empty for a new conversation): its header is replaced by the turn's, its
+    /// exchanges are kept as they are, and the turn's text follows.
+    pub fn prompt_ids(
+        &self,
+        history: &[u32],
+        header_len: usize,
+        turn: &TurnText,
+    ) -> Result<(Vec<u32>, Vec<u32>)> {
+        let tok = self.tokenizer.as_ref().ok_or_else(|| {
+            Error::Invalid("this model has no tokenizer, so it cannot chat".into())
+        })?;
+        let header = tok.encode(&turn.header)?;
+        let mut prompt = vec![self.model.config().bos_token_id];
+        if history.is_empty() {
+            // One piece, so that the first message tokenizes as it does in the template's render,
+            // unless that would move the header's last token.
+            let whole = tok.encode(&format!("{}{}", turn.header, turn.turn))?;
+            if whole.starts_with(&header) {
+                prompt.extend(whole);
+                return Ok((prompt, header));
+            }
+        }
+        prompt.extend(&header);
+        if let Some(exchanges) = history.get(1 + header_len..) {
+            prompt.extend(exchanges);
+        }
+        prompt.extend(tok.encode(&turn.turn)?);
+        Ok((prompt, header))
+    }
+
+    /// The ids of a one-turn conversation: BOS, then `text` as the first user turn.
+    pub fn single_turn_ids(&self, text: &str) -> Result<Vec<u32>> {
+        let c = Conversation {
+            system: None,
+            thinking: false,
+            continues: false,
         };
-        t.turn_text(text, thinking)
+        let (t, _) = self.next_turn(&c, text)?;
+        Ok(self.prompt_ids(&[], 0, &t)?.0)
     }
 
     /// Whether the model has a thinking mode (Gemma 4 with its channel and think tokens).
@@ -108,14 +148,17 @@ pub fn load(
         None
     };
     let stop_ids = stop_ids(&dir, model.config());
-    let bos = bos_text(tokenizer.as_ref(), model.config().bos_token_id);
-    let template = ChatTemplate::from_dir(&dir, &bos)?;
+    let chat = chat_format(
+        TemplateSource::from_dir(&dir)?.as_ref(),
+        model.config(),
+        tokenizer.as_ref(),
+    );
     Ok(LoadedModel {
         model,
         tokenizer,
         stop_ids,
         path: dir,
-        template,
+        chat,
     })
 }
 
@@ -149,11 +192,8 @@ fn load_gguf(
     let file = GgufFile::open(path)?;
     let config = model_config(&file)?;
     let tokenizer = Some(tokenizer::gguf::from_gguf(&file)?);
-    let bos = bos_text(tokenizer.as_ref(), config.bos_token_id);
-    let template = match file.get("tokenizer.chat_template").and_then(|v| v.as_str()) {
-        Some(source) => Some(ChatTemplate::new(source.to_string(), &bos)?),
-        None => None,
-    };
+    let template = gguf_template(&file);
+    let chat = chat_format(template.as_ref(), &config, tokenizer.as_ref());
     let source = GgufSource::new(file);
     let model = build(config, &source, device, dtype, progress)?;
     // What the file declares, as transformers reads it: eos (and llama.cpp's end-of-turn id
@@ -172,14 +212,60 @@ fn load_gguf(
         tokenizer,
         stop_ids,
         path: path.to_path_buf(),
-        template,
+        chat,
     })
 }
 
-/// The BOS token's text, as templates emit it.
-fn bos_text(tok: Option<&Tokenizer>, id: u32) -> String {
-    tok.and_then(|t| t.inner().id_to_token(id))
-        .unwrap_or_else(|| "<bos>".to_string())
+/// The chat templates of the model at `path` (a directory or a GGUF file), read without its
+/// weights.
+pub fn chat_format_of(path: &Path) -> Result<ChatFormat> {
+    if let Some(gguf) = gguf_path(path) {
+        let file = GgufFile::open(&gguf)?;
+        let config = model_config(&file)?;
+        let tokenizer = tokenizer::gguf::from_gguf(&file)?;
+        return Ok(chat_format(
+            gguf_template(&file).as_ref(),
+            &config,
+            Some(&tokenizer),
+        ));
+    }
+    let dir = loader::model_dir(path);
+    let config = ModelConfig::from_file(&dir.join("config.json"))?;
+    let tok_path = dir.join("tokenizer.json");
+    let tokenizer = match tok_path.exists() {
+        true => Some(Tokenizer::from_file(&tok_path)?),
+        false => None,
+    };
+    Ok(chat_format(
+        TemplateSource::from_dir(&dir)?.as_ref(),
+        &config,
+        tokenizer.as_ref(),
+    ))
+}
+
+/// The chat template a GGUF file carries (`tokenizer.chat_template`).
+pub fn gguf_template(file: &GgufFile) -> Option<TemplateSource> {
+    let text = file.get("tokenizer.chat_template")?.as_str()?;
+    Some(TemplateSource {
+        text: text.to_string(),
+        origin: "the GGUF's tokenizer.chat_template".into(),
+    })
+}
+
+/// The chat templates of a checkpoint: `own` if it ships one, with the BOS and EOS texts of its
+/// tokenizer, over the family's built-in layout.
+fn chat_format(
+    own: Option<&TemplateSource>,
+    cfg: &ModelConfig,
+    tok: Option<&Tokenizer>,
+) -> ChatFormat {
+    let text = |id: Option<u32>, default: &str| {
+        id.and_then(|id| tok?.inner().id_to_token(id))
+            .unwrap_or_else(|| default.to_string())
+    };
+    let bos = text(Some(cfg.bos_token_id), "<bos>");
+    let eos = text(cfg.eos_token_ids.first().copied(), "<eos>");
+    ChatFormat::new(own, cfg.family, &bos, &eos)
 }
 
 fn family_stop_ids(family: Family) -> Vec<u32> {

@@ -24,6 +24,7 @@ fn new_app() -> (App, Vec<Command>) {
         loading: ("starting".into(), 0, 0),
         load_error: None,
         ready: false,
+        template_fallback: false,
     };
     let file = SamplingLayer {
         temperature: Some(0.7),

@@ -97,6 +97,15 @@ impl App {
                     t.last_answer = last_answer;
                 }
             }
+            Event::TemplateFallback { tab, error } => {
+                self.model.template_fallback = true;
+                if let Some(t) = self.by_id(tab) {
+                    t.push(Message::new(
+                        Role::Notice,
+                        format!("{error}; the model's built-in layout is used instead"),
+                    ));
+                }
+            }
             Event::TabState { tab, tier } => {
                 if let Some(t) = self.by_id(tab) {
                     t.tier = tier;

@@ -63,6 +63,8 @@ pub struct ModelState {
     pub load_error: Option<String>,
     /// Loaded and serving.
     pub ready: bool,
+    /// The checkpoint's chat template failed and the built-in layout renders the turns.
+    pub template_fallback: bool,
 }
 
 /// A popup over the app.

@@ -1,6 +1,6 @@
-//! Chat without the terminal UI: `gemma-chat --prompt TEXT` (one answer) and, until the UI
-//! lands, `gemma-chat` alone (a line-by-line chat on stdin/stdout). Both keep one warm session,
-//! so each turn prefills only its own tokens.
+//! Chat without the terminal UI: `gemma-chat --prompt TEXT` (one answer) and piped input (a
+//! line-by-line chat on stdin/stdout). Both keep one warm session, so each turn prefills only its
+//! own tokens, rendered with the checkpoint's chat template.
 
 use std::io::{BufRead, Write};
 use std::sync::atomic::AtomicBool;
@@ -11,6 +11,7 @@ use gemma_chat::generate::LoadedModel;
 use gemma_chat::sampling::SamplingParams;
 use gemma_chat::tokenizer::Tokenizer;
 use gemma_chat::tokenizer::stream::TextStream;
+use gemma_chat::tokenizer::template::Conversation;
 
 use super::ModelArgs;
 use super::generate::load_model;
@@ -23,8 +24,12 @@ struct Chat<'a> {
     lm: &'a LoadedModel,
     tok: &'a Tokenizer,
     session: Session,
-    /// The whole conversation; the session holds all of it but a final stop id.
+    /// The whole conversation up to the end of the last answer, all resident.
     convo: Vec<u32>,
+    /// Its header's length after BOS.
+    header: usize,
+    /// The chat template's error was shown.
+    warned: bool,
     stop_ids: Vec<u32>,
     limit: usize,
     turns: u64,
@@ -41,6 +46,8 @@ impl<'a> Chat<'a> {
             tok,
             session: Session::new(&lm.model),
             convo: Vec::new(),
+            header: 0,
+            warned: false,
             stop_ids: lm.chat_stop_ids(),
             limit: CONTEXT.min(lm.model.config().max_position_embeddings),
             turns: 0,
@@ -54,14 +61,17 @@ impl<'a> Chat<'a> {
 
     /// Answers `text`, streaming the answer to stdout.
     fn turn(&mut self, text: &str, max_new: usize, temperature: f32) -> anyhow::Result<TurnStats> {
-        let cfg = self.lm.model.config();
-        let mut next = self.convo.clone();
-        if next.is_empty() {
-            next.push(cfg.bos_token_id);
-        } else {
-            next.extend(self.tok.encode("\n")?);
+        let c = Conversation {
+            system: None,
+            thinking: false,
+            continues: !self.convo.is_empty(),
+        };
+        let (turn, failed) = self.lm.next_turn(&c, text)?;
+        if let Some(e) = failed.filter(|_| !self.warned) {
+            self.warned = true;
+            eprintln!("warning: {e}; using the built-in chat layout");
         }
-        next.extend(self.tok.encode(&self.lm.user_turn(text)?)?);
+        let (mut next, header) = self.lm.prompt_ids(&self.convo, self.header, &turn)?;
         let needed = next.len() + max_new;
         if needed > self.limit {
             anyhow::bail!(
@@ -89,7 +99,7 @@ impl<'a> Chat<'a> {
             }
         };
         let never = AtomicBool::new(false);
-        let (end, stats) = self.session.run_turn(
+        let (_, stats) = self.session.run_turn(
             &self.lm.model,
             &next,
             &sampling,
@@ -101,8 +111,8 @@ impl<'a> Chat<'a> {
         )?;
         println!("{}", stream.finish(tok)?);
         next.extend(&answer);
-        next.extend(end.closing_ids(tok, cfg.family)?);
         self.convo = next;
+        self.header = header.len();
         Ok(stats)
     }
 }

@@ -72,14 +72,13 @@ pub fn run(args: GenerateArgs, common: &ModelArgs, s: &SamplingArgs) -> anyhow::
                 .tokenizer
                 .as_ref()
                 .context("this model directory has no tokenizer.json: pass the prompt as --ids")?;
-            let text = if args.chat {
-                lm.user_turn(text)?
+            if args.chat {
+                lm.single_turn_ids(text)?
             } else {
-                text.clone()
-            };
-            let mut ids = vec![cfg.bos_token_id];
-            ids.extend(tok.encode(&text)?);
-            ids
+                let mut ids = vec![cfg.bos_token_id];
+                ids.extend(tok.encode(text)?);
+                ids
+            }
         }
         (None, None) => bail!("pass --prompt TEXT or --ids 2,818,…"),
     };

@@ -4,6 +4,7 @@ mod bench;
 mod chat;
 mod config_cmd;
 mod generate;
+mod template_cmd;
 mod tui;
 
 use std::path::PathBuf;
@@ -109,6 +110,8 @@ enum Command {
     Config(config_cmd::ConfigArgs),
     /// Measure load time, prefill and decode speed, time to first token and memory.
     Bench(bench::BenchArgs),
+    /// See what a chat template renders for a conversation.
+    Template(template_cmd::TemplateArgs),
 }
 
 /// Options shared by every command that loads a model. Each one overrides the config file.
@@ -188,6 +191,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Some(Command::Config(args)) => return config_cmd::run(args, &cli.common, &cli.sampling),
         Some(Command::Bench(args)) => return bench::run(args, &cli.common),
+        Some(Command::Template(args)) => return template_cmd::run(args, &cli.common),
         None => {}
     }
     let config = cli.common.config()?;

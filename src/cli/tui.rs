@@ -49,6 +49,7 @@ pub fn run(
         loading: ("starting".into(), 0, 0),
         load_error: None,
         ready: false,
+        template_fallback: false,
     };
     let mib = |m: u64| (m > 0).then_some((m as usize) << 20);
     let options = EngineOptions {

@@ -52,6 +52,15 @@ pub enum Command {
         /// Thinking on.
         on: bool,
     },
+    /// The system prompt for the tab's next turns (`None` or blank: none), rendered as the chat
+    /// template renders a system message (Gemma 4: a system turn; Gemma 3: the start of the
+    /// first user turn). A change rewinds the next turn to the header.
+    SetSystem {
+        /// The tab.
+        tab: TabId,
+        /// The prompt.
+        text: Option<String>,
+    },
     /// The context limit for the tab, in tokens (new tabs after a config change); over the
     /// model's maximum it is refused with `Failed`.
     SetContext {
@@ -60,9 +69,12 @@ pub enum Command {
         /// Tokens.
         tokens: usize,
     },
-    /// Brings back a saved conversation as text: `ids` is the whole conversation, `header`
-    /// the length of its header after BOS, `last_answer` where its last answer starts. The
-    /// next turn prefills it (reason `restored`).
+    /// Brings back a saved conversation: `ids` is the whole conversation up to the end of its
+    /// last answer, `header` the length of its header after BOS (up to the first user message's
+    /// text), `last_answer` where its last answer starts. Without a KV snapshot that verifies,
+    /// the next turn prefills it (reason `restored`). A conversation saved in the older form
+    /// (closed by its stop id, a shorter header) is brought to this one and sent back as
+    /// [`Event::Committed`].
     Restore {
         /// The tab.
         tab: TabId,
@@ -156,6 +168,14 @@ pub enum Event {
         tab: TabId,
         /// The tier.
         tier: Tier,
+    },
+    /// The checkpoint's chat template failed (sent once, with the template's line), and the
+    /// family's built-in layout renders the turns instead.
+    TemplateFallback {
+        /// The tab whose turn found it.
+        tab: TabId,
+        /// What failed, and where.
+        error: String,
     },
     /// The turn failed; the tab's session is intact or, after a backend failure, empty and
     /// marked to start over.

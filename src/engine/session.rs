@@ -12,11 +12,9 @@ use std::time::Instant;
 use burn::tensor::Device;
 
 use crate::error::{Error, Result};
-use crate::model::config::Family;
 use crate::model::kv_cache::{HostKv, SlidingSnapshot};
 use crate::model::{Gemma, KvCache, Logits};
 use crate::sampling::{NextLogits, Sampler, SamplingParams};
-use crate::tokenizer::{Tokenizer, turn_markers};
 
 /// Why a turn prefilled what it did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,18 +88,6 @@ pub enum TurnEnd {
 }
 
 impl TurnEnd {
-    /// The ids that close the model's turn in the conversation: the stop id that ended it, or
-    /// the family's end-of-turn marker when the answer was cut, so the history stays
-    /// well-formed.
-    pub fn closing_ids(self, tok: &Tokenizer, family: Family) -> Result<Vec<u32>> {
-        match self {
-            TurnEnd::Stop(id) => Ok(vec![id]),
-            TurnEnd::Length | TurnEnd::Stopped | TurnEnd::StopString | TurnEnd::ContextFull => {
-                tok.encode(turn_markers(family).1)
-            }
-        }
-    }
-
     /// A short description for users.
     pub fn describe(self) -> &'static str {
         match self {

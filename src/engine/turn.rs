@@ -204,7 +204,6 @@ impl Worker<'_> {
 
     pub(super) fn finish(&mut self, tab: TabId, end: TurnEnd) -> Result<()> {
         let tok = self.tok;
-        let family = self.lm.model.config().family;
         let strip = self.options.thinking_policy == ThinkingPolicy::Strip;
         let channels = self.channels;
         let Some(t) = self.tabs.get_mut(&tab) else {
@@ -254,9 +253,10 @@ impl Worker<'_> {
         };
         let mut settle = None;
         if job.prefilled == todo {
-            // The turn happened: commit it to the conversation, closed whatever ended it. Under
-            // `strip`, the history holds the answer without its thought, as the template renders
-            // it, and the session is re-prefilled to match in the background.
+            // The turn happened: commit it to the conversation (the next turn's template text
+            // closes it). Under `strip`, the history holds the answer without its thought, as
+            // the template renders it, and the session is re-prefilled to match in the
+            // background.
             let at = job.prompt.len();
             let mut convo = std::mem::take(&mut job.prompt);
             match channels.filter(|_| strip && job.router.seen) {
@@ -266,7 +266,6 @@ impl Worker<'_> {
                 }
                 None => convo.append(&mut job.answer),
             }
-            convo.extend(end.closing_ids(tok, family)?);
             t.convo = convo;
             t.header = job.header;
             t.last_answer = Some(at);

@@ -18,6 +18,7 @@ use crate::error::{Error, Result};
 use crate::generate::LoadedModel;
 use crate::sampling::{Sampler, SamplingParams};
 use crate::tokenizer::Tokenizer;
+use crate::tokenizer::template::{Conversation, TemplateError};
 
 /// The UI's end of the engine: commands in, events out.
 #[derive(Debug)]
@@ -184,6 +185,7 @@ where
                 options,
                 context,
                 clock: 0,
+                template_warned: false,
             }
             .run(command_rx);
         })
@@ -196,7 +198,8 @@ where
 
 pub(super) struct Tab {
     pub session: Session,
-    /// The conversation in ids; the session holds it all but a final stop id.
+    /// The conversation in ids, up to the end of the last answer (the template closes it when
+    /// the next turn comes); the session holds all of it once a turn has settled.
     pub convo: Vec<u32>,
     /// The ids of the conversation header in `convo`, right after BOS.
     pub header: Vec<u32>,
@@ -207,6 +210,8 @@ pub(super) struct Tab {
     pub stop_strings: Vec<String>,
     /// Gemma 4 thinking for the next turns.
     pub thinking: bool,
+    /// The system prompt for the next turns.
+    pub system: Option<String>,
     pub job: Option<Job>,
     /// When the tab last started a turn (LRU order for eviction).
     pub last_used: u64,
@@ -232,6 +237,8 @@ pub(super) struct Worker<'a> {
     /// Context limit per tab, in tokens.
     pub context: usize,
     clock: u64,
+    /// The checkpoint's chat template failed and the user was told.
+    template_warned: bool,
 }
 
 impl Worker<'_> {
@@ -279,6 +286,7 @@ impl Worker<'_> {
             max_new_tokens: 512,
             stop_strings: Vec::new(),
             thinking: false,
+            system: None,
             job: None,
             last_used: 0,
             context,
@@ -332,37 +340,15 @@ impl Worker<'_> {
                 }
                 self.tab(tab).thinking = on;
             }
+            Command::SetSystem { tab, text } => {
+                self.tab(tab).system = text.filter(|s| !s.trim().is_empty());
+            }
             Command::Restore {
                 tab,
                 ids,
                 header,
                 last_answer,
-            } => {
-                let vocab = self.lm.model.config().vocab_size;
-                let valid = ids.first() == Some(&self.lm.model.config().bos_token_id)
-                    && header < ids.len()
-                    && last_answer.is_none_or(|a| a <= ids.len())
-                    && ids.iter().all(|&i| (i as usize) < vocab);
-                if !valid {
-                    self.emit(Event::Failed {
-                        tab,
-                        error: "the saved conversation does not fit this model; the tab starts                                 a new conversation"
-                            .into(),
-                    });
-                    return;
-                }
-                let model = &self.lm.model;
-                let kv = self.kv.clone();
-                let t = self.tab(tab);
-                t.convo = ids;
-                t.header = t.convo[1..1 + header].to_vec();
-                t.last_answer = last_answer;
-                // With a snapshot that verifies, the tab is warm (in host memory) at once.
-                if !kv.is_some_and(|kv| kv.load(&t.convo, model, &mut t.session)) {
-                    t.session.mark_restored();
-                }
-                self.report_tiers();
-            }
+            } => self.restore(tab, ids, header, last_answer),
             Command::SetContext { tab, tokens } => {
                 let max = self.lm.model.config().max_position_embeddings;
                 if tokens == 0 || tokens > max {
@@ -395,23 +381,104 @@ impl Worker<'_> {
         Ok(t)
     }
 
-    fn submit(&mut self, tab: TabId, text: &str) -> Result<()> {
-        let bos = self.lm.model.config().bos_token_id;
-        let thinking = self.tab(tab).thinking;
-        let parts = self.lm.turn_text(text, thinking)?;
-        let tok = self.tok;
-        let header = tok.encode(&parts.header)?;
-        let t = self.idle_tab(tab)?;
-        // History stays in ids; only the header (when thinking was toggled) and the new turn are
-        // rendered. A changed header rewinds the session to BOS, and the turn says so.
-        let mut prompt = vec![bos];
-        prompt.extend(&header);
-        if !t.convo.is_empty() {
-            prompt.extend(&t.convo[1 + t.header.len()..]);
-            prompt.extend(tok.encode("\n")?);
+    /// Brings back a saved conversation. Chats saved before 0.2 closed the last answer with its
+    /// stop id and ended the header before the first user turn's opening: both are brought to
+    /// today's form (and the UI told), and a snapshot saved under the old ids still loads.
+    fn restore(&mut self, tab: TabId, ids: Vec<u32>, header: usize, last: Option<usize>) {
+        let cfg = self.lm.model.config();
+        let valid = ids.first() == Some(&cfg.bos_token_id)
+            && header < ids.len()
+            && last.is_none_or(|a| a <= ids.len())
+            && ids.iter().all(|&i| (i as usize) < cfg.vocab_size);
+        let normal = valid.then(|| self.normalize(&ids, header)).flatten();
+        let Some((convo, settled)) = normal else {
+            self.emit(Event::Failed {
+                tab,
+                error: "the saved conversation does not fit this model; the tab starts a new \
+                        conversation"
+                    .into(),
+            });
+            return;
+        };
+        let model = &self.lm.model;
+        let kv = self.kv.clone();
+        let t = self.tab(tab);
+        let changed = convo != ids || settled != header;
+        t.convo = convo;
+        t.header = t.convo[1..1 + settled].to_vec();
+        t.last_answer = last;
+        // With a snapshot that verifies, the tab is warm (in host memory) at once.
+        let warm = kv.is_some_and(|kv| {
+            kv.load(&ids, model, &mut t.session) || kv.load(&t.convo, model, &mut t.session)
+        });
+        if !warm {
+            t.session.mark_restored();
         }
-        prompt.extend(tok.encode(&parts.turn)?);
+        if changed {
+            let e = Event::Committed {
+                tab,
+                ids: t.convo.clone(),
+                header: settled,
+                last_answer: last,
+            };
+            self.emit(e);
+        }
+        self.report_tiers();
+    }
+
+    /// A saved conversation in today's form (see [`Self::restore`]), or `None` when its header
+    /// is not followed by the first user turn.
+    fn normalize(&self, ids: &[u32], header: usize) -> Option<(Vec<u32>, usize)> {
+        let mut convo = ids.to_vec();
+        if convo.len() > 1 + header && convo.last().is_some_and(|i| self.stop_ids.contains(i)) {
+            convo.pop();
+        }
+        let c = Conversation {
+            system: None,
+            thinking: false,
+            continues: false,
+        };
+        let (bare, _) = self.lm.next_turn(&c, "").ok()?;
+        let opening = self.tok.encode(&bare.header).ok()?;
+        let after = convo.get(1 + header..)?;
+        let header = if !opening.is_empty() && after.starts_with(&opening) {
+            header + opening.len()
+        } else {
+            header
+        };
+        (header < convo.len()).then_some((convo, header))
+    }
+
+    fn submit(&mut self, tab: TabId, text: &str) -> Result<()> {
+        let t = self.tab(tab);
+        let system = t.system.clone();
+        let c = Conversation {
+            system: system.as_deref(),
+            thinking: t.thinking,
+            continues: !t.convo.is_empty(),
+        };
+        let (turn, failed) = self.lm.next_turn(&c, text)?;
+        if let Some(e) = failed {
+            self.template_failed(tab, e);
+        }
+        let lm = self.lm;
+        let t = self.idle_tab(tab)?;
+        // History stays in ids; only the header (when it changed: thinking toggled, a new system
+        // prompt) and the new turn are rendered. A changed header rewinds the session to it, and
+        // the turn says so.
+        let (prompt, header) = lm.prompt_ids(&t.convo, t.header.len(), &turn)?;
         self.start(tab, prompt, header)
+    }
+
+    /// The checkpoint's template failed and the built-in layout stood in: said once, in full.
+    fn template_failed(&mut self, tab: TabId, e: TemplateError) {
+        if !self.template_warned {
+            self.template_warned = true;
+            self.emit(Event::TemplateFallback {
+                tab,
+                error: e.to_string(),
+            });
+        }
     }
 
     fn regenerate(&mut self, tab: TabId) -> Result<()> {

@@ -180,6 +180,9 @@ fn status(f: &mut Frame, area: Rect, app: &App) {
         format!(" {} · {} ", app.model.name, app.model.backend),
         theme.status.add_modifier(Modifier::BOLD),
     )];
+    if app.model.template_fallback {
+        spans.push(Span::styled(" ⚠ built-in chat layout ", theme.warn));
+    }
     spans.push(Span::styled(
         format!(" {} ", app.phase_text()),
         theme.status,

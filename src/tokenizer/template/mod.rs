@@ -1,0 +1,258 @@
+//! Chat templates: the checkpoint's own (`chat_template.jinja`, `chat_template` in
+//! `tokenizer_config.json`, or a GGUF's `tokenizer.chat_template`) compiled and rendered as
+//! transformers renders it ([`python`] has the environment), and what a new turn adds to a
+//! conversation ([`turns`]), with the family's built-in layout standing in when a template is
+//! missing or fails.
+
+pub mod python;
+pub mod turns;
+
+use std::path::Path;
+
+use minijinja::{Environment, ErrorKind, Value, context};
+
+pub use turns::{ChatFormat, Conversation, TurnText};
+
+/// A template that does not compile or fails to render: what went wrong, and where.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the chat template ({origin}) {what}{}", line.map(|l| format!(" (line {l})")).unwrap_or_default())]
+pub struct TemplateError {
+    /// Where the template came from, e.g. `chat_template.jinja`.
+    pub origin: String,
+    /// What happened.
+    pub what: String,
+    /// The template's line, when known.
+    pub line: Option<usize>,
+}
+
+/// A compiled chat template.
+#[derive(Debug)]
+pub struct ChatTemplate {
+    env: Environment<'static>,
+    bos: String,
+    eos: String,
+    origin: String,
+}
+
+/// A template's source text and where it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TemplateSource {
+    /// The Jinja source.
+    pub text: String,
+    /// Where it came from, for messages.
+    pub origin: String,
+}
+
+impl TemplateSource {
+    /// The template a model directory ships: `chat_template.jinja`, else `chat_template` in
+    /// `tokenizer_config.json` (a string, or a list of named templates of which `default` is
+    /// taken). `None` when it ships none.
+    pub fn from_dir(dir: &Path) -> crate::error::Result<Option<Self>> {
+        let file = dir.join("chat_template.jinja");
+        if file.exists() {
+            let text =
+                std::fs::read_to_string(&file).map_err(|e| crate::error::Error::io(&file, e))?;
+            return Ok(Some(Self {
+                text,
+                origin: "chat_template.jinja".into(),
+            }));
+        }
+        let config = dir.join("tokenizer_config.json");
+        let Ok(text) = std::fs::read_to_string(&config) else {
+            return Ok(None);
+        };
+        let json: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| crate::error::Error::Tokenizer(format!("{}: {e}", config.display())))?;
+        let text = match json.get("chat_template") {
+            Some(serde_json::Value::String(t)) => Some(t.clone()),
+            Some(serde_json::Value::Array(named)) => named
+                .iter()
+                .find(|t| t.get("name").and_then(|n| n.as_str()) == Some("default"))
+                .and_then(|t| t.get("template")?.as_str().map(str::to_string)),
+            _ => None,
+        };
+        Ok(text.map(|text| Self {
+            text,
+            origin: "tokenizer_config.json".into(),
+        }))
+    }
+}
+
+impl ChatTemplate {
+    /// Compiles `source`; `bos` and `eos` are the token texts the template may emit (the engine
+    /// adds BOS as an id instead).
+    pub fn new(source: &TemplateSource, bos: &str, eos: &str) -> Result<Self, TemplateError> {
+        let mut env = python::environment();
+        env.add_template_owned("chat", python::without_generation_tags(&source.text))
+            .map_err(|e| error(&source.origin, "does not compile", &e))?;
+        Ok(Self {
+            env,
+            bos: bos.to_string(),
+            eos: eos.to_string(),
+            origin: source.origin.clone(),
+        })
+    }
+
+    /// Where the template came from.
+    pub fn origin(&self) -> &str {
+        &self.origin
+    }
+
+    /// What the template renders for `messages` (a list of `{"role", "content", …}` objects),
+    /// as transformers' `apply_chat_template` renders it: `thinking` is passed as
+    /// `enable_thinking` when given, `tools` and `documents` are none.
+    pub fn render(
+        &self,
+        messages: &serde_json::Value,
+        add_generation_prompt: bool,
+        thinking: Option<bool>,
+    ) -> Result<String, TemplateError> {
+        let tpl = self
+            .env
+            .get_template("chat")
+            .map_err(|e| error(&self.origin, "failed", &e))?;
+        let messages = Value::from_serialize(messages);
+        let base = context! {
+            messages,
+            add_generation_prompt,
+            bos_token => self.bos.as_str(),
+            eos_token => self.eos.as_str(),
+            tools => (),
+            documents => (),
+        };
+        let ctx = match thinking {
+            Some(on) => context! { enable_thinking => on, ..base },
+            None => base,
+        };
+        let mut out = Limited::default();
+        match tpl.render_captured_to(ctx, &mut out) {
+            Ok(_) => String::from_utf8(out.bytes).map_err(|_| TemplateError {
+                origin: self.origin.clone(),
+                what: "wrote invalid UTF-8".into(),
+                line: None,
+            }),
+            Err(_) if out.over => Err(TemplateError {
+                origin: self.origin.clone(),
+                what: format!(
+                    "wrote more than {} MiB and was stopped",
+                    python::MAX_OUTPUT >> 20
+                ),
+                line: None,
+            }),
+            Err(e) => Err(error(&self.origin, "failed", &e)),
+        }
+    }
+
+    /// [`Self::render`] without the leading BOS text, which the engine adds as an id.
+    pub fn render_after_bos(
+        &self,
+        messages: &serde_json::Value,
+        add_generation_prompt: bool,
+        thinking: Option<bool>,
+    ) -> Result<String, TemplateError> {
+        let out = self.render(messages, add_generation_prompt, thinking)?;
+        Ok(match out.strip_prefix(self.bos.as_str()) {
+            Some(rest) if !self.bos.is_empty() => rest.to_string(),
+            _ => out,
+        })
+    }
+
+    /// An error about this template that is not minijinja's.
+    fn fault(&self, what: &str) -> TemplateError {
+        TemplateError {
+            origin: self.origin.clone(),
+            what: what.to_string(),
+            line: None,
+        }
+    }
+}
+
+/// A minijinja error as a [`TemplateError`]: its kind, its detail and its line.
+fn error(origin: &str, doing: &str, e: &minijinja::Error) -> TemplateError {
+    let what = match (e.kind(), e.detail()) {
+        (ErrorKind::OutOfFuel, _) => format!(
+            "{doing}: it ran more than {} million steps and was stopped",
+            python::FUEL / 1_000_000
+        ),
+        (kind, Some(detail)) => format!("{doing}: {kind}: {detail}"),
+        (kind, None) => format!("{doing}: {kind}"),
+    };
+    TemplateError {
+        origin: origin.to_string(),
+        what,
+        line: e.line(),
+    }
+}
+
+/// A byte sink that refuses to grow past [`python::MAX_OUTPUT`].
+#[derive(Default)]
+struct Limited {
+    bytes: Vec<u8>,
+    over: bool,
+}
+
+impl std::io::Write for Limited {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.bytes.len() + buf.len() > python::MAX_OUTPUT {
+            self.over = true;
+            return Err(std::io::Error::other("template output limit"));
+        }
+        self.bytes.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn compile(text: &str) -> Result<ChatTemplate, TemplateError> {
+        let source = TemplateSource {
+            text: text.into(),
+            origin: "test.jinja".into(),
+        };
+        ChatTemplate::new(&source, "<bos>", "<eos>")
+    }
+
+    #[test]
+    fn errors_name_the_template_and_the_line() {
+        let e = compile("a\n{% if %}").expect_err("does not compile");
+        assert_eq!(e.line, Some(2));
+        assert!(
+            e.to_string()
+                .starts_with("the chat template (test.jinja) does not compile")
+        );
+        let t = compile("x\ny\n{{ raise_exception('roles must alternate') }}").expect("ok");
+        let e = t
+            .render(&serde_json::json!([]), true, None)
+            .expect_err("raises");
+        assert_eq!(e.line, Some(3));
+        assert!(e.to_string().contains("roles must alternate"), "{e}");
+        assert!(e.to_string().ends_with("(line 3)"), "{e}");
+    }
+
+    #[test]
+    fn output_is_bounded() {
+        let t =
+            compile("{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}").expect("compiles");
+        let e = t
+            .render(&serde_json::json!([]), true, None)
+            .expect_err("too big");
+        assert!(e.what.contains("MiB"), "{e}");
+    }
+
+    #[test]
+    fn bos_is_left_to_the_engine() {
+        let t = compile("{{ bos_token }}{{ messages[0].content }}{{ eos_token }}").expect("ok");
+        let m = serde_json::json!([{"role": "user", "content": "hi"}]);
+        assert_eq!(t.render(&m, true, None).expect("renders"), "<bos>hi<eos>");
+        assert_eq!(
+            t.render_after_bos(&m, true, None).expect("renders"),
+            "hi<eos>"
+        );
+    }
+}
