@@ -238,11 +238,7 @@ fn turn_two_of_a_long_conversation_prefills_exactly_the_new_turn() {
     let lm = model();
     let tok = lm.tokenizer.as_ref().expect("tokenizer");
     let story = "The lighthouse keeper counted the ships that passed the rocks each night. ";
-    let mut convo = vec![lm.model.config().bos_token_id];
-    convo.extend(
-        tok.encode(&lm.user_turn(&story.repeat(120)).expect("turn"))
-            .expect("ids"),
-    );
+    let mut convo = lm.single_turn_ids(&story.repeat(120)).expect("turn");
     assert!(convo.len() >= 1500, "{} tokens", convo.len());
     let never = std::sync::atomic::AtomicBool::new(false);
     let mut s = Session::new(&lm.model);
@@ -262,11 +258,13 @@ fn turn_two_of_a_long_conversation_prefills_exactly_the_new_turn() {
     assert_eq!(first.reuse, Reuse::New);
     convo.extend(&answer);
     let history = convo.len();
-    convo.extend(tok.encode("\n").expect("ids"));
-    convo.extend(
-        tok.encode(&lm.user_turn("And then?").expect("turn"))
-            .expect("ids"),
-    );
+    let c = gemma_chat::tokenizer::template::Conversation {
+        system: None,
+        thinking: false,
+        continues: true,
+    };
+    let (next, _) = lm.next_turn(&c, "And then?").expect("turn");
+    convo.extend(tok.encode(&next.turn).expect("ids"));
     let (_, second) = s
         .run_turn(
             &lm.model,

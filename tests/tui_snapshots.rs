@@ -476,3 +476,27 @@ fn input_history_paste_and_multiline() {
         "{cmds:?}"
     );
 }
+
+#[test]
+fn a_failing_chat_template_is_shown_with_its_line_and_flagged_in_the_status_line() {
+    let (mut app, _) = new_app();
+    ready(&mut app);
+    let tab = send(&mut app, "Hello");
+    app.update(Msg::Engine(Event::TemplateFallback {
+        tab,
+        error: "the chat template (chat_template.jinja) failed: unknown method: map has no \
+                method named get (line 236)"
+            .into(),
+    }));
+    app.update(Msg::Engine(Event::Token {
+        tab,
+        text: "Hi! How can I help?".into(),
+    }));
+    app.update(Msg::Engine(Event::Finished {
+        tab,
+        end: TurnEnd::Stop(106),
+        stats: stats(0, 12, 6),
+    }));
+    assert!(app.model.template_fallback);
+    insta::assert_snapshot!(draw(&mut app, 100, 14).backend());
+}

@@ -237,13 +237,10 @@ fn tojson(v: &Value, kwargs: Kwargs) -> Result<String, Error> {
     let sort = kwargs.get::<Option<bool>>("sort_keys")?.unwrap_or(false);
     let separators = kwargs.get::<Option<Vec<String>>>("separators")?;
     kwargs.assert_all_used()?;
-    let indent = match indent {
-        None => None,
-        Some(i) => Some(match i.as_i64() {
-            Some(n) => " ".repeat(n.max(0) as usize),
-            None => i.as_str().unwrap_or_default().to_string(),
-        }),
-    };
+    let indent = indent.map(|i| match i.as_i64() {
+        Some(n) => " ".repeat(n.max(0) as usize),
+        None => i.as_str().unwrap_or_default().to_string(),
+    });
     let (item, key) = match separators.as_deref() {
         Some([i, k]) => (i.clone(), k.clone()),
         Some(_) => {
