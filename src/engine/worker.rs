@@ -381,7 +381,7 @@ impl Worker<'_> {
         Ok(t)
     }
 
-    /// Brings back a saved conversation. Chats saved before 0.2 closed the last answer with its
+    /// Brings back a saved conversation. Chats saved by earlier releases closed the last answer with its
     /// stop id and ended the header before the first user turn's opening: both are brought to
     /// today's form (and the UI told), and a snapshot saved under the old ids still loads.
     fn restore(&mut self, tab: TabId, ids: Vec<u32>, header: usize, last: Option<usize>) {
