@@ -141,12 +141,7 @@ pub fn load(
     let config = ModelConfig::from_file(&dir.join("config.json"))?;
     let source = SafetensorsSource::open(&dir)?;
     let model = build(config, &source, device, dtype, progress)?;
-    let tok_path = dir.join("tokenizer.json");
-    let tokenizer = if tok_path.exists() {
-        Some(Tokenizer::from_file(&tok_path)?)
-    } else {
-        None
-    };
+    let tokenizer = dir_tokenizer(&dir)?;
     let stop_ids = stop_ids(&dir, model.config());
     let chat = chat_format(
         TemplateSource::from_dir(&dir)?.as_ref(),
@@ -231,16 +226,20 @@ pub fn chat_format_of(path: &Path) -> Result<ChatFormat> {
     }
     let dir = loader::model_dir(path);
     let config = ModelConfig::from_file(&dir.join("config.json"))?;
-    let tok_path = dir.join("tokenizer.json");
-    let tokenizer = match tok_path.exists() {
-        true => Some(Tokenizer::from_file(&tok_path)?),
-        false => None,
-    };
+    let tokenizer = dir_tokenizer(&dir)?;
     Ok(chat_format(
         TemplateSource::from_dir(&dir)?.as_ref(),
         &config,
         tokenizer.as_ref(),
     ))
+}
+
+/// A model directory's `tokenizer.json`, if it ships one.
+fn dir_tokenizer(dir: &Path) -> Result<Option<Tokenizer>> {
+    let path = dir.join("tokenizer.json");
+    path.exists()
+        .then(|| Tokenizer::from_file(&path))
+        .transpose()
 }
 
 /// The chat template a GGUF file carries (`tokenizer.chat_template`).

@@ -145,31 +145,21 @@ fn template_render_prints_exactly_the_render() {
 #[test]
 fn template_render_explains_bad_input() {
     let tmp = tempfile::tempdir().expect("tmp");
-    let messages = tmp.path().join("m.json");
-    std::fs::write(&messages, r#"{"role": "user"}"#).expect("write");
     let template = dir().join("official/gemma3-it.jinja");
-    let out = render_cli(&[
-        "--template",
-        template.to_str().expect("utf-8"),
-        "--messages",
-        messages.to_str().expect("utf-8"),
-    ]);
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("JSON list of messages"));
-
-    std::fs::write(
-        &messages,
-        r#"[{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]"#,
-    )
-    .expect("write");
-    let out = render_cli(&[
-        "--template",
-        template.to_str().expect("utf-8"),
-        "--messages",
-        messages.to_str().expect("utf-8"),
-    ]);
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let render = |json: &str| {
+        let messages = tmp.path().join("m.json");
+        std::fs::write(&messages, json).expect("write");
+        let out = render_cli(&[
+            "--template",
+            template.to_str().expect("utf-8"),
+            "--messages",
+            messages.to_str().expect("utf-8"),
+        ]);
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    assert!(render(r#"{"role": "user"}"#).contains("JSON list of messages"));
+    let err = render(r#"[{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]"#);
     assert!(err.contains("Conversation roles must alternate"), "{err}");
     assert!(err.contains("(line "), "{err}");
 }
