@@ -233,6 +233,11 @@ fn conversation(
     let mut users = Vec::new();
     let mut turns: Vec<Turn> = Vec::new();
     for (i, &on) in thinking.iter().enumerate() {
+        if i > 0 && thinking[i - 1] {
+            // Under `strip` an answer that had a thought is re-prefilled without it in the
+            // background (a few milliseconds here); let it settle so the turn sees it done.
+            std::thread::sleep(Duration::from_millis(300));
+        }
         setup(&h, 1, system, on);
         let t = turn(&h, 1, texts[i]);
         users.push((texts[i], on));
