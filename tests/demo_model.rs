@@ -107,11 +107,15 @@ fn greedy_generation_matches_transformers() {
             .map(|x| x.as_u64().expect("id") as u32)
             .collect()
     };
-    // On the CPU every matrix stays in its GGUF blocks (Q5_0, Q8_0, Q4_K, Q6_K here): the
-    // embedding/LM head and seven projections per layer. The logits below come from the kernels.
-    let (matrices, bytes) = lm.model.quantized_weights();
-    assert_eq!(matrices, 1 + 7 * lm.model.config().num_layers());
-    assert!(bytes < 240 << 20, "{bytes} bytes of blocks");
+    // On the CPU every matrix stays in its GGUF blocks (Q5_0, Q8_0, Q4_K, Q6_K here), read in
+    // place from the mapped file: the embedding/LM head and seven projections per layer. Only
+    // the norms are the process's own. The logits below come from the kernels.
+    let w = lm.model.weight_stats();
+    assert_eq!(w.host_matrices, 1 + 7 * lm.model.config().num_layers());
+    assert!(w.mapped < 240 << 20, "{} bytes of blocks", w.mapped);
+    assert!(w.owned < 1 << 20, "{} bytes copied", w.owned);
+    let types: Vec<&str> = w.by_type.keys().map(String::as_str).collect();
+    assert_eq!(types, ["F32", "Q4_K", "Q5_0", "Q6_K", "Q8_0"]);
     let tok = lm.tokenizer.as_ref().expect("GGUF carries its tokenizer");
     for case in reference["cases"].as_array().expect("cases") {
         let prompt = case["prompt"].as_str().expect("prompt");

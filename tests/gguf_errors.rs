@@ -43,16 +43,17 @@ fn an_unknown_tensor_type_names_the_tensor_and_type() {
     write_gguf(
         &path,
         &[("general.architecture", "gemma3")],
-        ("token_embd.weight", &[256, 4], 10),
+        ("token_embd.weight", &[256, 4], 16),
         4096,
     );
     let file = GgufFile::open(&path).expect("header is fine");
     let err = file
         .dequantize("token_embd.weight")
-        .expect_err("Q2_K")
+        .expect_err("IQ2_XXS")
         .to_string();
+    // The type by name, and the supported list.
     assert!(
-        err.contains("token_embd.weight") && err.contains("Q2_K"),
+        err.contains("token_embd.weight") && err.contains("IQ2_XXS") && err.contains("IQ4_XS"),
         "{err}"
     );
 }

@@ -1,7 +1,9 @@
 //! `gemma-chat bench`: load time, prefill and decode speed, time to first token for a cold
 //! 2,000-token history and for a warm 20-token follow-up on it (and on an empty history), and
-//! memory with one and with eight open sessions. Text, or one JSON object with `--json`.
-//! `benches/llama_cpp.py` measures llama.cpp on the same file, prompt and thread count.
+//! memory: peak RSS of load + prefill + decode (the figure to hold against llama-bench's on the
+//! same file), weight bytes per GGML type, mapped in place against owned, and RSS with one and
+//! with eight open sessions. Text, or one JSON object with `--json`. `benches/compare.py`
+//! measures llama.cpp on the same file, prompt and thread count.
 
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
@@ -31,6 +33,9 @@ pub struct BenchArgs {
     /// History tokens for the time-to-first-token figures.
     #[arg(long, default_value_t = 2000)]
     history_tokens: usize,
+    /// Stop after prefill and decode: no time-to-first-token or multi-session figures.
+    #[arg(long)]
+    no_sessions: bool,
 }
 
 /// The same English text the llama.cpp script uses, repeated to the length asked.
@@ -88,7 +93,7 @@ pub fn run(args: BenchArgs, common: &ModelArgs) -> anyhow::Result<()> {
     let t0 = Instant::now();
     let (lm, dtype) = load_model(common)?;
     let load_s = t0.elapsed().as_secs_f64();
-    let quantized = lm.model.quantized_weights();
+    let weights = lm.model.weight_stats();
     let m = &lm.model;
     let never = AtomicBool::new(false);
 
@@ -105,11 +110,59 @@ pub fn run(args: BenchArgs, common: &ModelArgs) -> anyhow::Result<()> {
     }
     let decode_s = t.elapsed().as_secs_f64();
     drop(s);
+    let (_, peak_generate) = rss_mb();
+    let mb = |b: usize| b as f64 / (1 << 20) as f64;
+    let by_type: serde_json::Map<String, serde_json::Value> = weights
+        .by_type
+        .iter()
+        .map(|(k, &v)| (k.clone(), json!(mb(v))))
+        .collect();
+    let load_avg = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(String::from))
+        .unwrap_or_default();
+    let threads = rayon::current_num_threads();
+    let mut out = json!({
+        "model": lm.path.display().to_string(),
+        "dtype": dtype.as_str(),
+        "threads": threads,
+        "load_avg_1m": load_avg,
+        "load_s": load_s,
+        "prefill_tokens": prompt.len(),
+        "prefill_tok_s": prompt.len() as f64 / prefill_s,
+        "decode_tokens": args.decode_tokens,
+        "decode_tok_s": args.decode_tokens as f64 / decode_s,
+        "peak_rss_mb": peak_generate,
+        "weights_mb_by_type": by_type,
+        "weights_mapped_mb": mb(weights.mapped),
+        "weights_owned_mb": mb(weights.owned),
+        "host_matrices": weights.host_matrices,
+    });
+    if !args.no_sessions {
+        sessions_figures(m, &lm, &args, &prompt, dtype, &mut out)?;
+    }
+    if args.json {
+        println!("{out}");
+    } else {
+        print_text(&out);
+    }
+    Ok(())
+}
 
+/// Time to first token, cold and warm, and memory with one and eight open sessions, added to
+/// `out`.
+fn sessions_figures(
+    m: &Gemma,
+    lm: &gemma_chat::generate::LoadedModel,
+    args: &BenchArgs,
+    prompt: &[u32],
+    dtype: gemma_chat::model::ComputeDtype,
+    out: &mut serde_json::Value,
+) -> anyhow::Result<()> {
     // Time to first token: a cold history, then 20-token follow-ups on it (history 2000, 2020,
     // 2040), each next to the same turn on an empty history; the medians of the three pairs.
-    let history = ids(&lm, args.history_tokens)?;
-    let follow: Vec<u32> = ids(&lm, 21)?[1..].to_vec();
+    let history = ids(lm, args.history_tokens)?;
+    let follow: Vec<u32> = ids(lm, 21)?[1..].to_vec();
     let mut short = vec![m.config().bos_token_id];
     short.extend(&follow);
     let mut s = Session::new(m);
@@ -129,34 +182,17 @@ pub fn run(args: BenchArgs, common: &ModelArgs) -> anyhow::Result<()> {
 
     // Memory: one open session with a prompt-sized history, then eight.
     let mut sessions = vec![Session::new(m)];
-    first_token(m, &mut sessions[0], &prompt)?;
+    first_token(m, &mut sessions[0], prompt)?;
     let (rss_1, _) = rss_mb();
     for _ in 1..8 {
         let mut s = Session::new(m);
-        first_token(m, &mut s, &prompt)?;
+        first_token(m, &mut s, prompt)?;
         sessions.push(s);
     }
     let (rss_8, peak) = rss_mb();
     let elem = dtype.dtype().size();
     let kv_mb = KvCache::estimate_bytes(m.config(), elem, prompt.len()) as f64 / (1 << 20) as f64;
-    let load_avg = std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|l| l.split_whitespace().next().map(String::from))
-        .unwrap_or_default();
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-
-    let out = json!({
-        "model": lm.path.display().to_string(),
-        "dtype": dtype.as_str(),
-        "quantized_matrices": quantized.0,
-        "quantized_weights_mb": quantized.1 as f64 / (1 << 20) as f64,
-        "threads": threads,
-        "load_avg_1m": load_avg,
-        "load_s": load_s,
-        "prefill_tokens": prompt.len(),
-        "prefill_tok_s": prompt.len() as f64 / prefill_s,
-        "decode_tokens": args.decode_tokens,
-        "decode_tok_s": args.decode_tokens as f64 / decode_s,
+    let extra = json!({
         "history_tokens": history.len(),
         "ttft_cold_ms": ttft_cold * 1e3,
         "ttft_warm_ms": ttft_warm * 1e3,
@@ -165,46 +201,73 @@ pub fn run(args: BenchArgs, common: &ModelArgs) -> anyhow::Result<()> {
         "warm_prefilled_tokens": prefilled,
         "rss_mb": rss_1,
         "rss_8_sessions_mb": rss_8,
-        "peak_rss_mb": peak,
+        "peak_rss_8_sessions_mb": peak,
         "kv_session_estimate_mb": kv_mb,
     });
-    if args.json {
-        println!("{out}");
-    } else {
-        let f = |k: &str| out[k].as_f64().unwrap_or(0.0);
-        println!("model            {} ({})", out["model"], out["dtype"]);
-        println!("threads          {threads} (load average {load_avg})");
-        println!("load             {:.2} s", f("load_s"));
-        println!(
-            "weights          {} matrices in quantized blocks ({:.0} MiB)",
-            quantized.0,
-            f("quantized_weights_mb")
-        );
-        println!(
-            "prefill          {:.1} tok/s ({} tokens)",
-            f("prefill_tok_s"),
-            prompt.len()
-        );
-        println!(
-            "decode           {:.1} tok/s ({} tokens)",
-            f("decode_tok_s"),
-            args.decode_tokens
-        );
-        println!(
-            "ttft cold        {:.0} ms ({} history tokens)",
-            f("ttft_cold_ms"),
-            history.len()
-        );
-        println!(
-            "ttft warm        {:.0} ms (reused {reused}, prefilled {}); on an empty history {:.0} ms",
-            f("ttft_warm_ms"),
-            prefilled,
-            f("ttft_warm_empty_ms")
-        );
-        println!(
-            "memory           {:.0} MiB with 1 session, {:.0} MiB with 8 (KV estimate {:.1} MiB each), peak {:.0} MiB",
-            rss_1, rss_8, kv_mb, peak
-        );
+    if let (Some(o), serde_json::Value::Object(e)) = (out.as_object_mut(), extra) {
+        o.extend(e);
     }
     Ok(())
+}
+
+/// The figures as text.
+fn print_text(out: &serde_json::Value) {
+    let f = |k: &str| out[k].as_f64().unwrap_or(0.0);
+    let n = |k: &str| out[k].as_u64().unwrap_or(0);
+    println!("model            {} ({})", out["model"], out["dtype"]);
+    println!(
+        "threads          {} (load average {})",
+        out["threads"], out["load_avg_1m"]
+    );
+    println!("load             {:.2} s", f("load_s"));
+    let types: Vec<String> = out["weights_mb_by_type"]
+        .as_object()
+        .map(|o| {
+            o.iter()
+                .map(|(k, v)| format!("{k} {:.1}", v.as_f64().unwrap_or(0.0)))
+                .collect()
+        })
+        .unwrap_or_default();
+    println!(
+        "weights          {:.0} MiB mapped in place, {:.1} MiB owned; MiB by type: {}",
+        f("weights_mapped_mb"),
+        f("weights_owned_mb"),
+        types.join(", ")
+    );
+    println!(
+        "prefill          {:.1} tok/s ({} tokens)",
+        f("prefill_tok_s"),
+        n("prefill_tokens")
+    );
+    println!(
+        "decode           {:.1} tok/s ({} tokens)",
+        f("decode_tok_s"),
+        n("decode_tokens")
+    );
+    println!(
+        "peak memory      {:.0} MiB (load, prefill, decode)",
+        f("peak_rss_mb")
+    );
+    if out.get("ttft_cold_ms").is_none() {
+        return;
+    }
+    println!(
+        "ttft cold        {:.0} ms ({} history tokens)",
+        f("ttft_cold_ms"),
+        n("history_tokens")
+    );
+    println!(
+        "ttft warm        {:.0} ms (reused {}, prefilled {}); on an empty history {:.0} ms",
+        f("ttft_warm_ms"),
+        n("warm_reused_tokens"),
+        n("warm_prefilled_tokens"),
+        f("ttft_warm_empty_ms")
+    );
+    println!(
+        "memory           {:.0} MiB with 1 session, {:.0} MiB with 8 (KV estimate {:.1} MiB each), peak {:.0} MiB",
+        f("rss_mb"),
+        f("rss_8_sessions_mb"),
+        f("kv_session_estimate_mb"),
+        f("peak_rss_8_sessions_mb")
+    );
 }

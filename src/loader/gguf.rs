@@ -1,16 +1,17 @@
 //! GGUF v2/v3 files: header, metadata, tensor infos and the memory-mapped data section. Tensors
-//! are dequantized to f32 on request and exposed under canonical Hugging Face names.
+//! are exposed under canonical Hugging Face names, either in their blocks straight from the
+//! mapping or dequantized to f32 (after which their pages are released).
 
 use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use memmap2::Mmap;
 
 use super::quant::GgmlType;
-use super::{RawTensor, TensorSource};
+use super::{Blocks, Bytes, RawTensor, TensorSource, check_shape};
 use crate::error::{Error, Result};
-use crate::model::qmatmul::QMatrix;
 
 /// One metadata value.
 #[derive(Debug, Clone, PartialEq)]
@@ -27,6 +28,39 @@ pub enum Value {
     Str(String),
     /// Array of values.
     Array(Vec<Value>),
+    /// A long array of strings (a vocabulary), packed into one buffer.
+    Strings(StrArray),
+    /// A long array of numbers (scores, token types), as f64.
+    Numbers(Vec<f64>),
+}
+
+/// Arrays longer than this are packed ([`Value::Strings`], [`Value::Numbers`]): a 262k-token
+/// vocabulary as one `Value` per entry took 40 MB.
+const PACK_OVER: usize = 4096;
+
+/// Strings stored end to end.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct StrArray {
+    text: String,
+    ends: Vec<usize>,
+}
+
+impl StrArray {
+    /// Number of strings.
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// The strings in order.
+    pub fn iter(&self) -> impl Iterator<Item = &str> {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts.zip(&self.ends).map(|(a, &b)| &self.text[a..b])
+    }
 }
 
 impl Value {
@@ -65,6 +99,24 @@ impl Value {
             _ => None,
         }
     }
+
+    /// As an array of strings, packed or not; `None` when any element is not a string.
+    pub fn strings(&self) -> Option<Vec<&str>> {
+        match self {
+            Value::Strings(s) => Some(s.iter().collect()),
+            Value::Array(a) => a.iter().map(Value::as_str).collect(),
+            _ => None,
+        }
+    }
+
+    /// As an array of numbers, packed or not; `None` when any element is not a number.
+    pub fn numbers(&self) -> Option<Vec<f64>> {
+        match self {
+            Value::Numbers(n) => Some(n.clone()),
+            Value::Array(a) => a.iter().map(Value::as_f64).collect(),
+            _ => None,
+        }
+    }
 }
 
 /// Where one tensor lives in the file.
@@ -83,7 +135,7 @@ pub struct TensorInfo {
 /// An opened GGUF file.
 pub struct GgufFile {
     path: PathBuf,
-    mmap: Mmap,
+    mmap: Arc<Mmap>,
     /// Metadata key → value.
     pub metadata: HashMap<String, Value>,
     /// GGUF tensor name → location.
@@ -171,6 +223,28 @@ impl Reader<'_> {
             9 => {
                 let inner = self.u32()?;
                 let n = self.len()?;
+                if n > PACK_OVER && inner == 8 {
+                    let mut s = StrArray::default();
+                    for _ in 0..n {
+                        let len = self.len()?;
+                        let (buf, start) = (self.buf, self.pos);
+                        self.take(len)?;
+                        match std::str::from_utf8(&buf[start..start + len]) {
+                            Ok(text) => s.text.push_str(text),
+                            Err(_) => return Err(self.err("invalid UTF-8 string")),
+                        }
+                        s.ends.push(s.text.len());
+                    }
+                    return Ok(Value::Strings(s));
+                }
+                if n > PACK_OVER && matches!(inner, 0..=7 | 10..=12) {
+                    let mut v = Vec::with_capacity(n.min(1 << 24));
+                    for _ in 0..n {
+                        let x = self.value(inner)?;
+                        v.push(x.as_f64().unwrap_or_default());
+                    }
+                    return Ok(Value::Numbers(v));
+                }
                 let mut v = Vec::with_capacity(n.min(1 << 20));
                 for _ in 0..n {
                     v.push(self.value(inner)?);
@@ -268,7 +342,7 @@ impl GgufFile {
         }
         Ok(Self {
             path: path.to_path_buf(),
-            mmap,
+            mmap: Arc::new(mmap),
             metadata,
             tensors,
         })
@@ -289,29 +363,54 @@ impl GgufFile {
         &self.mmap[info.offset..info.offset + info.len]
     }
 
-    /// Dequantizes the tensor stored under its GGUF name.
+    /// The type of the tensor stored under its GGUF name: an error naming the type and the
+    /// supported list when gemma-chat cannot read it, or when its rows are not whole blocks.
+    fn type_of(&self, name: &str, info: &TensorInfo) -> Result<GgmlType> {
+        let ty = GgmlType::from_id(info.type_id).ok_or_else(|| Error::Weights {
+            path: self.path.clone(),
+            msg: format!(
+                "tensor `{name}` has type {}, which gemma-chat cannot read (supported: {})",
+                GgmlType::name_of(info.type_id),
+                GgmlType::supported_list()
+            ),
+        })?;
+        let (per, _) = ty.block();
+        let cols = info.shape.last().copied().unwrap_or(1);
+        if !cols.is_multiple_of(per) {
+            return Err(Error::Weights {
+                path: self.path.clone(),
+                msg: format!(
+                    "tensor `{name}` has rows of {cols} values, not whole {} blocks of {per}",
+                    ty.name()
+                ),
+            });
+        }
+        Ok(ty)
+    }
+
+    /// Dequantizes the tensor stored under its GGUF name, then releases its pages.
     pub fn dequantize(&self, name: &str) -> Result<Option<RawTensor>> {
         let Some(info) = self.tensors.get(name) else {
             return Ok(None);
         };
-        let ty = GgmlType::from_id(info.type_id).ok_or_else(|| Error::Weights {
-            path: self.path.clone(),
-            msg: format!(
-                "tensor `{name}` has type {}, which gemma-chat cannot read yet \
-                 (supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K)",
-                GgmlType::name_of(info.type_id)
-            ),
-        })?;
-        let n: usize = info.shape.iter().product();
-        if ty.bytes_for(n).is_none() {
-            return Err(Error::Weights {
-                path: self.path.clone(),
-                msg: format!("tensor `{name}` has {n} values, not whole {ty:?} blocks"),
-            });
-        }
+        let ty = self.type_of(name, info)?;
+        let data = ty.dequantize(self.bytes(info));
+        super::bytes::release(&self.mmap, info.offset..info.offset + info.len);
         Ok(Some(RawTensor {
             shape: info.shape.clone(),
-            data: ty.dequantize(self.bytes(info)),
+            data,
+        }))
+    }
+
+    /// The tensor stored under its GGUF name, in its blocks, used in place.
+    pub fn blocks(&self, name: &str) -> Result<Option<Blocks>> {
+        let Some(info) = self.tensors.get(name) else {
+            return Ok(None);
+        };
+        Ok(Some(Blocks {
+            ty: self.type_of(name, info)?,
+            shape: info.shape.clone(),
+            bytes: Bytes::mapped(self.mmap.clone(), info.offset..info.offset + info.len),
         }))
     }
 }
@@ -349,22 +448,18 @@ impl TensorSource for GgufSource {
         }
     }
 
-    fn quantized(&self, name: &str, expected: &[usize]) -> Result<Option<QMatrix>> {
-        let Some(info) = self.names.get(name).and_then(|g| self.file.tensors.get(g)) else {
-            return Ok(None);
+    fn blocks(&self, name: &str, expected: &[usize]) -> Result<Blocks> {
+        let found = match self.names.get(name) {
+            Some(g) => self.file.blocks(g)?,
+            None => None,
         };
-        let (Some(ty), [rows, cols]) = (GgmlType::from_id(info.type_id), expected) else {
-            return Ok(None);
-        };
-        if info.shape != expected || !QMatrix::supports(ty) {
-            return Ok(None);
-        }
-        Ok(QMatrix::new(
-            ty,
-            *rows,
-            *cols,
-            self.file.bytes(info).to_vec(),
-        ))
+        let b = found.ok_or_else(|| Error::MissingTensor {
+            name: name.to_string(),
+            expected: expected.to_vec(),
+            path: self.file.path.clone(),
+        })?;
+        check_shape(name, &b.shape, expected, self.file.path.clone())?;
+        Ok(b)
     }
 
     fn shape(&self, name: &str) -> Option<Vec<usize>> {

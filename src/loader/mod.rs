@@ -4,6 +4,7 @@
 //! Formats live in their own files; each maps its names onto the canonical Hugging Face text-tower
 //! names (`layers.3.self_attn.q_proj.weight`, prefix stripped).
 
+pub mod bytes;
 pub mod gguf;
 pub mod gguf_config;
 pub mod quant;
@@ -11,8 +12,9 @@ pub mod safetensors;
 
 use std::path::{Path, PathBuf};
 
+pub use self::bytes::Bytes;
+use self::quant::GgmlType;
 use crate::error::{Error, Result};
-use crate::model::qmatmul::QMatrix;
 
 /// One weight tensor on the host, already converted to f32.
 #[derive(Debug, Clone)]
@@ -21,6 +23,24 @@ pub struct RawTensor {
     pub shape: Vec<usize>,
     /// Row-major values.
     pub data: Vec<f32>,
+}
+
+/// One weight tensor as stored: its GGML type (float types included) and its bytes, used in
+/// place.
+#[derive(Clone)]
+pub struct Blocks {
+    /// The stored type.
+    pub ty: GgmlType,
+    /// Shape, outermost first; the innermost dimension is a whole number of blocks.
+    pub shape: Vec<usize>,
+    /// Row-major blocks.
+    pub bytes: Bytes,
+}
+
+impl std::fmt::Debug for Blocks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Blocks({}, {:?})", self.ty.name(), self.shape)
+    }
 }
 
 /// A source of named weight tensors.
@@ -32,12 +52,10 @@ pub trait TensorSource {
     /// The file that holds (or would hold) a tensor, for error messages.
     fn path_of(&self, name: &str) -> PathBuf;
 
-    /// The tensor under `name` still in its quantized blocks, when it is stored in a type the
-    /// host kernels handle and has the `expected` shape; `None` sends the caller to
-    /// [`TensorSource::require`].
-    fn quantized(&self, _name: &str, _expected: &[usize]) -> Result<Option<QMatrix>> {
-        Ok(None)
-    }
+    /// The tensor under `name` in its stored type, bytes used in place, checked against
+    /// `expected`; a clear error when absent, mis-shaped, or stored in a type gemma-chat cannot
+    /// read (named, with the supported list).
+    fn blocks(&self, name: &str, expected: &[usize]) -> Result<Blocks>;
 
     /// The tensor under `name`, checked against `expected`; a clear error when absent or
     /// mis-shaped.
@@ -63,7 +81,12 @@ pub trait TensorSource {
     }
 }
 
-fn check_shape(name: &str, actual: &[usize], expected: &[usize], path: PathBuf) -> Result<()> {
+pub(crate) fn check_shape(
+    name: &str,
+    actual: &[usize],
+    expected: &[usize],
+    path: PathBuf,
+) -> Result<()> {
     // A [1]-shaped scalar may be stored as a 0-d tensor.
     let scalar = |s: &[usize]| s.iter().product::<usize>() == 1 && s.len() <= 1;
     if actual == expected || (scalar(actual) && scalar(expected)) {

@@ -26,13 +26,45 @@ pub enum GgmlType {
     Q5_1,
     /// 32 weights: f16 scale, 8-bit values.
     Q8_0,
+    /// 256 weights: 16 sub-blocks with 4-bit scales and mins, 2-bit values.
+    Q2_K,
+    /// 256 weights: 16 sub-blocks with 6-bit scales, 3-bit values − 4.
+    Q3_K,
     /// 256 weights: 8 sub-blocks with 6-bit scales and mins, 4-bit values.
     Q4_K,
     /// 256 weights: like Q4_K with a fifth bit.
     Q5_K,
     /// 256 weights: 16 sub-blocks with 8-bit scales, 6-bit values − 32.
     Q6_K,
+    /// 32 weights: f16 scale, 4-bit indices into a non-linear table.
+    IQ4_NL,
+    /// 256 weights: 8 sub-blocks with 6-bit scales, 4-bit indices into IQ4_NL's table.
+    IQ4_XS,
 }
+
+/// Every type, in ggml's id order: what a file may hold and the kernels read.
+pub const SUPPORTED: [GgmlType; 15] = [
+    GgmlType::F32,
+    GgmlType::F16,
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q5_1,
+    GgmlType::Q8_0,
+    GgmlType::Q2_K,
+    GgmlType::Q3_K,
+    GgmlType::Q4_K,
+    GgmlType::Q5_K,
+    GgmlType::Q6_K,
+    GgmlType::IQ4_NL,
+    GgmlType::IQ4_XS,
+    GgmlType::BF16,
+];
+
+/// The IQ4_NL/IQ4_XS code book (ggml's `kvalues_iq4nl`).
+pub const IQ4_VALUES: [i8; 16] = [
+    -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
+];
 
 impl GgmlType {
     /// The type for a GGUF type id, or `None` for types this reader cannot dequantize.
@@ -45,12 +77,42 @@ impl GgmlType {
             6 => Self::Q5_0,
             7 => Self::Q5_1,
             8 => Self::Q8_0,
+            10 => Self::Q2_K,
+            11 => Self::Q3_K,
             12 => Self::Q4_K,
             13 => Self::Q5_K,
             14 => Self::Q6_K,
+            20 => Self::IQ4_NL,
+            23 => Self::IQ4_XS,
             30 => Self::BF16,
             _ => return None,
         })
+    }
+
+    /// ggml's name for the type.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::F32 => "F32",
+            Self::F16 => "F16",
+            Self::BF16 => "BF16",
+            Self::Q4_0 => "Q4_0",
+            Self::Q4_1 => "Q4_1",
+            Self::Q5_0 => "Q5_0",
+            Self::Q5_1 => "Q5_1",
+            Self::Q8_0 => "Q8_0",
+            Self::Q2_K => "Q2_K",
+            Self::Q3_K => "Q3_K",
+            Self::Q4_K => "Q4_K",
+            Self::Q5_K => "Q5_K",
+            Self::Q6_K => "Q6_K",
+            Self::IQ4_NL => "IQ4_NL",
+            Self::IQ4_XS => "IQ4_XS",
+        }
+    }
+
+    /// The supported types' names, comma-separated (for error messages).
+    pub fn supported_list() -> String {
+        SUPPORTED.map(Self::name).join(", ")
     }
 
     /// ggml's name for a type id, known or not (for error messages).
@@ -77,9 +139,13 @@ impl GgmlType {
             Self::Q5_0 => (32, 22),
             Self::Q5_1 => (32, 24),
             Self::Q8_0 => (32, 34),
+            Self::Q2_K => (256, 84),
+            Self::Q3_K => (256, 110),
             Self::Q4_K => (256, 144),
             Self::Q5_K => (256, 176),
             Self::Q6_K => (256, 210),
+            Self::IQ4_NL => (32, 18),
+            Self::IQ4_XS => (256, 136),
         }
     }
 
@@ -111,9 +177,13 @@ impl GgmlType {
                 Self::Q5_0 => q5_0(b, y),
                 Self::Q5_1 => q5_1(b, y),
                 Self::Q8_0 => q8_0(b, y),
+                Self::Q2_K => q2_k(b, y),
+                Self::Q3_K => q3_k(b, y),
                 Self::Q4_K => q4_k(b, y),
                 Self::Q5_K => q5_k(b, y),
                 Self::Q6_K => q6_k(b, y),
+                Self::IQ4_NL => iq4_nl(b, y),
+                Self::IQ4_XS => iq4_xs(b, y),
             }
         }
     }
@@ -183,6 +253,84 @@ fn q5_1(b: &[u8], out: &mut [f32]) {
 fn q8_0(b: &[u8], out: &mut [f32]) {
     let d = h(b, 0);
     put(out, b[2..34].iter().map(|&q| (q as i8) as f32 * d));
+}
+
+fn q2_k(b: &[u8], out: &mut [f32]) {
+    let (scales, qs) = (&b[..16], &b[16..80]);
+    let (d, dmin) = (h(b, 80), h(b, 82));
+    // Value 128n + 32j + l: bits 2j.. of qs[32n + l]; its group of 16 is (128n + 32j + l) / 16.
+    for (i, y) in out.iter_mut().enumerate() {
+        let (n, j, l) = (i / 128, (i / 32) % 4, i % 32);
+        let sc = scales[i / 16];
+        let q = (qs[32 * n + l] >> (2 * j)) & 3;
+        let dl = d * (sc & 0x0F) as f32;
+        let ml = dmin * (sc >> 4) as f32;
+        *y = dl * q as f32 - ml;
+    }
+}
+
+/// The 16 signed 6-bit scales of a Q3_K block (ggml packs them in 12 bytes).
+pub fn q3_k_scales(s: &[u8]) -> [i8; 16] {
+    let mut out = [0i8; 16];
+    for (i, o) in out.iter_mut().enumerate() {
+        let low = if i < 8 { s[i] & 0x0F } else { s[i - 8] >> 4 };
+        let high = (s[8 + i % 4] >> (2 * (i / 4))) & 3;
+        *o = (low | (high << 4)) as i8 - 32;
+    }
+    out
+}
+
+fn q3_k(b: &[u8], out: &mut [f32]) {
+    let (hmask, qs) = (&b[..32], &b[32..96]);
+    let scales = q3_k_scales(&b[96..108]);
+    let d = h(b, 108);
+    for (i, y) in out.iter_mut().enumerate() {
+        let (n, j, l) = (i / 128, (i / 32) % 4, i % 32);
+        let low = ((qs[32 * n + l] >> (2 * j)) & 3) as i32;
+        let high = (hmask[l] >> (4 * n + j)) & 1;
+        let q = low - if high == 0 { 4 } else { 0 };
+        *y = d * scales[i / 16] as f32 * q as f32;
+    }
+}
+
+fn iq4_nl(b: &[u8], out: &mut [f32]) {
+    let d = h(b, 0);
+    let qs = &b[2..18];
+    put(
+        &mut out[..16],
+        qs.iter()
+            .map(|&q| d * IQ4_VALUES[(q & 0x0F) as usize] as f32),
+    );
+    put(
+        &mut out[16..],
+        qs.iter().map(|&q| d * IQ4_VALUES[(q >> 4) as usize] as f32),
+    );
+}
+
+/// The signed 6-bit scale of sub-block `ib` (0..8) of an IQ4_XS block.
+pub fn iq4_xs_scale(b: &[u8], ib: usize) -> i32 {
+    let scales_h = u16::from_le_bytes([b[2], b[3]]);
+    let low = (b[4 + ib / 2] >> (4 * (ib % 2))) & 0x0F;
+    let high = ((scales_h >> (2 * ib)) & 3) as u8;
+    (low | (high << 4)) as i32 - 32
+}
+
+fn iq4_xs(b: &[u8], out: &mut [f32]) {
+    let d = h(b, 0);
+    for (ib, y) in out.chunks_exact_mut(32).enumerate() {
+        let dl = d * iq4_xs_scale(b, ib) as f32;
+        let qs = &b[8 + 16 * ib..8 + 16 * ib + 16];
+        put(
+            &mut y[..16],
+            qs.iter()
+                .map(|&q| dl * IQ4_VALUES[(q & 0x0F) as usize] as f32),
+        );
+        put(
+            &mut y[16..],
+            qs.iter()
+                .map(|&q| dl * IQ4_VALUES[(q >> 4) as usize] as f32),
+        );
+    }
 }
 
 /// The 6-bit scale and min of sub-block `j` of a Q4_K/Q5_K super-block.

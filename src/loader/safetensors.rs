@@ -1,21 +1,35 @@
 //! Hugging Face safetensors checkpoints: a single `model.safetensors` or shards listed by
-//! `model.safetensors.index.json`, memory-mapped and converted to f32 one tensor at a time.
+//! `model.safetensors.index.json`, memory-mapped. F32/F16/BF16 weights are used in place; what
+//! must be transformed is converted to f32 one tensor at a time and its pages released.
 
 use std::collections::HashMap;
 use std::fs::File;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use memmap2::Mmap;
 use safetensors::{Dtype, SafeTensors};
 
-use super::{RawTensor, TensorSource, canonical_name};
+use super::quant::GgmlType;
+use super::{Blocks, Bytes, RawTensor, TensorSource, canonical_name, check_shape};
 use crate::error::{Error, Result};
+
+/// Where one tensor lies.
+struct Entry {
+    file: usize,
+    stored: String,
+    dtype: Dtype,
+    shape: Vec<usize>,
+    /// Byte range in the file.
+    range: Range<usize>,
+}
 
 /// The weights of one safetensors checkpoint directory.
 pub struct SafetensorsSource {
-    files: Vec<(PathBuf, Mmap)>,
-    /// Canonical name → (file index, name as stored).
-    index: HashMap<String, (usize, String)>,
+    files: Vec<(PathBuf, Arc<Mmap>)>,
+    /// Canonical name → where it lies.
+    index: HashMap<String, Entry>,
     /// The single file, or the shard index: where a missing tensor should have been.
     listing: PathBuf,
 }
@@ -65,21 +79,27 @@ impl SafetensorsSource {
             // SAFETY-free: memmap2's map is `unsafe` only because another process could truncate
             // the file while it is mapped; we read it once at load time.
             let mmap = map_file(&file).map_err(|e| Error::io(&path, e))?;
-            let names = SafeTensors::read_metadata(&mmap)
-                .map_err(|e| Error::Weights {
-                    path: path.clone(),
-                    msg: format!("unreadable header ({e}); the file may be truncated"),
-                })?
-                .1
-                .tensors()
-                .into_keys()
-                .collect::<Vec<_>>();
-            for name in names {
+            let (header, meta) = SafeTensors::read_metadata(&mmap).map_err(|e| Error::Weights {
+                path: path.clone(),
+                msg: format!("unreadable header ({e}); the file may be truncated"),
+            })?;
+            let base = 8 + header;
+            for (name, info) in meta.tensors() {
                 if let Some(canon) = canonical_name(&name) {
-                    index.insert(canon.to_string(), (i, name));
+                    let (start, end) = info.data_offsets;
+                    index.insert(
+                        canon.to_string(),
+                        Entry {
+                            file: i,
+                            dtype: info.dtype,
+                            shape: info.shape.clone(),
+                            range: base + start..base + end,
+                            stored: name,
+                        },
+                    );
                 }
             }
-            files.push((path, mmap));
+            files.push((path, Arc::new(mmap)));
         }
         let listing = if sharded {
             index_path
@@ -94,6 +114,24 @@ impl SafetensorsSource {
     }
 }
 
+impl SafetensorsSource {
+    /// The GGML type of a stored dtype: F32, F16 and BF16 are read; anything else is refused.
+    fn ggml_type(&self, e: &Entry) -> Result<GgmlType> {
+        match e.dtype {
+            Dtype::F32 => Ok(GgmlType::F32),
+            Dtype::F16 => Ok(GgmlType::F16),
+            Dtype::BF16 => Ok(GgmlType::BF16),
+            other => Err(Error::Weights {
+                path: self.files[e.file].0.clone(),
+                msg: format!(
+                    "tensor `{}` has dtype {other:?}; supported are F32, F16 and BF16",
+                    e.stored
+                ),
+            }),
+        }
+    }
+}
+
 #[allow(unsafe_code)]
 pub(crate) fn map_file(file: &File) -> std::io::Result<Mmap> {
     // SAFETY: the mapping is read-only and lives as long as the source; a concurrent truncation
@@ -103,53 +141,41 @@ pub(crate) fn map_file(file: &File) -> std::io::Result<Mmap> {
 
 impl TensorSource for SafetensorsSource {
     fn get(&self, name: &str) -> Result<Option<RawTensor>> {
-        let Some((file, stored)) = self.index.get(name) else {
+        let Some(e) = self.index.get(name) else {
             return Ok(None);
         };
-        let (path, mmap) = &self.files[*file];
-        let bad = |msg: String| Error::Weights {
-            path: path.clone(),
-            msg,
-        };
-        let st = SafeTensors::deserialize(mmap).map_err(|e| bad(format!("{e}")))?;
-        let view = st
-            .tensor(stored)
-            .map_err(|e| bad(format!("tensor `{stored}`: {e}")))?;
-        let bytes = view.data();
-        let data: Vec<f32> = match view.dtype() {
-            Dtype::F32 => bytes
-                .chunks_exact(4)
-                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                .collect(),
-            Dtype::F16 => bytes
-                .chunks_exact(2)
-                .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32())
-                .collect(),
-            Dtype::BF16 => bytes
-                .chunks_exact(2)
-                .map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f32())
-                .collect(),
-            other => {
-                return Err(bad(format!(
-                    "tensor `{stored}` has dtype {other:?}; supported are F32, F16 and BF16"
-                )));
-            }
-        };
+        let (_, mmap) = &self.files[e.file];
+        let ty = self.ggml_type(e)?;
+        let data = ty.dequantize(&mmap[e.range.clone()]);
+        super::bytes::release(mmap, e.range.clone());
         Ok(Some(RawTensor {
-            shape: view.shape().to_vec(),
+            shape: e.shape.clone(),
             data,
         }))
     }
 
+    fn blocks(&self, name: &str, expected: &[usize]) -> Result<Blocks> {
+        let e = self.index.get(name).ok_or_else(|| Error::MissingTensor {
+            name: name.to_string(),
+            expected: expected.to_vec(),
+            path: self.listing.clone(),
+        })?;
+        let path = self.files[e.file].0.clone();
+        check_shape(name, &e.shape, expected, path)?;
+        Ok(Blocks {
+            ty: self.ggml_type(e)?,
+            shape: e.shape.clone(),
+            bytes: Bytes::mapped(self.files[e.file].1.clone(), e.range.clone()),
+        })
+    }
+
     fn shape(&self, name: &str) -> Option<Vec<usize>> {
-        let (file, stored) = self.index.get(name)?;
-        let st = SafeTensors::deserialize(&self.files[*file].1).ok()?;
-        st.tensor(stored).ok().map(|v| v.shape().to_vec())
+        self.index.get(name).map(|e| e.shape.clone())
     }
 
     fn path_of(&self, name: &str) -> PathBuf {
         match self.index.get(name) {
-            Some((file, _)) => self.files[*file].0.clone(),
+            Some(e) => self.files[e.file].0.clone(),
             None => self.listing.clone(),
         }
     }

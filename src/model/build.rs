@@ -1,6 +1,7 @@
 //! Builds a [`Gemma`] from a [`TensorSource`]: checks every tensor's shape against the config,
-//! folds the family's norm offset into the norm weights, and moves weights to the device in the
-//! compute dtype (norms stay f32).
+//! folds the family's norm offset into the norm weights, and places the weights: on the CPU
+//! backend every matrix stays in its stored type, read in place from the mapped file; on a GPU
+//! it moves to the device in the compute dtype (norms stay f32).
 
 use std::sync::Arc;
 
@@ -10,9 +11,10 @@ use super::attention::Attention;
 use super::config::{AttnKind, ModelConfig};
 use super::ffn::{Experts, Mlp, Moe};
 use super::ops::{ComputeDtype, Linear, RmsNorm, tensor};
+use super::qmatmul::QMatrix;
 use super::{Gemma, Layer, LayerPle, Ple};
 use crate::error::{Error, Result};
-use crate::loader::{RawTensor, TensorSource};
+use crate::loader::{Blocks, RawTensor, TensorSource};
 
 /// Loads the model described by `config` from `src`. `progress(done, total)` is called after
 /// each layer.
@@ -104,23 +106,26 @@ impl Builder<'_> {
         ))
     }
 
-    /// A weight used as `x · Wᵀ` or looked up by row. On the CPU backend a GGUF weight in a
-    /// type the host kernels handle stays in its blocks; everything else becomes a dense tensor.
+    /// A weight used as `x · Wᵀ` or looked up by row: in its stored type, in place, on the CPU
+    /// backend; a dense tensor on a GPU.
     fn linear(&self, name: &str, shape: &[usize]) -> Result<Linear> {
-        if self.host_kernels
-            && let Some(q) = self.src.quantized(name, shape)?
-        {
-            return Ok(Linear::Quant(Arc::new(q)));
+        if self.host_kernels {
+            return Ok(Linear::Host(Arc::new(self.matrix(name, shape)?)));
         }
-        Ok(self.dense(self.weight(name, shape)?))
+        Ok(Linear::Dense(self.weight(name, shape)?))
     }
 
-    /// A dense weight, its one-row products split over the threads on the CPU backend only.
-    fn dense(&self, w: Tensor<2>) -> Linear {
-        Linear::Dense {
-            w,
-            split: self.host_kernels,
-        }
+    /// The stored tensor as a host matrix (a 3-D one as its stacked rows).
+    fn matrix(&self, name: &str, shape: &[usize]) -> Result<QMatrix> {
+        let b: Blocks = self.src.blocks(name, shape)?;
+        let ty = b.ty;
+        QMatrix::from_blocks(b).ok_or_else(|| Error::Weights {
+            path: self.src.path_of(name),
+            msg: format!(
+                "tensor `{name}` ({shape:?}) is not whole {} blocks",
+                ty.name()
+            ),
+        })
     }
 
     fn norm_from(&self, raw: RawTensor) -> RmsNorm {
@@ -235,18 +240,16 @@ impl Builder<'_> {
         let per_expert_scale = self
             .src
             .require(&format!("{p}.router.per_expert_scale"), &[e])?;
-        let gate_up = self
-            .src
-            .require(&format!("{p}.experts.gate_up_proj"), &[e, 2 * width, h])?;
-        let down = self
-            .src
-            .require(&format!("{p}.experts.down_proj"), &[e, h, width])?;
+        let gate_up = format!("{p}.experts.gate_up_proj");
+        let down = format!("{p}.experts.down_proj");
         let experts = if self.host_kernels {
-            Experts::Each(self.each_expert(&gate_up, &down, e, width))
+            let gate_up = self.matrix(&gate_up, &[e, 2 * width, h])?;
+            let down = self.matrix(&down, &[e, h, width])?;
+            Experts::Each(each_expert(&gate_up, &down, e, width, h))
         } else {
             Experts::Stacked {
-                gate_up: tensor(gate_up, self.device, self.dtype),
-                down: tensor(down, self.device, self.dtype),
+                gate_up: self.weight(&gate_up, &[e, 2 * width, h])?,
+                down: self.weight(&down, &[e, h, width])?,
                 scale: tensor(per_expert_scale.clone(), self.device, DType::F32),
             }
         };
@@ -259,35 +262,16 @@ impl Builder<'_> {
             top_k,
         })
     }
+}
 
-    /// One MLP per expert, cut from the stacked `[E, 2W, H]` and `[E, H, W]` weights.
-    fn each_expert(
-        &self,
-        gate_up: &RawTensor,
-        down: &RawTensor,
-        e: usize,
-        width: usize,
-    ) -> Vec<Mlp> {
-        let h = self.cfg.hidden_size;
-        let slab = |raw: &RawTensor, e: usize, rows: std::ops::Range<usize>, cols: usize| {
-            let per = raw.data.len() / raw.shape[0];
-            let base = e * per;
-            let data = raw.data[base + rows.start * cols..base + rows.end * cols].to_vec();
-            self.dense(tensor(
-                RawTensor {
-                    shape: vec![rows.len(), cols],
-                    data,
-                },
-                self.device,
-                self.dtype,
-            ))
-        };
-        (0..e)
-            .map(|i| Mlp {
-                gate: slab(gate_up, i, 0..width, h),
-                up: slab(gate_up, i, width..2 * width, h),
-                down: slab(down, i, 0..h, width),
-            })
-            .collect()
-    }
+/// One MLP per expert, cut (in place) from the stacked `[E·2W, H]` and `[E·H, W]` matrices.
+fn each_expert(gate_up: &QMatrix, down: &QMatrix, e: usize, width: usize, h: usize) -> Vec<Mlp> {
+    let cut = |m: &QMatrix, rows: std::ops::Range<usize>| Linear::Host(Arc::new(m.row_range(rows)));
+    (0..e)
+        .map(|i| Mlp {
+            gate: cut(gate_up, 2 * width * i..2 * width * i + width),
+            up: cut(gate_up, 2 * width * i + width..2 * width * (i + 1)),
+            down: cut(down, h * i..h * (i + 1)),
+        })
+        .collect()
 }

@@ -224,18 +224,14 @@ mod tests {
         let gate_up = Tensor::<3>::from_data(random(&mut rng, vec![e, 2 * w, h]), &device);
         let down = Tensor::<3>::from_data(random(&mut rng, vec![e, h, w]), &device);
         let per_expert_scale: Vec<f32> = (0..e).map(|i| 0.5 + i as f32 * 0.1).collect();
-        let expert = |i: usize, part: std::ops::Range<usize>| Linear::Dense {
-            w: gate_up.clone().slice([i..i + 1, part, 0..h]).squeeze_dim(0),
-            split: false,
+        let expert = |i: usize, part: std::ops::Range<usize>| {
+            Linear::Dense(gate_up.clone().slice([i..i + 1, part, 0..h]).squeeze_dim(0))
         };
         let each = (0..e)
             .map(|i| Mlp {
                 gate: expert(i, 0..w),
                 up: expert(i, w..2 * w),
-                down: Linear::Dense {
-                    w: down.clone().slice([i..i + 1, 0..h, 0..w]).squeeze_dim(0),
-                    split: false,
-                },
+                down: Linear::Dense(down.clone().slice([i..i + 1, 0..h, 0..w]).squeeze_dim(0)),
             })
             .collect();
         let base = Moe {

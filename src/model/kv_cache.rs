@@ -1,8 +1,9 @@
 //! The KV cache one conversation owns: per layer, the post-norm, post-RoPE keys and the values of
 //! the positions it still needs. The model reads and appends to it; it never owns one.
 //!
-//! Each layer keeps a buffer with spare capacity and appends in place (doubling when full), so a
-//! decode step costs one small write, not a copy of the history. Full layers keep every position.
+//! Each layer keeps a buffer with spare capacity and appends in place (growing by a quarter when
+//! full), so a decode step costs one small write, not a copy of the history. Full layers keep
+//! every position.
 //! Sliding layers drop positions no later query can see, but only once twice the window has
 //! piled up, so trimming is amortised and short rewinds stay possible; their masks use logical
 //! positions, never buffer slots.
@@ -48,7 +49,9 @@ impl LayerKv {
         let [h, t, d] = k.dims();
         let cap = self.k.dims()[1];
         if self.len + t > cap {
-            let new_cap = (2 * cap).max(self.len + t).max(16);
+            // A quarter to spare: amortised appends without doubling a long history's memory.
+            let need = self.len + t;
+            let new_cap = (need + need / 4).max(16);
             let grow = |buf: &Tensor<3>| {
                 let spare =
                     Tensor::<3>::zeros([h, new_cap - self.len, d], &buf.device()).cast(buf.dtype());

@@ -9,6 +9,7 @@ pub mod ffn;
 pub mod kv_cache;
 pub mod ops;
 pub mod qmatmul;
+pub mod stats;
 
 use burn::tensor::{DType, Device, Tensor};
 
@@ -108,23 +109,6 @@ impl Gemma {
     /// The compute dtype (also the KV cache's).
     pub fn dtype(&self) -> DType {
         self.dtype
-    }
-
-    /// How many weight matrices stay in quantized blocks for the host kernels, and their bytes.
-    pub fn quantized_weights(&self) -> (usize, usize) {
-        let mut all: Vec<&ops::Linear> = vec![&self.embed];
-        all.extend(&self.lm_head);
-        for l in &self.layers {
-            let a = &l.attn;
-            all.extend([&a.q_proj, &a.o_proj, &l.mlp.gate, &l.mlp.up, &l.mlp.down]);
-            all.extend(a.k_proj.iter().chain(&a.v_proj));
-        }
-        all.iter()
-            .filter_map(|l| match l {
-                ops::Linear::Quant(q) => Some(q.bytes()),
-                ops::Linear::Dense { .. } => None,
-            })
-            .fold((0, 0), |(n, b), bytes| (n + 1, b + bytes))
     }
 
     /// A fresh, empty cache for this model.

@@ -1,4 +1,4 @@
-//! Small building blocks shared by the decoder: linear layers (dense on the device, or quantized
+//! Small building blocks shared by the decoder: linear layers (dense on a GPU, or the stored
 //! blocks on the host that call into `qmatmul`), RMSNorm, GELU, RoPE tables and the dtype
 //! helpers. Stateless; weights are read-only after load.
 
@@ -81,21 +81,15 @@ const QUANT_KERNEL_MAX_ROWS: usize = 24;
 const DEQUANT_TILE: usize = 1 << 22;
 
 /// `y = x · Wᵀ` with the weight kept in the checkpoint's `[out, in]` layout: a dense tensor on
-/// the device, or (on the CPU backend) a GGUF weight still in its quantized blocks.
+/// a GPU, or (on the CPU backend) the stored tensor in its GGML type, read in place.
 // A model holds a few hundred of these: the size of the dense variant does not matter.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum Linear {
-    /// A weight on the device.
-    Dense {
-        /// `[out, in]`, in the compute dtype.
-        w: Tensor<2>,
-        /// Whether a one-row product is split over the CPU's threads ([`matmul_t`]): set on
-        /// the CPU backend only, where it pays.
-        split: bool,
-    },
-    /// `[out, in]` in ggml blocks on the host.
-    Quant(Arc<QMatrix>),
+    /// `[out, in]` on the device, in the compute dtype.
+    Dense(Tensor<2>),
+    /// `[out, in]` in its GGML type on the host.
+    Host(Arc<QMatrix>),
 }
 
 impl Linear {
@@ -103,9 +97,8 @@ impl Linear {
     /// - x: `[T, in]` → `[T, out]`
     pub fn forward(&self, x: Tensor<2>) -> Tensor<2> {
         match self {
-            Linear::Dense { w, split: true } => matmul_t(x, w),
-            Linear::Dense { w, split: false } => x.matmul(w.clone().t()),
-            Linear::Quant(q) => quant_forward(q, x),
+            Linear::Dense(w) => x.matmul(w.clone().t()),
+            Linear::Host(q) => host_forward(q, x),
         }
     }
 
@@ -117,8 +110,8 @@ impl Linear {
         let quant: Option<Vec<&QMatrix>> = linears
             .iter()
             .map(|l| match l {
-                Linear::Quant(q) => Some(&**q),
-                Linear::Dense { .. } => None,
+                Linear::Host(q) => Some(&**q),
+                Linear::Dense(_) => None,
             })
             .collect();
         match quant {
@@ -144,12 +137,12 @@ impl Linear {
     /// - returns `[ids.len(), in]`
     pub fn rows(&self, ids: &[u32], device: &Device, dtype: DType) -> Tensor<2> {
         match self {
-            Linear::Dense { w, .. } => {
+            Linear::Dense(w) => {
                 let idx = ids.iter().map(|&i| i as i64).collect::<Vec<_>>();
                 let idx = Tensor::<1, Int>::from_data(TensorData::new(idx, [ids.len()]), device);
                 cast(w.clone().select(0, idx), dtype)
             }
-            Linear::Quant(q) => {
+            Linear::Host(q) => {
                 let rows: Vec<usize> = ids.iter().map(|&i| i as usize).collect();
                 let data = TensorData::new(q.dequantize_rows(&rows), [ids.len(), q.cols()]);
                 cast(Tensor::<2>::from_data(data, device), dtype)
@@ -166,9 +159,9 @@ fn host_f32(x: Tensor<2>) -> Vec<f32> {
         .expect("an f32 tensor reads as f32")
 }
 
-/// A quantized weight times `x`: the host kernels for a few rows, dequantized tiles and burn's
+/// A host weight times `x`: the host kernels for a few rows, dequantized tiles and burn's
 /// matmul for many.
-fn quant_forward(q: &QMatrix, x: Tensor<2>) -> Tensor<2> {
+fn host_forward(q: &QMatrix, x: Tensor<2>) -> Tensor<2> {
     let [t, _] = x.dims();
     let (device, dtype) = (x.device(), x.dtype());
     if t <= QUANT_KERNEL_MAX_ROWS {
@@ -187,33 +180,6 @@ fn quant_forward(q: &QMatrix, x: Tensor<2>) -> Tensor<2> {
         })
         .collect();
     Tensor::cat(parts, 1)
-}
-
-/// `x · wᵀ` for `w` in `[out, in]` layout. A single row (a decode step) is split over the
-/// output rows across threads: a one-row matmul runs on one core and is bound by that core's
-/// memory bandwidth, while decode reads every weight once per token. Each output is still one
-/// row's dot product, computed as before, so the result does not change. On a GPU the split
-/// would only add kernel launches: the builder enables it for the CPU backend alone
-/// ([`Linear::Dense`]'s `split`).
-pub fn matmul_t(x: Tensor<2>, w: &Tensor<2>) -> Tensor<2> {
-    use rayon::prelude::*;
-    let [rows, _] = x.dims();
-    let [out, inner] = w.dims();
-    let parts = rayon::current_num_threads().min(8);
-    if rows != 1 || parts < 2 || out < 256 {
-        return x.matmul(w.clone().t());
-    }
-    let step = out.div_ceil(parts);
-    let outs: Vec<Tensor<2>> = (0..out)
-        .step_by(step)
-        .collect::<Vec<_>>()
-        .into_par_iter()
-        .map(|from| {
-            let part = w.clone().slice([from..(from + step).min(out), 0..inner]);
-            x.clone().matmul(part.t())
-        })
-        .collect();
-    Tensor::cat(outs, 1)
 }
 
 /// GELU with the tanh approximation, computed as `x · σ(2√(2/π) · x · (1 + 0.044715 x²))`: the
@@ -289,40 +255,4 @@ pub fn apply_rope(x: Tensor<3>, cos: &Tensor<2>, sin: &Tensor<2>) -> Tensor<3> {
     let x2 = x.clone().slice([0..h, 0..t, half..hd]);
     let rotated = Tensor::cat(vec![x2.neg(), x1], 2);
     x * cos.clone().unsqueeze::<3>() + rotated * sin.clone().unsqueeze::<3>()
-}
-
-#[cfg(all(test, feature = "flex"))]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_split_one_row_matmul_equals_the_plain_one() {
-        let device = Device::flex();
-        let x = Tensor::<2>::from_data(
-            TensorData::new(
-                (0..64).map(|i| i as f32 * 0.01).collect::<Vec<_>>(),
-                [1, 64],
-            ),
-            &device,
-        );
-        let w = Tensor::<2>::from_data(
-            TensorData::new(
-                (0..64 * 1000)
-                    .map(|i| ((i * 7919) % 113) as f32 * 0.001 - 0.05)
-                    .collect::<Vec<_>>(),
-                [1000, 64],
-            ),
-            &device,
-        );
-        let split = matmul_t(x.clone(), &w)
-            .into_data()
-            .try_to_vec::<f32>()
-            .expect("f32");
-        let plain = x
-            .matmul(w.t())
-            .into_data()
-            .try_to_vec::<f32>()
-            .expect("f32");
-        assert_eq!(split, plain);
-    }
 }

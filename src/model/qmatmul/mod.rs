@@ -1,33 +1,38 @@
-//! Quantized matrix products on the host for GGUF weights kept in their ggml blocks (Q8_0, Q5_0,
-//! Q4_K, Q6_K): what the linear layers and the LM head use on the CPU backend, so that a decode
-//! step reads the file's bytes instead of four bytes per weight.
+//! Matrix products on the host for weights in their stored GGML type, read in place from the
+//! mapped file: every quantized type (Q4_0..Q8_0, Q2_K..Q6_K, IQ4_NL, IQ4_XS) and the float
+//! types (F32, F16, BF16, never widened). What the linear layers, the embeddings and the LM head
+//! use on the CPU backend, so that a decode step reads the file's bytes and nothing else.
 //!
-//! The input rows are quantized per 32 values to i16 with an f32 scale ([`QuantRow`]): 15 bits
-//! of precision keep the result within about 1e-5 of the dequantized f32 product, unlike the
-//! int8 activations llama.cpp uses. Each block's dot product is integer arithmetic
-//! (`avx2.rs` where the CPU has it, `scalar.rs` otherwise, the reference the tests hold it to),
-//! scaled once per block in f32. Rows of the matrix are split over rayon's threads.
+//! For the quantized types the input rows are quantized per 32 values to i16 with an f32 scale
+//! ([`QuantRow`]): 15 bits of precision keep the result within about 1e-5 of the dequantized f32
+//! product, unlike the int8 activations llama.cpp uses. Each block's dot product is integer
+//! arithmetic (`avx2/` where the CPU has it, `scalar*.rs` otherwise, the reference the tests hold
+//! it to), scaled once per block in f32. Float weights meet the f32 input with f32 accumulation.
+//! Rows of the matrix are split over rayon's threads.
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 mod scalar;
+mod scalar_k;
+
+use std::ops::Range;
 
 use rayon::prelude::*;
 
 use crate::loader::quant::GgmlType;
+use crate::loader::{Blocks, Bytes};
 
 /// Values per activation block: one f32 scale each.
 pub const BLOCK: usize = 32;
 
-/// A `[rows, cols]` matrix in one of the supported ggml block types, row-major, each row a
-/// whole number of blocks.
+/// A `[rows, cols]` matrix in a GGML type, row-major, each row a whole number of blocks.
 #[derive(Clone)]
 pub struct QMatrix {
     ty: GgmlType,
     rows: usize,
     cols: usize,
     row_bytes: usize,
-    data: Vec<u8>,
+    data: Bytes,
 }
 
 impl std::fmt::Debug for QMatrix {
@@ -36,10 +41,12 @@ impl std::fmt::Debug for QMatrix {
     }
 }
 
-/// One input row quantized for the kernels.
+/// One input row, as given (for float weights) and quantized (for the block types).
 #[derive(Debug, Clone)]
 pub struct QuantRow {
-    /// `round(x / d)` per value.
+    /// The values as given.
+    pub x: Vec<f32>,
+    /// `round(x / d)` per value, zero-padded to whole blocks of [`BLOCK`].
     pub q: Vec<i16>,
     /// The scale of each block of [`BLOCK`] values: its largest magnitude / 32767.
     pub d: Vec<f32>,
@@ -48,12 +55,12 @@ pub struct QuantRow {
 }
 
 impl QuantRow {
-    /// Quantizes `x`, whose length is a multiple of [`BLOCK`].
+    /// Quantizes `x`; a last partial block is padded with zeros.
     pub fn new(x: &[f32]) -> Self {
-        let blocks = x.len() / BLOCK;
-        let mut q = vec![0i16; x.len()];
+        let blocks = x.len().div_ceil(BLOCK);
+        let mut q = vec![0i16; blocks * BLOCK];
         let mut d = Vec::with_capacity(blocks);
-        for (xb, qb) in x.chunks_exact(BLOCK).zip(q.chunks_exact_mut(BLOCK)) {
+        for (xb, qb) in x.chunks(BLOCK).zip(q.chunks_exact_mut(BLOCK)) {
             let amax = xb.iter().fold(0f32, |m, v| m.max(v.abs()));
             let scale = amax / 32767.0;
             let inv = if scale > 0.0 { 1.0 / scale } else { 0.0 };
@@ -66,22 +73,19 @@ impl QuantRow {
             .chunks_exact(16)
             .map(|c| c.iter().map(|&v| v as i32).sum())
             .collect();
-        Self { q, d, sum16 }
+        Self {
+            x: x.to_vec(),
+            q,
+            d,
+            sum16,
+        }
     }
 }
 
 impl QMatrix {
-    /// Whether the kernels handle `ty`.
-    pub fn supports(ty: GgmlType) -> bool {
-        matches!(
-            ty,
-            GgmlType::Q8_0 | GgmlType::Q5_0 | GgmlType::Q4_K | GgmlType::Q6_K
-        )
-    }
-
-    /// Wraps `data`, or `None` when the type is unsupported or the sizes do not fit whole blocks.
-    pub fn new(ty: GgmlType, rows: usize, cols: usize, data: Vec<u8>) -> Option<Self> {
-        if !Self::supports(ty) || cols == 0 || !cols.is_multiple_of(BLOCK) {
+    /// Wraps `data`, or `None` when the sizes do not fit whole blocks.
+    pub fn new(ty: GgmlType, rows: usize, cols: usize, data: Bytes) -> Option<Self> {
+        if cols == 0 {
             return None;
         }
         let row_bytes = ty.bytes_for(cols)?;
@@ -92,6 +96,30 @@ impl QMatrix {
             row_bytes,
             data,
         })
+    }
+
+    /// A stored tensor as a matrix: `[rows, cols]`, or `[n, rows, cols]` as `n · rows` rows
+    /// (stacked experts, cut apart with [`QMatrix::row_range`]).
+    pub fn from_blocks(b: Blocks) -> Option<Self> {
+        let (&cols, outer) = b.shape.split_last()?;
+        Self::new(b.ty, outer.iter().product(), cols, b.bytes)
+    }
+
+    /// Rows `range` as a matrix of their own, sharing the bytes.
+    pub fn row_range(&self, range: Range<usize>) -> Self {
+        assert!(range.end <= self.rows, "rows outside the matrix");
+        Self {
+            rows: range.len(),
+            data: self
+                .data
+                .slice(range.start * self.row_bytes..range.end * self.row_bytes),
+            ..self.clone()
+        }
+    }
+
+    /// Whether the bytes are the mapped file's pages, used in place.
+    pub fn is_mapped(&self) -> bool {
+        self.data.is_mapped()
     }
 
     /// Output features.
@@ -129,7 +157,7 @@ impl QMatrix {
     }
 
     /// Rows `range`, dequantized to f32 (`range.len() × cols`), on every thread.
-    pub fn dequantize_range(&self, range: std::ops::Range<usize>) -> Vec<f32> {
+    pub fn dequantize_range(&self, range: Range<usize>) -> Vec<f32> {
         const ROWS: usize = 16;
         let mut out = vec![0f32; range.len() * self.cols];
         out.par_chunks_mut(self.cols * ROWS)

@@ -1,78 +1,152 @@
-//! The kernels against the dequantized reference, and the SIMD path against the scalar one, on
-//! random blocks of every supported type.
+//! Every type's kernels against the f64 dot product of the dequantized weights, and the SIMD
+//! path against the scalar one, on random blocks and on the extremes (every code at its
+//! largest or smallest, large scales, large and zero inputs).
 
-use half::f16;
+use half::{bf16, f16};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use super::*;
+use crate::loader::quant::SUPPORTED;
 
-const TYPES: [GgmlType; 4] = [
-    GgmlType::Q8_0,
-    GgmlType::Q5_0,
-    GgmlType::Q4_K,
-    GgmlType::Q6_K,
-];
+/// Makes one byte of a block.
+type Fill<'a> = &'a dyn Fn(&mut StdRng) -> u8;
 
-/// Random blocks with sane f16 scales (random bytes elsewhere cover every code).
-fn random_matrix(ty: GgmlType, rows: usize, cols: usize, rng: &mut StdRng) -> QMatrix {
+/// Byte offsets of the f16 scale fields in a block of `ty` (empty for the float types).
+fn scale_fields(ty: GgmlType) -> &'static [usize] {
+    match ty {
+        GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 | GgmlType::IQ4_NL => &[0],
+        GgmlType::IQ4_XS => &[0],
+        GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4_K | GgmlType::Q5_K => &[0, 2],
+        GgmlType::Q2_K => &[80, 82],
+        GgmlType::Q3_K => &[108],
+        GgmlType::Q6_K => &[208],
+        GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => &[],
+    }
+}
+
+/// Blocks of `ty`: `fill` for every byte, then `scale` in every f16 scale field; float types
+/// get `float` per value.
+fn matrix_with(
+    ty: GgmlType,
+    rows: usize,
+    cols: usize,
+    rng: &mut StdRng,
+    fill: Fill,
+    scale: &dyn Fn(&mut StdRng) -> f32,
+) -> QMatrix {
     let (per, bytes) = ty.block();
     let n = rows * cols / per;
-    let mut data = vec![0u8; n * bytes];
-    rng.fill(&mut data[..]);
-    let scale = |rng: &mut StdRng| f16::from_f32(rng.random_range(0.001..0.05)).to_le_bytes();
-    for blk in data.chunks_exact_mut(bytes) {
-        match ty {
-            GgmlType::Q8_0 | GgmlType::Q5_0 => blk[0..2].copy_from_slice(&scale(rng)),
-            GgmlType::Q4_K => {
-                blk[0..2].copy_from_slice(&scale(rng));
-                blk[2..4].copy_from_slice(&scale(rng));
+    let mut data: Vec<u8> = (0..n * bytes).map(|_| fill(rng)).collect();
+    match ty {
+        GgmlType::F32 => data = (0..n).flat_map(|_| scale(rng).to_le_bytes()).collect(),
+        GgmlType::F16 => {
+            data = (0..n)
+                .flat_map(|_| f16::from_f32(scale(rng)).to_le_bytes())
+                .collect()
+        }
+        GgmlType::BF16 => {
+            data = (0..n)
+                .flat_map(|_| bf16::from_f32(scale(rng)).to_le_bytes())
+                .collect()
+        }
+        _ => {
+            for blk in data.chunks_exact_mut(bytes) {
+                for &at in scale_fields(ty) {
+                    blk[at..at + 2].copy_from_slice(&f16::from_f32(scale(rng)).to_le_bytes());
+                }
             }
-            GgmlType::Q6_K => blk[208..210].copy_from_slice(&scale(rng)),
-            _ => unreachable!(),
         }
     }
-    QMatrix::new(ty, rows, cols, data).expect("whole blocks")
+    QMatrix::new(ty, rows, cols, Bytes::owned(data)).expect("whole blocks")
+}
+
+/// Random blocks with sane scales (random bytes elsewhere cover every code).
+fn random_matrix(ty: GgmlType, rows: usize, cols: usize, rng: &mut StdRng) -> QMatrix {
+    matrix_with(ty, rows, cols, rng, &|r| r.random(), &|r| {
+        r.random_range(-0.05..0.05)
+    })
 }
 
 /// Inputs with blocks of very different magnitudes, one block all zeros.
 fn random_input(len: usize, rng: &mut StdRng) -> Vec<f32> {
     let mut x: Vec<f32> = (0..len).map(|_| rng.random_range(-1.0..1.0)).collect();
-    for (b, blk) in x.chunks_exact_mut(BLOCK).enumerate() {
-        let gain = [1.0, 30.0, 0.01, 0.0, 3.0][b % 5];
+    for (b, blk) in x.chunks_mut(BLOCK).enumerate() {
+        let gain = [1.0, 30.0, 0.01, 0.0, 3.0, 1e4][b % 6];
         blk.iter_mut().for_each(|v| *v *= gain);
     }
     x
 }
 
+/// Each output against the f64 dot product of the dequantized row with the input.
+fn check_products(m: &QMatrix, x: &[f32], t: usize, what: &str) {
+    let (rows, cols) = (m.rows(), m.cols());
+    let w = m.dequantize_range(0..rows);
+    let got = m.matmul(x, t);
+    assert_eq!(got.len(), t * rows);
+    for ti in 0..t {
+        let xr = &x[ti * cols..(ti + 1) * cols];
+        for r in 0..rows {
+            let wr = &w[r * cols..(r + 1) * cols];
+            let want: f64 = wr.iter().zip(xr).map(|(&a, &b)| a as f64 * b as f64).sum();
+            let mag: f64 = wr
+                .iter()
+                .zip(xr)
+                .map(|(&a, &b)| (a as f64 * b as f64).abs())
+                .sum();
+            let g = got[ti * rows + r] as f64;
+            assert!(
+                (g - want).abs() <= 1e-4 * mag + 1e-6,
+                "{:?} {what} row {r} input {ti}: {g} vs {want} (scale {mag})",
+                m.ty()
+            );
+        }
+    }
+}
+
 #[test]
 fn products_match_the_dequantized_weights() {
     let mut rng = StdRng::seed_from_u64(7);
-    // 768 columns are whole super-blocks; 352 (11 blocks) leaves a block over for the types
-    // that step two blocks at a time.
-    let shapes = TYPES
-        .into_iter()
-        .map(|ty| (ty, 37, 768))
-        .chain([(GgmlType::Q8_0, 9, 352), (GgmlType::Q5_0, 9, 352)]);
-    for (ty, rows, cols) in shapes {
-        let m = random_matrix(ty, rows, cols, &mut rng);
-        let w = m.dequantize_range(0..rows);
-        for t in [1, 3] {
-            let x = random_input(t * cols, &mut rng);
-            let got = m.matmul(&x, t);
-            assert_eq!(got.len(), t * rows);
-            for ti in 0..t {
-                let xr = &x[ti * cols..(ti + 1) * cols];
-                for r in 0..rows {
-                    let wr = &w[r * cols..(r + 1) * cols];
-                    let want: f64 = wr.iter().zip(xr).map(|(&a, &b)| a as f64 * b as f64).sum();
-                    let mag: f64 = wr.iter().zip(xr).map(|(&a, &b)| (a * b).abs() as f64).sum();
-                    let g = got[ti * rows + r] as f64;
-                    assert!(
-                        (g - want).abs() <= 1e-4 * mag + 1e-6,
-                        "{ty:?} row {r} input {ti}: {g} vs {want} (scale {mag})"
-                    );
-                }
+    for ty in SUPPORTED {
+        let per = ty.block().0.max(BLOCK);
+        // Whole super-blocks; for the 32-value types and the floats also an odd block count
+        // (a block left over for kernels that step two at a time), and for the floats a width
+        // that is not a whole number of 32s.
+        let mut widths = vec![3 * 256];
+        if per == BLOCK {
+            widths.push(11 * BLOCK);
+        }
+        if ty.block().0 == 1 {
+            widths.push(24);
+        }
+        for cols in widths {
+            let m = random_matrix(ty, 37, cols, &mut rng);
+            for t in [1, 3] {
+                let x = random_input(t * cols, &mut rng);
+                check_products(&m, &x, t, &format!("{cols} columns"));
+            }
+        }
+    }
+}
+
+#[test]
+fn extremes_stay_exact() {
+    let mut rng = StdRng::seed_from_u64(5);
+    let fills: [(&str, Fill); 3] = [
+        ("every bit set", &|_| 0xFF),
+        ("every bit clear", &|_| 0),
+        ("alternating", &|_| 0xAA),
+    ];
+    for ty in SUPPORTED {
+        for (what, fill) in fills {
+            for s in [-60000.0f32, 1e-4, 0.0] {
+                let m = matrix_with(ty, 5, 512, &mut rng, fill, &|_| s);
+                let big: Vec<f32> = (0..512)
+                    .map(|i| if i % 2 == 0 { 3e4 } else { -3e4 })
+                    .collect();
+                check_products(&m, &big, 1, &format!("{what}, scale {s}"));
+                let x = random_input(512, &mut rng);
+                check_products(&m, &x, 1, &format!("{what}, scale {s}, random input"));
             }
         }
     }
@@ -86,13 +160,19 @@ fn the_simd_kernels_agree_with_the_scalar_reference() {
             return;
         }
         let mut rng = StdRng::seed_from_u64(11);
-        for ty in TYPES {
+        for ty in SUPPORTED {
             let m = random_matrix(ty, 5, 512, &mut rng);
             let x = QuantRow::new(&random_input(512, &mut rng));
             for r in 0..5 {
                 let (s, v) = (scalar::dot(ty, m.row(r), &x), avx2::dot(ty, m.row(r), &x));
+                let mag: f32 = m
+                    .dequantize_rows(&[r])
+                    .iter()
+                    .zip(&x.x)
+                    .map(|(a, b)| (a * b).abs())
+                    .sum();
                 assert!(
-                    (s - v).abs() <= 1e-5 * s.abs().max(1.0),
+                    (s - v).abs() <= 1e-5 * mag.max(1.0),
                     "{ty:?} row {r}: scalar {s} vs simd {v}"
                 );
             }
@@ -101,9 +181,9 @@ fn the_simd_kernels_agree_with_the_scalar_reference() {
 }
 
 #[test]
-fn row_lookups_and_ranges_dequantize_like_the_loader() {
+fn row_lookups_ranges_and_views_dequantize_like_the_loader() {
     let mut rng = StdRng::seed_from_u64(3);
-    for ty in TYPES {
+    for ty in SUPPORTED {
         let m = random_matrix(ty, 40, 256, &mut rng);
         let all = ty.dequantize(&m.data);
         assert_eq!(m.dequantize_range(0..40), all);
@@ -112,6 +192,9 @@ fn row_lookups_and_ranges_dequantize_like_the_loader() {
         assert_eq!(rows[..256], all[3 * 256..4 * 256]);
         assert_eq!(rows[256..512], all[39 * 256..40 * 256]);
         assert_eq!(rows[512..], all[3 * 256..4 * 256]);
+        let view = m.row_range(10..20);
+        assert_eq!((view.rows(), view.cols()), (10, 256));
+        assert_eq!(view.dequantize_range(0..10), all[10 * 256..20 * 256]);
     }
 }
 
@@ -134,12 +217,20 @@ fn inputs_quantize_per_block_with_their_sums() {
     );
     let zeros = QuantRow::new(&[0.0; 32]);
     assert_eq!((zeros.d[0], zeros.sum16[0]), (0.0, 0));
+    let ragged = QuantRow::new(&[1.0; 40]);
+    assert_eq!(
+        (ragged.q.len(), ragged.d.len(), ragged.x.len()),
+        (64, 2, 40)
+    );
 }
 
 #[test]
-fn unsupported_types_and_ragged_sizes_are_refused() {
-    assert!(QMatrix::new(GgmlType::Q4_0, 1, 32, vec![0; 18]).is_none());
-    assert!(QMatrix::new(GgmlType::Q8_0, 1, 32, vec![0; 33]).is_none());
-    assert!(QMatrix::new(GgmlType::Q4_K, 1, 128, vec![0; 72]).is_none());
-    assert!(QMatrix::new(GgmlType::Q8_0, 2, 32, vec![0; 68]).is_some());
+fn ragged_sizes_are_refused() {
+    let b = |n: usize| Bytes::owned(vec![0; n]);
+    assert!(QMatrix::new(GgmlType::Q4_0, 1, 32, b(18)).is_some());
+    assert!(QMatrix::new(GgmlType::Q8_0, 1, 32, b(33)).is_none());
+    assert!(QMatrix::new(GgmlType::Q4_K, 1, 128, b(72)).is_none());
+    assert!(QMatrix::new(GgmlType::IQ4_XS, 1, 256, b(136)).is_some());
+    assert!(QMatrix::new(GgmlType::Q8_0, 2, 32, b(68)).is_some());
+    assert!(QMatrix::new(GgmlType::F16, 3, 24, b(144)).is_some());
 }

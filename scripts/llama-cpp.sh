@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Builds llama.cpp's own tools (llama-quantize, llama-bench) from the llama.cpp tree vendored in
+# the llama-cpp-python sdist on PyPI, once, into a cache outside the repository; prints the
+# directory holding the binaries. The peer for benchmarks and the quantizer for test fixtures.
+#
+#   scripts/llama-cpp.sh            # → ~/.cache/gemma-chat/llama.cpp-0.3.36/bin
+#
+# Built with -DGGML_NATIVE=OFF and the SIMD flags /proc/cpuinfo lists: a native build dies with
+# SIGILL on hosts that report AMX. GEMMA_CHAT_PEERS moves the cache.
+set -euo pipefail
+VERSION=0.3.36
+SHA256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
+CACHE="${GEMMA_CHAT_PEERS:-${XDG_CACHE_HOME:-$HOME/.cache}/gemma-chat}"
+DIR="$CACHE/llama.cpp-$VERSION"
+BIN="$DIR/bin"
+if [ -x "$BIN/llama-quantize" ] && [ -x "$BIN/llama-bench" ]; then
+  echo "$BIN"
+  exit 0
+fi
+mkdir -p "$DIR"
+SDIST="$CACHE/llama_cpp_python-$VERSION.tar.gz"
+if ! echo "$SHA256  $SDIST" | sha256sum -c --status 2>/dev/null; then
+  echo "== fetching llama-cpp-python $VERSION (sdist) from PyPI" >&2
+  # pip resolves the file through the package index; --no-binary makes it the sdist. The
+  # metadata build that pip download would run is skipped by asking the index directly.
+  URL=$(curl -fsS https://pypi.org/simple/llama-cpp-python/ \
+    | grep -o "https://[^\"#]*llama_cpp_python-$VERSION.tar.gz" | head -1)
+  curl -fsS -o "$SDIST.part" "$URL"
+  echo "$SHA256  $SDIST.part" | sha256sum -c --status || { echo "checksum mismatch: $URL" >&2; exit 1; }
+  mv "$SDIST.part" "$SDIST"
+fi
+SRC="$DIR/src"
+if [ ! -f "$SRC/CMakeLists.txt" ]; then
+  rm -rf "$SRC" && mkdir -p "$SRC"
+  tar xzf "$SDIST" -C "$SRC" --strip-components=3 "llama_cpp_python-$VERSION/vendor/llama.cpp"
+fi
+CMAKE=cmake
+if ! command -v cmake >/dev/null 2>&1; then
+  # cmake from PyPI, in a venv of its own in the cache.
+  [ -x "$CACHE/tools/bin/cmake" ] || {
+    python3 -m venv "$CACHE/tools" && "$CACHE/tools/bin/pip" install -q cmake >&2
+  }
+  CMAKE="$CACHE/tools/bin/cmake"
+fi
+flags=()
+cpu=$(grep -m1 '^flags' /proc/cpuinfo || true)
+has() { [[ " $cpu " == *" $1 "* ]]; }
+has avx2 && flags+=(-DGGML_AVX2=ON)
+has fma && flags+=(-DGGML_FMA=ON)
+has f16c && flags+=(-DGGML_F16C=ON)
+has avx512f && flags+=(-DGGML_AVX512=ON)
+has avx512_vnni && flags+=(-DGGML_AVX512_VNNI=ON)
+has avx512_bf16 && flags+=(-DGGML_AVX512_BF16=ON)
+has avx512vbmi && flags+=(-DGGML_AVX512_VBMI=ON)
+has avx_vnni && flags+=(-DGGML_AVX_VNNI=ON)
+echo "== building llama.cpp $VERSION: ${flags[*]}" >&2
+"$CMAKE" -S "$SRC" -B "$DIR/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF "${flags[@]}" \
+  -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
+  -DBUILD_SHARED_LIBS=OFF >&2
+"$CMAKE" --build "$DIR/build" -j "$(nproc)" --target llama-quantize llama-bench >&2
+mkdir -p "$BIN"
+cp "$DIR/build/bin/llama-quantize" "$DIR/build/bin/llama-bench" "$BIN/"
+echo "$BIN"

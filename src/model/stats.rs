@@ -1,0 +1,129 @@
+//! What a loaded model's weights take: bytes per stored GGML type, and how many of them are the
+//! mapped file's pages used in place against bytes the process (or a GPU) holds.
+
+use std::collections::BTreeMap;
+
+use super::ffn::{Experts, Mlp};
+use super::ops::{Linear, RmsNorm};
+use super::{Gemma, Layer};
+
+/// Weight bytes of a loaded model.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WeightStats {
+    /// Bytes per stored type (`"Q4_K"`, `"F32"`…); dense device tensors under their dtype.
+    pub by_type: BTreeMap<String, usize>,
+    /// Matrices read by the host kernels.
+    pub host_matrices: usize,
+    /// Bytes used in place from the mapped file.
+    pub mapped: usize,
+    /// Bytes held by the process or the device (norms, dense GPU weights, copies).
+    pub owned: usize,
+}
+
+impl WeightStats {
+    fn linear(&mut self, l: &Linear) {
+        match l {
+            Linear::Host(q) => {
+                *self.by_type.entry(q.ty().name().to_string()).or_default() += q.bytes();
+                self.host_matrices += 1;
+                if q.is_mapped() {
+                    self.mapped += q.bytes();
+                } else {
+                    self.owned += q.bytes();
+                }
+            }
+            Linear::Dense(w) => {
+                let bytes = w.shape().num_elements() * w.dtype().size();
+                *self.by_type.entry(format!("{:?}", w.dtype())).or_default() += bytes;
+                self.owned += bytes;
+            }
+        }
+    }
+
+    fn norm(&mut self, n: &RmsNorm) {
+        if let Some(w) = &n.weight {
+            let bytes = w.shape().num_elements() * 4;
+            *self.by_type.entry("F32".into()).or_default() += bytes;
+            self.owned += bytes;
+        }
+    }
+
+    fn mlp(&mut self, m: &Mlp) {
+        [&m.gate, &m.up, &m.down]
+            .into_iter()
+            .for_each(|l| self.linear(l));
+    }
+
+    fn layer(&mut self, l: &Layer) {
+        let a = &l.attn;
+        [&a.q_proj, &a.o_proj]
+            .into_iter()
+            .for_each(|x| self.linear(x));
+        a.k_proj
+            .iter()
+            .chain(&a.v_proj)
+            .for_each(|x| self.linear(x));
+        [
+            &a.q_norm,
+            &l.input_norm,
+            &l.post_attn_norm,
+            &l.pre_ffn_norm,
+            &l.post_ffn_norm,
+        ]
+        .into_iter()
+        .for_each(|n| self.norm(n));
+        a.k_norm.iter().for_each(|n| self.norm(n));
+        self.mlp(&l.mlp);
+        if let Some((moe, a, b, c)) = &l.moe {
+            [a, b, c].into_iter().for_each(|n| self.norm(n));
+            let small = (moe.router_proj.shape().num_elements()
+                + moe.router_scale.shape().num_elements())
+                * 4;
+            *self.by_type.entry("F32".into()).or_default() += small;
+            self.owned += small;
+            match &moe.experts {
+                Experts::Each(m) => m.iter().for_each(|m| self.mlp(m)),
+                Experts::Stacked { gate_up, down, .. } => {
+                    for w in [gate_up, down] {
+                        let bytes = w.shape().num_elements() * w.dtype().size();
+                        *self.by_type.entry(format!("{:?}", w.dtype())).or_default() += bytes;
+                        self.owned += bytes;
+                    }
+                }
+            }
+        }
+        if let Some(p) = &l.ple {
+            [&p.gate, &p.projection]
+                .into_iter()
+                .for_each(|x| self.linear(x));
+            self.norm(&p.post_norm);
+        }
+    }
+
+    /// Everything `model` holds.
+    pub fn of(model: &Gemma) -> Self {
+        let mut s = Self::default();
+        s.linear(&model.embed);
+        model.lm_head.iter().for_each(|l| s.linear(l));
+        if let Some(p) = &model.ple {
+            s.linear(&p.table);
+            s.linear(&p.model_projection);
+            s.norm(&p.projection_norm);
+        }
+        model.layers.iter().for_each(|l| s.layer(l));
+        s.norm(&model.final_norm);
+        s
+    }
+
+    /// All weight bytes.
+    pub fn total(&self) -> usize {
+        self.mapped + self.owned
+    }
+}
+
+impl Gemma {
+    /// What the weights take, per type and mapped against owned.
+    pub fn weight_stats(&self) -> WeightStats {
+        WeightStats::of(self)
+    }
+}
