@@ -6,16 +6,21 @@
 
 use half::{bf16, f16};
 
-use super::{BLOCK, QuantRow, scalar_k};
+use super::{BLOCK, LO, QuantRow, scalar_k};
 use crate::loader::quant::{GgmlType, IQ4_VALUES};
 
 pub(super) fn f16_at(b: &[u8], at: usize) -> f32 {
     f16::from_le_bytes([b[at], b[at + 1]]).to_f32()
 }
 
-/// `Σ codes[i] · q[i]` over equal lengths.
-pub(super) fn idot(codes: impl Iterator<Item = i32>, q: &[i16]) -> i32 {
-    codes.zip(q).map(|(c, &v)| c * v as i32).sum()
+/// `Σ codes[i] · (q + lo · 2⁻¹⁵)[at + i]`: both digits' integer sums, joined in f64.
+pub(super) fn idot(codes: impl Iterator<Item = i32>, x: &QuantRow, at: usize) -> f32 {
+    let (mut hi, mut lo) = (0i64, 0i64);
+    for (i, c) in codes.enumerate() {
+        hi += c as i64 * x.q[at + i] as i64;
+        lo += c as i64 * x.lo[at + i] as i64;
+    }
+    (hi as f64 + lo as f64 * LO as f64) as f32
 }
 
 pub(super) fn dot(ty: GgmlType, w: &[u8], x: &QuantRow) -> f32 {
@@ -48,12 +53,10 @@ fn floats<'a>(w: impl Iterator<Item = &'a [u8]>, x: &QuantRow, f: impl Fn(&[u8])
     w.zip(&x.x).map(|(b, &v)| f(b) * v).sum()
 }
 
-/// The input's values `b * 32..`, and `Σ q` over them (for the types' offsets and minimums).
-fn block(x: &QuantRow, b: usize) -> (&[i16], i32) {
-    (
-        &x.q[b * BLOCK..(b + 1) * BLOCK],
-        x.sum16[2 * b] + x.sum16[2 * b + 1],
-    )
+/// Where block `b` of the input starts, and `Σ x / d` over it (for the types' offsets and
+/// minimums).
+fn block(x: &QuantRow, b: usize) -> (usize, f32) {
+    (b * BLOCK, x.sum16[2 * b] + x.sum16[2 * b + 1])
 }
 
 /// The 32 unsigned 4-bit codes of a 32-value block from its 16 bytes (low nibbles first).
@@ -86,9 +89,9 @@ fn offset_blocks(
 ) -> f32 {
     let mut acc = 0f32;
     for (b, blk) in w.chunks_exact(bytes).enumerate() {
-        let (q, sum) = block(x, b);
-        let s = idot(codes(blk).iter().map(|&c| c as i32), q) - offset * sum;
-        acc += f16_at(blk, 0) * x.d[b] * s as f32;
+        let (at, sum) = block(x, b);
+        let s = idot(codes(blk).iter().map(|&c| c as i32), x, at) - offset as f32 * sum;
+        acc += f16_at(blk, 0) * x.d[b] * s;
     }
     acc
 }
@@ -97,9 +100,9 @@ fn offset_blocks(
 fn min_blocks(w: &[u8], bytes: usize, x: &QuantRow, codes: impl Fn(&[u8]) -> [u8; 32]) -> f32 {
     let mut acc = 0f32;
     for (b, blk) in w.chunks_exact(bytes).enumerate() {
-        let (q, sum) = block(x, b);
-        let s = idot(codes(blk).iter().map(|&c| c as i32), q);
-        acc += x.d[b] * (f16_at(blk, 0) * s as f32 + f16_at(blk, 2) * sum as f32);
+        let (at, sum) = block(x, b);
+        let s = idot(codes(blk).iter().map(|&c| c as i32), x, at);
+        acc += x.d[b] * (f16_at(blk, 0) * s + f16_at(blk, 2) * sum);
     }
     acc
 }
@@ -123,26 +126,27 @@ fn q5_1(w: &[u8], x: &QuantRow) -> f32 {
 fn q8_0(w: &[u8], x: &QuantRow) -> f32 {
     let mut acc = 0f32;
     for (b, blk) in w.chunks_exact(34).enumerate() {
-        let (q, _) = block(x, b);
-        let s = idot(blk[2..34].iter().map(|&c| c as i8 as i32), q);
-        acc += f16_at(blk, 0) * x.d[b] * s as f32;
+        let (at, _) = block(x, b);
+        let s = idot(blk[2..34].iter().map(|&c| c as i8 as i32), x, at);
+        acc += f16_at(blk, 0) * x.d[b] * s;
     }
     acc
 }
 
-/// `Σ table[code] · q` for the 16 bytes of 4-bit indices of one 32-value block.
-pub(super) fn iq4_sum(qs: &[u8], q: &[i16]) -> i32 {
+/// `Σ table[code] · x` for the 16 bytes of 4-bit indices of the 32-value block at `at`.
+pub(super) fn iq4_sum(qs: &[u8], x: &QuantRow, at: usize) -> f32 {
     idot(
         nibbles(qs).iter().map(|&c| IQ4_VALUES[c as usize] as i32),
-        q,
+        x,
+        at,
     )
 }
 
 fn iq4_nl(w: &[u8], x: &QuantRow) -> f32 {
     let mut acc = 0f32;
     for (b, blk) in w.chunks_exact(18).enumerate() {
-        let (q, _) = block(x, b);
-        acc += f16_at(blk, 0) * x.d[b] * iq4_sum(&blk[2..18], q) as f32;
+        let (at, _) = block(x, b);
+        acc += f16_at(blk, 0) * x.d[b] * iq4_sum(&blk[2..18], x, at);
     }
     acc
 }

@@ -18,11 +18,6 @@ pub(super) fn scale_min(j: usize, s: &[u8]) -> (u8, u8) {
     }
 }
 
-/// The input's 16 values of group `g` (counted over the whole row).
-fn group(x: &QuantRow, g: usize) -> &[i16] {
-    &x.q[16 * g..16 * g + 16]
-}
-
 pub(super) fn q2_k(w: &[u8], x: &QuantRow) -> f32 {
     let mut acc = 0f32;
     for (sb, blk) in w.chunks_exact(84).enumerate() {
@@ -35,10 +30,9 @@ pub(super) fn q2_k(w: &[u8], x: &QuantRow) -> f32 {
                 .iter()
                 .map(|&c| ((c >> (2 * j)) & 3) as i32);
             let g = sb * 16 + k;
-            let s = idot(codes, group(x, g));
+            let s = idot(codes, x, 16 * g);
             let xd = x.d[g / 2];
-            acc += xd
-                * (d * (sc & 0x0F) as f32 * s as f32 - dmin * (sc >> 4) as f32 * x.sum16[g] as f32);
+            acc += xd * (d * (sc & 0x0F) as f32 * s - dmin * (sc >> 4) as f32 * x.sum16[g]);
         }
     }
     acc
@@ -58,8 +52,8 @@ pub(super) fn q3_k(w: &[u8], x: &QuantRow) -> f32 {
                 low + 4 * high - 4
             });
             let g = sb * 16 + k;
-            let s = idot(codes, group(x, g));
-            acc += d * sc as f32 * x.d[g / 2] * s as f32;
+            let s = idot(codes, x, 16 * g);
+            acc += d * sc as f32 * x.d[g / 2] * s;
         }
     }
     acc
@@ -80,16 +74,15 @@ fn k_blocks(w: &[u8], bytes: usize, x: &QuantRow, fifth: bool) -> f32 {
         for j in 0..8 {
             let b = sb * 8 + j;
             let (sc, m) = scale_min(j, scales);
-            let q = &x.q[b * BLOCK..(b + 1) * BLOCK];
             let src = &qs[32 * (j / 2)..32 * (j / 2) + 32];
             let codes = src.iter().enumerate().map(|(l, &c)| {
                 let low = ((c >> (4 * (j % 2))) & 0x0F) as i32;
                 let high = if fifth { ((qh[l] >> j) & 1) as i32 } else { 0 };
                 low + 16 * high
             });
-            let s = idot(codes, q);
+            let s = idot(codes, x, b * BLOCK);
             let sum = x.sum16[2 * b] + x.sum16[2 * b + 1];
-            acc += x.d[b] * (d * sc as f32 * s as f32 - dmin * m as f32 * sum as f32);
+            acc += x.d[b] * (d * sc as f32 * s - dmin * m as f32 * sum);
         }
     }
     acc
@@ -126,10 +119,9 @@ pub(super) fn q6_k(w: &[u8], x: &QuantRow) -> f32 {
                 for g in 0..2 {
                     let sc = blk[192 + h * 8 + 2 * k + g] as i8 as f32;
                     let start = b * BLOCK + 16 * g;
-                    let q = &x.q[start..start + 16];
                     let codes = (16 * g..16 * g + 16).map(|l| q6_code(blk, h, k, l) as i32);
-                    let s = idot(codes, q) - 32 * x.sum16[start / 16];
-                    acc += d * sc * x.d[b] * s as f32;
+                    let s = idot(codes, x, start) - 32.0 * x.sum16[start / 16];
+                    acc += d * sc * x.d[b] * s;
                 }
             }
         }
@@ -143,9 +135,8 @@ pub(super) fn iq4_xs(w: &[u8], x: &QuantRow) -> f32 {
         let d = f16_at(blk, 0);
         for ib in 0..8 {
             let b = sb * 8 + ib;
-            let q = &x.q[b * BLOCK..(b + 1) * BLOCK];
-            let s = iq4_sum(&blk[8 + 16 * ib..8 + 16 * ib + 16], q);
-            acc += d * iq4_xs_scale(blk, ib) as f32 * x.d[b] * s as f32;
+            let s = iq4_sum(&blk[8 + 16 * ib..8 + 16 * ib + 16], x, b * BLOCK);
+            acc += d * iq4_xs_scale(blk, ib) as f32 * x.d[b] * s;
         }
     }
     acc

@@ -64,8 +64,7 @@ pub(super) unsafe fn q2_k(w: &[u8], x: &QuantRow) -> f32 {
                 };
                 mins += xd
                     * dmin
-                    * ((sc0 >> 4) as f32 * x.sum16[g] as f32
-                        + (sc1 >> 4) as f32 * x.sum16[g + 1] as f32);
+                    * ((sc0 >> 4) as f32 * x.sum16[g] + (sc1 >> 4) as f32 * x.sum16[g + 1]);
             }
         }
     }
@@ -148,7 +147,7 @@ unsafe fn k_blocks(w: &[u8], bytes: usize, x: &QuantRow, fifth: bool) -> f32 {
                 let p = unsafe { dot32_i8(codes, x, b * BLOCK) };
                 acc = fma_i32(p, d * sc as f32 * x.d[b], acc);
                 let sum = x.sum16[2 * b] + x.sum16[2 * b + 1];
-                mins += x.d[b] * dmin * m as f32 * sum as f32;
+                mins += x.d[b] * dmin * m as f32 * sum;
             }
         }
     }

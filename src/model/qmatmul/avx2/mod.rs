@@ -11,7 +11,7 @@ mod kquants;
 
 use std::arch::x86_64::*;
 
-use super::{BLOCK, QuantRow};
+use super::{BLOCK, LO, QuantRow};
 use crate::loader::quant::{GgmlType, IQ4_VALUES};
 
 /// Whether this CPU runs these kernels (checked once; std caches the answer).
@@ -61,25 +61,35 @@ fn hsum(v: __m256) -> f32 {
     _mm_cvtss_f32(s)
 }
 
-/// 16 i16 of `x` starting at `at`.
+/// 16 i16 of `digits` (the input's `q` or `lo`) starting at `at`.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn load16(x: &QuantRow, at: usize) -> __m256i {
-    assert!(at + 16 <= x.q.len());
+unsafe fn load16(digits: &[i16], at: usize) -> __m256i {
+    assert!(at + 16 <= digits.len());
     // SAFETY: checked just above.
-    unsafe { _mm256_loadu_si256(x.q.as_ptr().add(at) as *const __m256i) }
+    unsafe { _mm256_loadu_si256(digits.as_ptr().add(at) as *const __m256i) }
 }
 
-/// `Σ c·x` in eight i32 lanes for 16 signed byte values.
+/// `Σ c·x` in eight f32 lanes for 16 signed byte values: the integer sums against both digits
+/// of the input, joined as `hi + lo · 2⁻¹⁵`.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn dot16_i8(v: __m128i, x: &QuantRow, at: usize) -> __m256i {
-    unsafe { _mm256_madd_epi16(_mm256_cvtepi8_epi16(v), load16(x, at)) }
-}
-
-/// `Σ c·x` in eight i32 lanes for 32 signed byte values.
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn dot32_i8(v: __m256i, x: &QuantRow, at: usize) -> __m256i {
+unsafe fn dot16_i8(v: __m128i, x: &QuantRow, at: usize) -> __m256 {
     unsafe {
-        _mm256_add_epi32(
+        let c = _mm256_cvtepi8_epi16(v);
+        let hi = _mm256_madd_epi16(c, load16(&x.q, at));
+        let lo = _mm256_madd_epi16(c, load16(&x.lo, at));
+        _mm256_fmadd_ps(
+            _mm256_cvtepi32_ps(lo),
+            _mm256_set1_ps(LO),
+            _mm256_cvtepi32_ps(hi),
+        )
+    }
+}
+
+/// `Σ c·x` in eight f32 lanes for 32 signed byte values.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot32_i8(v: __m256i, x: &QuantRow, at: usize) -> __m256 {
+    unsafe {
+        _mm256_add_ps(
             dot16_i8(_mm256_castsi256_si128(v), x, at),
             dot16_i8(_mm256_extracti128_si256::<1>(v), x, at + 16),
         )
@@ -87,8 +97,8 @@ unsafe fn dot32_i8(v: __m256i, x: &QuantRow, at: usize) -> __m256i {
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-fn fma_i32(p: __m256i, scale: f32, acc: __m256) -> __m256 {
-    _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(scale), acc)
+fn fma_i32(p: __m256, scale: f32, acc: __m256) -> __m256 {
+    _mm256_fmadd_ps(p, _mm256_set1_ps(scale), acc)
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -181,7 +191,7 @@ unsafe fn min_blocks(
         let p = unsafe { dot32_i8(codes(blk), x, b * BLOCK) };
         acc = fma_i32(p, f16_at(blk, 0) * x.d[b], acc);
         let sum = x.sum16[2 * b] + x.sum16[2 * b + 1];
-        mins += x.d[b] * f16_at(blk, 2) * sum as f32;
+        mins += x.d[b] * f16_at(blk, 2) * sum;
     }
     hsum(acc) + mins
 }
