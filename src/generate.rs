@@ -259,7 +259,7 @@ fn chat_format(
     tok: Option<&Tokenizer>,
 ) -> ChatFormat {
     let text = |id: Option<u32>, default: &str| {
-        id.and_then(|id| tok?.inner().id_to_token(id))
+        id.and_then(|id| tok?.token(id))
             .unwrap_or_else(|| default.to_string())
     };
     let bos = text(Some(cfg.bos_token_id), "<bos>");

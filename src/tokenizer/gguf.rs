@@ -1,10 +1,10 @@
-//! A `tokenizers::Tokenizer` built from a GGUF file's SentencePiece vocabulary (`llama` or
-//! `gemma4` tokenizer model): BPE with byte fallback, spaces as `▁`, no space prefix.
+//! The tokenizer stored in a GGUF file's metadata (`llama` or `gemma4` tokenizer model): BPE with
+//! byte fallback, spaces as `▁`, no space prefix, control and user-defined pieces matched whole.
 //!
-//! It reproduces Google's `tokenizer.json`: the merges are derived from the pieces and scores the
-//! way Hugging Face's SentencePiece converter derives them (every split of a piece into two pieces,
-//! ordered by the merged piece's score, then by the lengths of its halves), control and
-//! user-defined pieces match as whole added tokens, and decoding maps `▁` back to spaces.
+//! It reproduces Google's `tokenizer.json`. A SentencePiece vocabulary (scores, no merges) goes
+//! to the compact [`Spm`], which ranks merges as Hugging Face's SentencePiece converter derives
+//! them (every split of a piece into two pieces, ordered by the merged piece's score, then by
+//! the lengths of its halves); a vocabulary that lists its merges goes to `tokenizers`' BPE.
 
 use tokenizers::decoders::byte_fallback::ByteFallback;
 use tokenizers::decoders::fuse::Fuse;
@@ -14,12 +14,13 @@ use tokenizers::normalizers::replace::Replace;
 use tokenizers::{AddedToken, DecoderWrapper};
 
 use super::Tokenizer;
+use super::spm::Spm;
 use crate::error::{Error, Result};
 use crate::loader::gguf::{GgufFile, Value};
 
 /// SentencePiece piece types as GGUF stores them.
-const CONTROL: u64 = 3;
-const USER_DEFINED: u64 = 4;
+const CONTROL: u64 = super::spm::CONTROL as u64;
+const USER_DEFINED: u64 = super::spm::USER_DEFINED as u64;
 
 /// Builds the tokenizer stored in a GGUF file's metadata.
 pub fn from_gguf(file: &GgufFile) -> Result<Tokenizer> {
@@ -33,23 +34,25 @@ pub fn from_gguf(file: &GgufFile) -> Result<Tokenizer> {
             "tokenizer model `{model}` is not a SentencePiece vocabulary gemma-chat can build"
         )));
     }
-    let list = |key: &str| {
+    let missing = |key: &str| bad(&format!("metadata `{key}` is missing or mistyped"));
+    let numbers = |key: &str| {
         file.get(key)
-            .and_then(Value::as_array)
-            .ok_or_else(|| bad(&format!("metadata `{key}` is missing")))
+            .and_then(Value::numbers)
+            .ok_or_else(|| missing(key))
     };
-    let tokens = list("tokenizer.ggml.tokens")?;
-    let scores = list("tokenizer.ggml.scores")?;
-    let types = list("tokenizer.ggml.token_type")?;
+    let tokens = file
+        .get("tokenizer.ggml.tokens")
+        .and_then(Value::strings)
+        .ok_or_else(|| missing("tokenizer.ggml.tokens"))?;
+    let scores = numbers("tokenizer.ggml.scores")?;
+    let types = numbers("tokenizer.ggml.token_type")?;
     if scores.len() != tokens.len() || types.len() != tokens.len() {
         return Err(bad("tokens, scores and token types differ in length"));
     }
     // llama.cpp's converter writes spaces where SentencePiece has `▁` in a few pieces.
-    let pieces: Vec<String> = tokens
-        .iter()
-        .map(|t| t.as_str().unwrap_or_default().replace(' ', "▁"))
-        .collect();
-    let kinds: Vec<u64> = types.iter().map(|t| t.as_u64().unwrap_or(1)).collect();
+    let pieces: Vec<String> = tokens.iter().map(|t| t.replace(' ', "▁")).collect();
+    drop(tokens);
+    let kinds: Vec<u64> = types.iter().map(|&t| t as u64).collect();
     // The converter stores −1000 for control and user-defined pieces; SentencePiece gives them 0,
     // which puts their merges first.
     let score: Vec<f64> = scores
@@ -59,28 +62,30 @@ pub fn from_gguf(file: &GgufFile) -> Result<Tokenizer> {
             if k == CONTROL || k == USER_DEFINED {
                 0.0
             } else {
-                s.as_f64().unwrap_or(0.0)
+                *s
             }
         })
         .collect();
 
+    // SentencePiece vocabularies (no merges listed) get the compact tokenizer; converters that
+    // start from a BPE tokenizer.json store its merges ("left right", spaces as in the pieces),
+    // and those go to `tokenizers`' BPE with them.
+    let Some(listed) = file.get("tokenizer.ggml.merges").and_then(Value::strings) else {
+        let refs: Vec<&str> = pieces.iter().map(String::as_str).collect();
+        let score = score.iter().map(|&s| s as f32).collect();
+        let kinds = kinds.iter().map(|&k| k.min(255) as u8).collect();
+        return Ok(Tokenizer::from_spm(Spm::new(&refs, score, kinds)?));
+    };
+    let merges = listed
+        .iter()
+        .filter_map(|m| m.split_once(' '))
+        .map(|(l, r)| (l.replace(' ', "▁"), r.replace(' ', "▁")))
+        .collect();
     let vocab: Vocab = pieces
         .iter()
         .enumerate()
         .map(|(i, p)| (p.clone(), i as u32))
         .collect();
-    // Converters that start from a BPE tokenizer.json store its merges ("left right", spaces as
-    // in the pieces); SentencePiece-based ones do not, and the merges are derived.
-    let merges = match file.get("tokenizer.ggml.merges").and_then(Value::as_array) {
-        Some(list) => list
-            .iter()
-            .filter_map(|m| m.as_str())
-            .filter_map(|m| m.split_once(' '))
-            .map(|(l, r)| (l.replace(' ', "▁"), r.replace(' ', "▁")))
-            .collect(),
-        None => derive_merges(&pieces, &score, &vocab),
-    };
-
     let bpe = BPE::builder()
         .vocab_and_merges(vocab, merges)
         .unk_token("<unk>".into())
@@ -105,51 +110,4 @@ pub fn from_gguf(file: &GgufFile) -> Result<Tokenizer> {
         .collect();
     tok.add_tokens(&added);
     Ok(Tokenizer::from_inner(tok))
-}
-
-/// Every split of a piece into two pieces of the vocabulary, as a merge. Order: the merged
-/// piece's score, then the left half's length, then the right half's (all descending); ties keep
-/// vocabulary order.
-fn derive_merges(pieces: &[String], score: &[f64], vocab: &Vocab) -> Vec<(String, String)> {
-    struct Merge {
-        left: u32,
-        right: u32,
-        score: f64,
-        left_len: usize,
-        right_len: usize,
-    }
-    let mut merges = Vec::new();
-    for (i, piece) in pieces.iter().enumerate() {
-        let start = merges.len();
-        let mut left_len = 0;
-        for (at, _) in piece.char_indices().skip(1) {
-            left_len += 1;
-            let (l, r) = piece.split_at(at);
-            if let (Some(&left), Some(&right)) = (vocab.get(l), vocab.get(r)) {
-                merges.push(Merge {
-                    left,
-                    right,
-                    score: score[i],
-                    left_len,
-                    right_len: piece.chars().count() - left_len,
-                });
-            }
-        }
-        merges[start..].sort_by_key(|m| (m.left, m.right));
-    }
-    merges.sort_by(|a, b| {
-        b.score
-            .total_cmp(&a.score)
-            .then(b.left_len.cmp(&a.left_len))
-            .then(b.right_len.cmp(&a.right_len))
-    });
-    merges
-        .into_iter()
-        .map(|m| {
-            (
-                pieces[m.left as usize].clone(),
-                pieces[m.right as usize].clone(),
-            )
-        })
-        .collect()
 }

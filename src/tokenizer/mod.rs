@@ -2,6 +2,7 @@
 //! streaming detokenization in [`stream`].
 
 pub mod gguf;
+pub mod spm;
 pub mod stream;
 pub mod template;
 
@@ -11,14 +12,23 @@ use crate::error::{Error, Result};
 
 /// A loaded tokenizer.
 pub struct Tokenizer {
-    inner: tokenizers::Tokenizer,
+    inner: Inner,
+}
+
+enum Inner {
+    /// A `tokenizer.json`, or a GGUF vocabulary that lists its merges.
+    Hf(Box<tokenizers::Tokenizer>),
+    /// A GGUF SentencePiece vocabulary (scores, no merges).
+    Spm(Box<spm::Spm>),
 }
 
 impl std::fmt::Debug for Tokenizer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Tokenizer")
-            .field("vocab", &self.inner.get_vocab_size(true))
-            .finish()
+        let vocab = match &self.inner {
+            Inner::Hf(t) => t.get_vocab_size(true),
+            Inner::Spm(s) => s.len(),
+        };
+        f.debug_struct("Tokenizer").field("vocab", &vocab).finish()
     }
 }
 
@@ -27,38 +37,60 @@ impl Tokenizer {
     pub fn from_file(path: &Path) -> Result<Self> {
         let inner = tokenizers::Tokenizer::from_file(path)
             .map_err(|e| Error::Tokenizer(format!("cannot load {}: {e}", path.display())))?;
-        Ok(Self { inner })
+        Ok(Self::from_inner(inner))
     }
 
     /// Wraps an already built tokenizer.
     pub fn from_inner(inner: tokenizers::Tokenizer) -> Self {
-        Self { inner }
+        Self {
+            inner: Inner::Hf(Box::new(inner)),
+        }
     }
 
-    /// The underlying `tokenizers` object.
-    pub fn inner(&self) -> &tokenizers::Tokenizer {
-        &self.inner
+    /// Wraps a SentencePiece vocabulary.
+    pub fn from_spm(spm: spm::Spm) -> Self {
+        Self {
+            inner: Inner::Spm(Box::new(spm)),
+        }
+    }
+
+    /// The piece of an id, if the vocabulary has it.
+    pub fn token(&self, id: u32) -> Option<String> {
+        match &self.inner {
+            Inner::Hf(t) => t.id_to_token(id),
+            Inner::Spm(s) => ((id as usize) < s.len()).then(|| s.piece(id).to_string()),
+        }
     }
 
     /// Encodes `text` as is: special-token strings (`<start_of_turn>`, `<|turn>`…) become their
     /// ids, and nothing is added in front.
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
-        let enc = self
-            .inner
-            .encode(text, false)
-            .map_err(|e| Error::Tokenizer(format!("cannot encode: {e}")))?;
-        Ok(enc.get_ids().to_vec())
+        match &self.inner {
+            Inner::Hf(t) => {
+                let enc = t
+                    .encode(text, false)
+                    .map_err(|e| Error::Tokenizer(format!("cannot encode: {e}")))?;
+                Ok(enc.get_ids().to_vec())
+            }
+            Inner::Spm(s) => Ok(s.encode(text)),
+        }
     }
 
     /// Decodes ids to text. With `skip_special`, control tokens are left out.
     pub fn decode(&self, ids: &[u32], skip_special: bool) -> Result<String> {
-        self.inner
-            .decode(ids, skip_special)
-            .map_err(|e| Error::Tokenizer(format!("cannot decode: {e}")))
+        match &self.inner {
+            Inner::Hf(t) => t
+                .decode(ids, skip_special)
+                .map_err(|e| Error::Tokenizer(format!("cannot decode: {e}"))),
+            Inner::Spm(s) => Ok(s.decode(ids, skip_special)),
+        }
     }
 
     /// The id of a token string, if the vocabulary has it.
     pub fn token_id(&self, token: &str) -> Option<u32> {
-        self.inner.token_to_id(token)
+        match &self.inner {
+            Inner::Hf(t) => t.token_to_id(token),
+            Inner::Spm(s) => s.id(token),
+        }
     }
 }
