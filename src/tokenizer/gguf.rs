@@ -49,9 +49,6 @@ pub fn from_gguf(file: &GgufFile) -> Result<Tokenizer> {
     if scores.len() != tokens.len() || types.len() != tokens.len() {
         return Err(bad("tokens, scores and token types differ in length"));
     }
-    // llama.cpp's converter writes spaces where SentencePiece has `▁` in a few pieces.
-    let pieces: Vec<String> = tokens.iter().map(|t| t.replace(' ', "▁")).collect();
-    drop(tokens);
     let kinds: Vec<u64> = types.iter().map(|&t| t as u64).collect();
     // The converter stores −1000 for control and user-defined pieces; SentencePiece gives them 0,
     // which puts their merges first.
@@ -71,11 +68,13 @@ pub fn from_gguf(file: &GgufFile) -> Result<Tokenizer> {
     // start from a BPE tokenizer.json store its merges ("left right", spaces as in the pieces),
     // and those go to `tokenizers`' BPE with them.
     let Some(listed) = file.get("tokenizer.ggml.merges").and_then(Value::strings) else {
-        let refs: Vec<&str> = pieces.iter().map(String::as_str).collect();
         let score = score.iter().map(|&s| s as f32).collect();
         let kinds = kinds.iter().map(|&k| k.min(255) as u8).collect();
-        return Ok(Tokenizer::from_spm(Spm::new(&refs, score, kinds)?));
+        return Ok(Tokenizer::from_spm(Spm::new(&tokens, score, kinds)?));
     };
+    // llama.cpp's converter writes spaces where SentencePiece has `▁` in a few pieces.
+    let pieces: Vec<String> = tokens.iter().map(|t| t.replace(' ', "▁")).collect();
+    drop(tokens);
     let merges = listed
         .iter()
         .filter_map(|m| m.split_once(' '))

@@ -50,16 +50,21 @@ fn hash(s: &str) -> u64 {
 }
 
 impl Spm {
-    /// Builds the tokenizer from pieces (spaces already written `▁`), their scores and kinds.
+    /// Builds the tokenizer from pieces, their scores and kinds. A space in a piece is read as
+    /// `▁` (llama.cpp's converter writes spaces where SentencePiece has `▁` in a few pieces).
     pub fn new(pieces: &[&str], score: Vec<f32>, kind: Vec<u8>) -> Result<Self> {
         let n = pieces.len();
         let mut text = String::with_capacity(pieces.iter().map(|p| p.len()).sum());
         let mut ends = Vec::with_capacity(n);
         let mut chars = Vec::with_capacity(n);
         for p in pieces {
-            text.push_str(p);
+            let mut count = 0usize;
+            for ch in p.chars() {
+                text.push(if ch == ' ' { '▁' } else { ch });
+                count += 1;
+            }
             ends.push(text.len() as u32);
-            chars.push(p.chars().count().min(u16::MAX as usize) as u16);
+            chars.push(count.min(u16::MAX as usize) as u16);
         }
         let size = (2 * n).next_power_of_two().max(16);
         let mut s = Self {
