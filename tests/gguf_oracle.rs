@@ -2,9 +2,12 @@
 //! (`tests/fixtures/make_gguf_fixtures.py`) give transformers' logits, like the safetensors they
 //! came from: the GGUF names, metadata and per-layer arrays map onto the same model.
 
+mod common;
+
 use std::path::Path;
 
 use burn::tensor::Device;
+use common::{max_abs_diff, run};
 use gemma_chat::generate::load;
 use gemma_chat::model::{ComputeDtype, Logits};
 use safetensors::SafeTensors;
@@ -33,20 +36,8 @@ fn converted_gemma4_ggufs_match_transformers() {
         let path = root.join("gguf").join(format!("{name}.gguf"));
         let lm = load(&path, &Device::flex(), ComputeDtype::F32, &mut |_, _| {})
             .unwrap_or_else(|e| panic!("{name}: {e}"));
-        let mut cache = lm.model.new_cache();
-        let got = lm
-            .model
-            .forward(&prompt, &mut cache, 0, Logits::All)
-            .expect("forward")
-            .expect("logits")
-            .into_data()
-            .try_to_vec::<f32>()
-            .expect("f32");
-        let d = got
-            .iter()
-            .zip(&want)
-            .map(|(a, b)| (a - b).abs())
-            .fold(0.0f32, f32::max);
+        let got = run(&lm, &prompt, &mut lm.model.new_cache(), Logits::All);
+        let d = max_abs_diff(&got, &want);
         assert!(d < 2e-3, "{name}: GGUF logits differ by {d}");
     }
 }

@@ -9,10 +9,13 @@
 //! `llama-quantize` comes from `scripts/llama-cpp.sh` (built once from the llama-cpp-python
 //! sdist and cached outside the repository), or from `GEMMA_CHAT_LLAMA_BIN`.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use burn::tensor::Device;
+use common::{max_abs_diff, run};
 use gemma_chat::generate::load;
 use gemma_chat::model::{ComputeDtype, Logits};
 use safetensors::SafeTensors;
@@ -130,20 +133,8 @@ fn every_type_matches_the_exact_reference() {
             }
             let want = floats(&st, &format!("{arch}.{ty}"));
             let mut cache = lm.model.new_cache();
-            let got = lm
-                .model
-                .forward(&prompt, &mut cache, 0, Logits::All)
-                .expect("forward")
-                .expect("logits")
-                .into_data()
-                .try_to_vec::<f32>()
-                .expect("f32");
-            let d = got
-                .iter()
-                .zip(&want)
-                .map(|(a, b)| (a - b).abs())
-                .fold(0.0f32, f32::max);
-            assert_eq!(got.len(), want.len(), "{arch} {ty}");
+            let got = run(&lm, &prompt, &mut cache, Logits::All);
+            let d = max_abs_diff(&got, &want);
             assert!(d < 1e-3, "{arch} {ty}: logits differ by {d}");
 
             // Greedy continuation from the warm cache.
@@ -152,15 +143,7 @@ fn every_type_matches_the_exact_reference() {
             let mut greedy = vec![next];
             let want_ids = ids(&file["greedy_ids"]);
             while greedy.len() < want_ids.len() {
-                let pos = cache.len();
-                let l = lm
-                    .model
-                    .forward(&[next], &mut cache, pos, Logits::Last)
-                    .expect("decode")
-                    .expect("logits")
-                    .into_data()
-                    .try_to_vec::<f32>()
-                    .expect("f32");
+                let l = run(&lm, &[next], &mut cache, Logits::Last);
                 next = gemma_chat::sampling::argmax(&l) as u32;
                 greedy.push(next);
             }

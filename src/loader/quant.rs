@@ -293,18 +293,15 @@ fn q3_k(b: &[u8], out: &mut [f32]) {
     }
 }
 
+/// 32 values `d · table[code]` from 16 bytes of 4-bit codes (low nibbles first).
+fn iq4_block(d: f32, qs: &[u8], out: &mut [f32]) {
+    let value = |c: u8| d * IQ4_VALUES[c as usize] as f32;
+    put(&mut out[..16], qs.iter().map(|&q| value(q & 0x0F)));
+    put(&mut out[16..32], qs.iter().map(|&q| value(q >> 4)));
+}
+
 fn iq4_nl(b: &[u8], out: &mut [f32]) {
-    let d = h(b, 0);
-    let qs = &b[2..18];
-    put(
-        &mut out[..16],
-        qs.iter()
-            .map(|&q| d * IQ4_VALUES[(q & 0x0F) as usize] as f32),
-    );
-    put(
-        &mut out[16..],
-        qs.iter().map(|&q| d * IQ4_VALUES[(q >> 4) as usize] as f32),
-    );
+    iq4_block(h(b, 0), &b[2..18], out);
 }
 
 /// The signed 6-bit scale of sub-block `ib` (0..8) of an IQ4_XS block.
@@ -318,18 +315,8 @@ pub fn iq4_xs_scale(b: &[u8], ib: usize) -> i32 {
 fn iq4_xs(b: &[u8], out: &mut [f32]) {
     let d = h(b, 0);
     for (ib, y) in out.chunks_exact_mut(32).enumerate() {
-        let dl = d * iq4_xs_scale(b, ib) as f32;
         let qs = &b[8 + 16 * ib..8 + 16 * ib + 16];
-        put(
-            &mut y[..16],
-            qs.iter()
-                .map(|&q| dl * IQ4_VALUES[(q & 0x0F) as usize] as f32),
-        );
-        put(
-            &mut y[16..],
-            qs.iter()
-                .map(|&q| dl * IQ4_VALUES[(q >> 4) as usize] as f32),
-        );
+        iq4_block(d * iq4_xs_scale(b, ib) as f32, qs, y);
     }
 }
 

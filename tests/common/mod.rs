@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use gemma_chat::generate::LoadedModel;
-use gemma_chat::model::Logits;
+use gemma_chat::model::{KvCache, Logits};
 
 /// The oracle fixture directories (`tests/fixtures/oracle/*` with a `reference.safetensors`),
 /// sorted; at least `min` of them.
@@ -32,6 +32,18 @@ pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
         .zip(b)
         .map(|(x, y)| (x - y).abs())
         .fold(0.0, f32::max)
+}
+
+/// Runs `ids` on `cache` from its end and returns the logits asked for, f32, row after row.
+pub fn run(lm: &LoadedModel, ids: &[u32], cache: &mut KvCache, logits: Logits) -> Vec<f32> {
+    let pos = cache.len();
+    lm.model
+        .forward(ids, cache, pos, logits)
+        .expect("forward")
+        .expect("logits")
+        .into_data()
+        .try_to_vec::<f32>()
+        .expect("f32")
 }
 
 /// Logits of every prompt position (f32, row after row), prefilling in chunks of `chunk`.

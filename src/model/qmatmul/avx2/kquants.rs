@@ -17,6 +17,18 @@ fn bit_set(v: __m256i, bit: u32) -> __m256i {
     _mm256_cmpeq_epi8(_mm256_and_si256(v, m), m)
 }
 
+/// 32 bytes of 2-bit codes shifted by 0, 2, 4 and 6 (mask with 3 for the codes of each plane).
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn two_bit_planes(qs: &[u8]) -> [__m256i; 4] {
+    let q = unsafe { load32(qs) };
+    [
+        q,
+        _mm256_srli_epi16::<2>(q),
+        _mm256_srli_epi16::<4>(q),
+        _mm256_srli_epi16::<6>(q),
+    ]
+}
+
 /// The two 16-value groups of 32 byte codes, each dotted with the input from `at` and scaled.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn two_groups(c: __m256i, x: &QuantRow, at: usize, s0: f32, s1: f32, acc: __m256) -> __m256 {
@@ -39,13 +51,7 @@ pub(super) unsafe fn q2_k(w: &[u8], x: &QuantRow) -> f32 {
         let (scales, qs) = (&blk[..16], &blk[16..80]);
         let (d, dmin) = (f16_at(blk, 80), f16_at(blk, 82));
         for n in 0..2 {
-            let q = unsafe { load32(&qs[32 * n..]) };
-            let shifted = [
-                q,
-                _mm256_srli_epi16::<2>(q),
-                _mm256_srli_epi16::<4>(q),
-                _mm256_srli_epi16::<6>(q),
-            ];
+            let shifted = unsafe { two_bit_planes(&qs[32 * n..]) };
             for (j, v) in shifted.into_iter().enumerate() {
                 let k = 8 * n + 2 * j;
                 let g = sb * 16 + k;
@@ -82,13 +88,7 @@ pub(super) unsafe fn q3_k(w: &[u8], x: &QuantRow) -> f32 {
         let scales = q3_k_scales(&blk[96..108]);
         let d = f16_at(blk, 108);
         for n in 0..2 {
-            let q = unsafe { load32(&qs[32 * n..]) };
-            let shifted = [
-                q,
-                _mm256_srli_epi16::<2>(q),
-                _mm256_srli_epi16::<4>(q),
-                _mm256_srli_epi16::<6>(q),
-            ];
+            let shifted = unsafe { two_bit_planes(&qs[32 * n..]) };
             for (j, v) in shifted.into_iter().enumerate() {
                 let k = 8 * n + 2 * j;
                 let g = sb * 16 + k;
