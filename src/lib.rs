@@ -3,7 +3,8 @@
 //!
 //! Module map, by role:
 //! - Inference core: [`model`] (config, decoder, KV cache; weights only, no conversation state),
-//!   [`loader`] (safetensors and, later, GGUF into named tensors), [`tokenizer`] (text ↔ ids).
+//!   [`loader`] (safetensors and GGUF: named tensors in their stored GGML type, used in place
+//!   from the mapped file), [`tokenizer`] (text ↔ ids).
 //! - Running it: [`engine`] (warm per-tab sessions, the engine thread and its protocol),
 //!   [`generate`] (loading, and the headless prefill + decode loop), [`sampling`] (greedy and
 //!   seeded sampling on the host), [`backend`] (device selection), [`demo`] (the demo model).
@@ -16,6 +17,7 @@
 //! |---|---|
 //! | fix a numerical bug in a layer | `model/*.rs` |
 //! | support a new checkpoint naming or format | `loader/*.rs` |
+//! | add a GGML type, or speed up its products | `loader/quant.rs` (layout) → `model/qmatmul/` |
 //! | change how a config.json is read | `model/config.rs` |
 //! | change temperature, top-p or other sampling | `sampling.rs` |
 //! | fix history reuse, rewinds or memory across tabs | `engine/session.rs`, `model/kv_cache.rs` |

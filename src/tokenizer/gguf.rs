@@ -1,17 +1,10 @@
 //! The tokenizer stored in a GGUF file's metadata (`llama` or `gemma4` tokenizer model): BPE with
 //! byte fallback, spaces as `▁`, no space prefix, control and user-defined pieces matched whole.
 //!
-//! It reproduces Google's `tokenizer.json`. A SentencePiece vocabulary (scores, no merges) goes
-//! to the compact [`Spm`], which ranks merges as Hugging Face's SentencePiece converter derives
-//! them (every split of a piece into two pieces, ordered by the merged piece's score, then by
-//! the lengths of its halves); a vocabulary that lists its merges goes to `tokenizers`' BPE.
-
-use tokenizers::decoders::byte_fallback::ByteFallback;
-use tokenizers::decoders::fuse::Fuse;
-use tokenizers::decoders::sequence::Sequence;
-use tokenizers::models::bpe::{BPE, Vocab};
-use tokenizers::normalizers::replace::Replace;
-use tokenizers::{AddedToken, DecoderWrapper};
+//! It reproduces Google's `tokenizer.json` with the compact [`Spm`]: a SentencePiece vocabulary
+//! (scores, no merges) ranks merges as Hugging Face's SentencePiece converter derives them
+//! (every split of a piece into two pieces, ordered by the merged piece's score, then by the
+//! lengths of its halves); a vocabulary that lists its merges ranks them by the list.
 
 use super::Tokenizer;
 use super::spm::Spm;
@@ -64,49 +57,19 @@ pub fn from_gguf(file: &GgufFile) -> Result<Tokenizer> {
         })
         .collect();
 
-    // SentencePiece vocabularies (no merges listed) get the compact tokenizer; converters that
-    // start from a BPE tokenizer.json store its merges ("left right", spaces as in the pieces),
-    // and those go to `tokenizers`' BPE with them.
-    let Some(listed) = file.get("tokenizer.ggml.merges").and_then(Value::strings) else {
-        let score = score.iter().map(|&s| s as f32).collect();
-        let kinds = kinds.iter().map(|&k| k.min(255) as u8).collect();
-        return Ok(Tokenizer::from_spm(Spm::new(&tokens, score, kinds)?));
+    let score = score.iter().map(|&s| s as f32).collect();
+    let kinds = kinds.iter().map(|&k| k.min(255) as u8).collect();
+    let spm = Spm::new(&tokens, score, kinds)?;
+    // Converters that start from a BPE tokenizer.json (Gemma 4's) store its merges ("left right",
+    // spaces as in the pieces); SentencePiece-based ones do not, and the scores rank them.
+    let spm = match file.get("tokenizer.ggml.merges").and_then(Value::strings) {
+        None => spm,
+        Some(listed) => spm.with_merges(
+            listed
+                .iter()
+                .filter_map(|m| m.split_once(' '))
+                .map(|(l, r)| (l.replace(' ', "▁"), r.replace(' ', "▁"))),
+        ),
     };
-    // llama.cpp's converter writes spaces where SentencePiece has `▁` in a few pieces.
-    let pieces: Vec<String> = tokens.iter().map(|t| t.replace(' ', "▁")).collect();
-    drop(tokens);
-    let merges = listed
-        .iter()
-        .filter_map(|m| m.split_once(' '))
-        .map(|(l, r)| (l.replace(' ', "▁"), r.replace(' ', "▁")))
-        .collect();
-    let vocab: Vocab = pieces
-        .iter()
-        .enumerate()
-        .map(|(i, p)| (p.clone(), i as u32))
-        .collect();
-    let bpe = BPE::builder()
-        .vocab_and_merges(vocab, merges)
-        .unk_token("<unk>".into())
-        .fuse_unk(true)
-        .byte_fallback(true)
-        .build()
-        .map_err(|e| bad(&format!("cannot build the BPE model: {e}")))?;
-    let mut tok = tokenizers::Tokenizer::new(bpe);
-    let replace = Replace::new(" ", "▁").map_err(|e| bad(&e.to_string()))?;
-    tok.with_normalizer(Some(replace));
-    let unspace = Replace::new("▁", " ").map_err(|e| bad(&e.to_string()))?;
-    tok.with_decoder(Some(Sequence::new(vec![
-        DecoderWrapper::Replace(unspace),
-        DecoderWrapper::ByteFallback(ByteFallback::new()),
-        DecoderWrapper::Fuse(Fuse::new()),
-    ])));
-    let added: Vec<AddedToken> = pieces
-        .iter()
-        .zip(&kinds)
-        .filter(|(_, k)| **k == CONTROL || **k == USER_DEFINED)
-        .map(|(p, &k)| AddedToken::from(p.clone(), k == CONTROL).normalized(false))
-        .collect();
-    tok.add_tokens(&added);
-    Ok(Tokenizer::from_inner(tok))
+    Ok(Tokenizer::from_spm(spm))
 }

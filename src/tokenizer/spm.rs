@@ -9,12 +9,13 @@
 //! Encoding: control and user-defined pieces match first, leftmost-longest, on the raw text;
 //! each stretch between them has its spaces turned into `▁` and is merged from single
 //! characters (unknown ones as `<0xXX>` byte pieces). The merge applied next is the adjacent
-//! pair whose concatenation is a piece with the best rank (its score, then the longer left
-//! half, then the longer right half, then the lower id), leftmost first: the order of Hugging
-//! Face's derived merge list.
+//! pair whose concatenation is a piece with the best rank, leftmost first. Without a merge list
+//! the rank is the one of Hugging Face's derived merge list (the merged piece's score, then the
+//! longer left half, then the longer right half, then the lower id); a file that lists its
+//! merges (Gemma 4's, from a BPE `tokenizer.json`) ranks by that list, and only its pairs merge.
 
 use std::cmp::Ordering;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashMap};
 
 use aho_corasick::{AhoCorasick, MatchKind};
 
@@ -40,6 +41,8 @@ pub struct Spm {
     /// The ids of `<0x00>`..`<0xFF>`.
     bytes: Vec<Option<u32>>,
     unk: Option<u32>,
+    /// A listed merge order: pair → rank. `None`: ranked by score.
+    ranks: Option<HashMap<(u32, u32), u32>>,
 }
 
 fn hash(s: &str) -> u64 {
@@ -77,6 +80,7 @@ impl Spm {
             added: None,
             bytes: vec![None; 256],
             unk: None,
+            ranks: None,
         };
         for id in 0..n as u32 {
             s.insert(id);
@@ -98,6 +102,31 @@ impl Spm {
             s.added = Some((ac, added));
         }
         Ok(s)
+    }
+
+    /// Ranks merges by a list of pairs (spaces written `▁`) instead of by score. A pair whose
+    /// halves or concatenation are not pieces is skipped; a pair listed twice keeps its last
+    /// rank (as `tokenizers` builds its merge map).
+    pub fn with_merges<L: AsRef<str>, R: AsRef<str>>(
+        mut self,
+        merges: impl IntoIterator<Item = (L, R)>,
+    ) -> Self {
+        let mut ranks = HashMap::new();
+        let mut joined = String::new();
+        for (rank, (l, r)) in merges.into_iter().enumerate() {
+            let (l, r) = (l.as_ref(), r.as_ref());
+            let (Some(a), Some(b)) = (self.id(l), self.id(r)) else {
+                continue;
+            };
+            joined.clear();
+            joined.push_str(l);
+            joined.push_str(r);
+            if self.id(&joined).is_some() {
+                ranks.insert((a, b), rank as u32);
+            }
+        }
+        self.ranks = Some(ranks);
+        self
     }
 
     fn insert(&mut self, id: u32) {
@@ -229,8 +258,13 @@ impl Spm {
         out.extend(syms.iter().filter(|s| s.alive).map(|s| s.id));
     }
 
-    /// The piece `a` and `b` make together, if any.
+    /// The piece `a` and `b` make together, if they merge.
     fn merged(&self, a: u32, b: u32, joined: &mut String) -> Option<u32> {
+        if let Some(ranks) = &self.ranks
+            && !ranks.contains_key(&(a, b))
+        {
+            return None;
+        }
         joined.clear();
         joined.push_str(self.piece(a));
         joined.push_str(self.piece(b));
@@ -242,13 +276,16 @@ impl Spm {
         let next = syms[pos].next?;
         let (a, b) = (syms[pos].id, syms[next].id);
         let id = self.merged(a, b, joined)?;
-        Some(Candidate {
-            score: self.score[id as usize],
-            left: self.chars[a as usize],
-            right: self.chars[b as usize],
-            id,
-            pos,
-        })
+        let rank = match &self.ranks {
+            Some(ranks) => Rank::Listed(ranks[&(a, b)]),
+            None => Rank::Score {
+                score: self.score[id as usize],
+                left: self.chars[a as usize],
+                right: self.chars[b as usize],
+                id,
+            },
+        };
+        Some(Candidate { rank, id, pos })
     }
 
     /// Decodes ids: `▁` as spaces, runs of `<0xXX>` pieces as UTF-8 (each byte of an invalid run
@@ -307,23 +344,60 @@ impl Sym {
     }
 }
 
+/// Where a merge stands in the merge order.
+#[derive(PartialEq)]
+enum Rank {
+    /// Derived from the merged piece's score; the greatest goes first.
+    Score {
+        score: f32,
+        left: u16,
+        right: u16,
+        id: u32,
+    },
+    /// Its place in a listed merge order; the lowest goes first.
+    Listed(u32),
+}
+
+impl Rank {
+    /// `Greater` when `self` merges first.
+    fn cmp(&self, o: &Self) -> Ordering {
+        match (self, o) {
+            (Rank::Listed(a), Rank::Listed(b)) => b.cmp(a),
+            (
+                Rank::Score {
+                    score,
+                    left,
+                    right,
+                    id,
+                },
+                Rank::Score {
+                    score: s2,
+                    left: l2,
+                    right: r2,
+                    id: i2,
+                },
+            ) => score
+                .total_cmp(s2)
+                .then(left.cmp(l2))
+                .then(right.cmp(r2))
+                .then(i2.cmp(id)),
+            // One tokenizer ranks one way.
+            _ => Ordering::Equal,
+        }
+    }
+}
+
 /// A possible merge; the greatest pops first.
 struct Candidate {
-    score: f32,
-    left: u16,
-    right: u16,
+    rank: Rank,
+    /// The piece it makes.
     id: u32,
     pos: usize,
 }
 
 impl Ord for Candidate {
     fn cmp(&self, o: &Self) -> Ordering {
-        self.score
-            .total_cmp(&o.score)
-            .then(self.left.cmp(&o.left))
-            .then(self.right.cmp(&o.right))
-            .then(o.id.cmp(&self.id))
-            .then(o.pos.cmp(&self.pos))
+        self.rank.cmp(&o.rank).then(o.pos.cmp(&self.pos))
     }
 }
 
