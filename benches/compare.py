@@ -1,108 +1,104 @@
-"""gemma-chat against llama.cpp on the same GGUF, prompt, thread count and token counts, in one
-run: prefill tok/s of a 512-token prompt and decode tok/s over 128 tokens, with the ratios.
+"""gemma-chat against llama.cpp's own llama-bench on the same GGUF and thread count, alternated
+in one run: prefill of a 512-token prompt (pp512), decode of 128 tokens (tg128), and decode at a
+4,096-token context (tg128 @ d4096). Prints the medians, the ratios and the CPU's SIMD level.
 
-    pip install llama-cpp-python   # builds llama.cpp from source (needs cmake; about 4 min)
     cargo build --release
-    python benches/compare.py [--model PATH] [--threads 2] [--json]
+    python3 benches/compare.py [--model PATH] [--threads 2] [--rounds 3] [--depth 4096] [--json]
 
-Without --model, gemma-chat's demo model is used (the path its `bench` reports). Each side runs
-greedy, ignores stop tokens and is timed around the model calls only.
+llama-bench is built by scripts/llama-cpp.sh from the llama.cpp tree vendored in the
+llama-cpp-python 0.3.36 sdist, with -DGGML_NATIVE=OFF and the SIMD flags /proc/cpuinfo lists
+(cached outside the repository). llama-cpp-python's Python loop is not the peer: it measured two
+to three times slower than llama-bench on the same file. Without --model, gemma-chat's demo
+model is used. Each side runs greedy and ignores stop tokens.
 """
 
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-# The same text `gemma-chat bench` uses (src/cli/bench.rs).
-TEXT = (
-    "The history of the lighthouse begins with fires lit on hills to guide ships home. Over the "
-    "centuries these became towers of stone, then of iron, with lenses that gathered the light "
-    "of a single flame into a beam seen thirty miles out at sea. Keepers lived in small houses at "
-    "their feet, trimming wicks, winding clockwork and logging the weather through long nights. "
-)
+ROOT = Path(__file__).resolve().parent.parent
 
 
-def ours(binary, model, threads, prompt_tokens, decode_tokens):
-    cmd = [binary, "bench", "--json", "--prompt-tokens", str(prompt_tokens),
-           "--decode-tokens", str(decode_tokens)]
+def simd_level():
+    flags = set()
+    for line in open("/proc/cpuinfo"):
+        if line.startswith("flags"):
+            flags = set(line.split(":", 1)[1].split())
+            break
+    wanted = ["avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16",
+              "avx512vbmi", "avx_vnni", "amx_tile", "amx_int8"]
+    return " ".join(f for f in wanted if f in flags) or "no AVX2"
+
+
+def ours(binary, model, threads, depth):
+    cmd = [binary, "bench", "--json", "--no-sessions", "--prompt-tokens", "512",
+           "--decode-tokens", "128", "--depth", str(depth)]
     if model:
         cmd += ["--model", model]
     env = dict(os.environ, RAYON_NUM_THREADS=str(threads))
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    return {"model": r["model"], "pp512": r["prefill_tok_s"], "tg128": r["decode_tok_s"],
+            "tg128_depth": r.get("decode_at_depth_tok_s")}
 
 
-def llama_cpp(model, threads, prompt_tokens, decode_tokens):
-    import numpy as np
-    from llama_cpp import Llama
+def llama(bench, model, threads, depth):
+    def run(*args):
+        out = subprocess.run([str(bench), "-m", model, "-t", str(threads), "-r", "1", "-o", "json",
+                              *args], check=True, capture_output=True, text=True)
+        return json.loads(out.stdout)
 
-    t0 = time.perf_counter()
-    llm = Llama(model_path=model, n_ctx=4096, n_threads=threads, n_threads_batch=threads,
-                n_batch=prompt_tokens, verbose=False)
-    load_s = time.perf_counter() - t0
-    ids = []
-    while len(ids) < prompt_tokens:
-        ids += llm.tokenize(TEXT.encode(), add_bos=not ids, special=False)
-    ids = ids[:prompt_tokens]
-    llm.reset()
-    t = time.perf_counter()
-    llm.eval(ids)
-    prefill_s = time.perf_counter() - t
-    vocab = llm.n_vocab()
-
-    def last_logits():
-        # The context's own buffer: llama-cpp-python's `scores` holds only n_batch rows.
-        return np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(vocab,))
-
-    nxt = int(np.argmax(last_logits()))
-    t = time.perf_counter()
-    for _ in range(decode_tokens):
-        llm.eval([nxt])
-        nxt = int(np.argmax(last_logits()))
-    decode_s = time.perf_counter() - t
-    return {
-        "load_s": load_s,
-        "prefill_tok_s": prompt_tokens / prefill_s,
-        "decode_tok_s": decode_tokens / decode_s,
-    }
+    rows = run("-p", "512", "-n", "128")
+    got = {"pp512": next(r["avg_ts"] for r in rows if r["n_prompt"] == 512),
+           "tg128": next(r["avg_ts"] for r in rows if r["n_gen"] == 128)}
+    got["tg128_depth"] = run("-p", "0", "-n", "128", "-d", str(depth))[0]["avg_ts"] if depth else None
+    return got
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--prompt-tokens", type=int, default=512)
-    ap.add_argument("--decode-tokens", type=int, default=128)
-    ap.add_argument("--binary", default=str(Path(__file__).resolve().parent.parent
-                                            / "target/release/gemma-chat"))
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--depth", type=int, default=4096)
+    ap.add_argument("--binary", default=str(ROOT / "target/release/gemma-chat"))
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
-    load_avg = os.getloadavg()[0]
-    g = ours(a.binary, a.model, a.threads, a.prompt_tokens, a.decode_tokens)
-    model = a.model or g["model"]
-    l = llama_cpp(model, a.threads, a.prompt_tokens, a.decode_tokens)
+    bin_dir = subprocess.run([str(ROOT / "scripts/llama-cpp.sh")], check=True, capture_output=True,
+                             text=True).stdout.strip().splitlines()[-1]
+    load_before = os.getloadavg()[0]
+    runs = {"gemma_chat": [], "llama_bench": []}
+    model = a.model
+    for _ in range(a.rounds):
+        g = ours(a.binary, model, a.threads, a.depth)
+        model = model or g["model"]
+        runs["gemma_chat"].append(g)
+        runs["llama_bench"].append(llama(Path(bin_dir) / "llama-bench", model, a.threads, a.depth))
+    keys = ["pp512", "tg128"] + (["tg128_depth"] if a.depth else [])
+    med = {side: {k: statistics.median(r[k] for r in rs) for k in keys} for side, rs in runs.items()}
     result = {
-        "model": model,
-        "threads": a.threads,
-        "load_avg_1m_before": load_avg,
-        "gemma_chat": g,
-        "llama_cpp": l,
-        "prefill_ratio": g["prefill_tok_s"] / l["prefill_tok_s"],
-        "decode_ratio": g["decode_tok_s"] / l["decode_tok_s"],
+        "model": model, "threads": a.threads, "rounds": a.rounds, "depth": a.depth,
+        "simd": simd_level(), "load_avg_1m_before": load_before,
+        "load_avg_1m_after": os.getloadavg()[0], "runs": runs, "medians": med,
+        "ratios": {k: med["gemma_chat"][k] / med["llama_bench"][k] for k in keys},
     }
     if a.json:
         print(json.dumps(result))
-        return
-    print(f"model {model}, {a.threads} threads, load average {load_avg:.2f} before the run")
-    print(f"{'':10} {'gemma-chat':>12} {'llama.cpp':>12} {'ratio':>8}")
-    for k, name in [("prefill_tok_s", "prefill"), ("decode_tok_s", "decode")]:
-        print(f"{name:10} {g[k]:12.1f} {l[k]:12.1f} {g[k] / l[k]:8.2f}")
-    print(f"gemma-chat ttft cold {g['ttft_cold_ms']:.0f} ms ({g['history_tokens']} tokens), "
-          f"warm {g['ttft_warm_ms']:.0f} ms (empty history {g['ttft_warm_empty_ms']:.0f} ms)")
+        return 0
+    print(f"model {model}, {a.threads} threads, {a.rounds} rounds alternated, "
+          f"load average {load_before:.2f} before, {result['load_avg_1m_after']:.2f} after")
+    print(f"CPU SIMD: {result['simd']}")
+    print(f"{'tok/s (median)':22} {'gemma-chat':>11} {'llama-bench':>12} {'ratio':>7}   all runs (ours / theirs)")
+    names = {"pp512": "prefill pp512", "tg128": "decode tg128", "tg128_depth": f"decode tg128 @ d{a.depth}"}
+    for k in keys:
+        each = ", ".join(f"{g[k]:.1f}/{l[k]:.1f}" for g, l in zip(runs["gemma_chat"], runs["llama_bench"]))
+        print(f"{names[k]:22} {med['gemma_chat'][k]:11.1f} {med['llama_bench'][k]:12.1f} "
+              f"{result['ratios'][k]:7.2f}   {each}")
+    return 0
 
 
 if __name__ == "__main__":

@@ -36,6 +36,9 @@ pub struct BenchArgs {
     /// Stop after prefill and decode: no time-to-first-token or multi-session figures.
     #[arg(long)]
     no_sessions: bool,
+    /// Also time decode after a history of this many tokens (llama-bench's `-d`).
+    #[arg(long, default_value_t = 0)]
+    depth: usize,
 }
 
 /// The same English text the llama.cpp script uses, repeated to the length asked.
@@ -95,22 +98,23 @@ pub fn run(args: BenchArgs, common: &ModelArgs) -> anyhow::Result<()> {
     let load_s = t0.elapsed().as_secs_f64();
     let weights = lm.model.weight_stats();
     let m = &lm.model;
-    let never = AtomicBool::new(false);
 
     // Prefill of a prompt, then decode from it (stop ids ignored: a fixed token count).
     let prompt = ids(&lm, args.prompt_tokens)?;
     let mut s = Session::new(m);
-    let (mut next, prefill_s) = first_token(m, &mut s, &prompt)?;
-    let t = Instant::now();
-    for _ in 0..args.decode_tokens {
-        next = s
-            .prefill(m, &[next], 1, &never, &mut |_, _| {})?
-            .context("no logits")?
-            .argmax()?;
-    }
-    let decode_s = t.elapsed().as_secs_f64();
+    let (next, prefill_s) = first_token(m, &mut s, &prompt)?;
+    let decode_s = decode_steps(m, &mut s, next, args.decode_tokens)?;
     drop(s);
     let (_, peak_generate) = rss_mb();
+    let depth_tok_s = if args.depth > 0 {
+        Some(decode_at_depth(
+            m,
+            &ids(&lm, args.depth)?,
+            args.decode_tokens,
+        )?)
+    } else {
+        None
+    };
     let mb = |b: usize| b as f64 / (1 << 20) as f64;
     let by_type: serde_json::Map<String, serde_json::Value> = weights
         .by_type
@@ -138,6 +142,10 @@ pub fn run(args: BenchArgs, common: &ModelArgs) -> anyhow::Result<()> {
         "weights_owned_mb": mb(weights.owned),
         "host_matrices": weights.host_matrices,
     });
+    if let (Some(v), Some(o)) = (depth_tok_s, out.as_object_mut()) {
+        o.insert("depth_tokens".into(), json!(args.depth));
+        o.insert("decode_at_depth_tok_s".into(), json!(v));
+    }
     if !args.no_sessions {
         sessions_figures(m, &lm, &args, &prompt, dtype, &mut out)?;
     }
@@ -147,6 +155,27 @@ pub fn run(args: BenchArgs, common: &ModelArgs) -> anyhow::Result<()> {
         print_text(&out);
     }
     Ok(())
+}
+
+/// Decode speed after a history of `history` (prefilled first, not timed): tokens per second
+/// over `n` greedy steps.
+fn decode_at_depth(m: &Gemma, history: &[u32], n: usize) -> anyhow::Result<f64> {
+    let mut s = Session::new(m);
+    let (next, _) = first_token(m, &mut s, history)?;
+    Ok(n as f64 / decode_steps(m, &mut s, next, n)?)
+}
+
+/// `n` greedy decode steps from `next` (stop ids ignored: a fixed count); the seconds they took.
+fn decode_steps(m: &Gemma, s: &mut Session, mut next: u32, n: usize) -> anyhow::Result<f64> {
+    let never = AtomicBool::new(false);
+    let t = Instant::now();
+    for _ in 0..n {
+        next = s
+            .prefill(m, &[next], 1, &never, &mut |_, _| {})?
+            .context("no logits")?
+            .argmax()?;
+    }
+    Ok(t.elapsed().as_secs_f64())
 }
 
 /// Time to first token, cold and warm, and memory with one and eight open sessions, added to
