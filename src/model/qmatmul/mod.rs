@@ -213,6 +213,7 @@ pub fn matmul_many(ms: &[&QMatrix], x: &[f32], t: usize) -> Vec<Vec<f32>> {
             jobs.push((*m, i * piece, chunk));
         }
     }
+    let dot = kernel();
     jobs.into_par_iter().for_each(|(m, first, out)| {
         for (j, dst) in out.chunks_exact_mut(t).enumerate() {
             let w = m.row(first + j);
@@ -240,12 +241,15 @@ pub fn matmul_many(ms: &[&QMatrix], x: &[f32], t: usize) -> Vec<Vec<f32>> {
 }
 
 /// One row of blocks against one quantized input row.
-pub fn dot(ty: GgmlType, w: &[u8], x: &QuantRow) -> f32 {
+pub type Dot = fn(GgmlType, &[u8], &QuantRow) -> f32;
+
+/// The row kernel this CPU runs best, chosen once per product rather than per row.
+pub fn kernel() -> Dot {
     #[cfg(target_arch = "x86_64")]
     if avx2::available() {
-        return avx2::dot(ty, w, x);
+        return avx2::dot;
     }
-    scalar::dot(ty, w, x)
+    scalar::dot
 }
 
 #[cfg(test)]
