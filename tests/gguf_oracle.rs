@@ -7,7 +7,7 @@ mod common;
 use std::path::Path;
 
 use burn::tensor::Device;
-use common::{max_abs_diff, run};
+use common::{f32s, ids, max_abs_diff, run};
 use gemma_chat::generate::load;
 use gemma_chat::model::{ComputeDtype, Logits};
 use safetensors::SafeTensors;
@@ -19,20 +19,8 @@ fn converted_gemma4_ggufs_match_transformers() {
         let bytes = std::fs::read(root.join("oracle").join(name).join("reference.safetensors"))
             .expect("reference");
         let st = SafeTensors::deserialize(&bytes).expect("parses");
-        let want: Vec<f32> = st
-            .tensor("logits")
-            .expect("logits")
-            .data()
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .collect();
-        let prompt: Vec<u32> = st
-            .tensor("prompt_ids")
-            .expect("ids")
-            .data()
-            .chunks_exact(8)
-            .map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes")) as u32)
-            .collect();
+        let want = f32s(&st, "logits");
+        let prompt = ids(&st, "prompt_ids");
         let path = root.join("gguf").join(format!("{name}.gguf"));
         let lm = load(&path, &Device::flex(), ComputeDtype::F32, &mut |_, _| {})
             .unwrap_or_else(|e| panic!("{name}: {e}"));

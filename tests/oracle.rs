@@ -24,29 +24,11 @@ struct Reference {
 fn reference(dir: &Path) -> Reference {
     let bytes = std::fs::read(dir.join("reference.safetensors")).expect("reference");
     let st = SafeTensors::deserialize(&bytes).expect("reference parses");
-    let f32s = |name: &str| -> (Vec<f32>, Vec<usize>) {
-        let t = st.tensor(name).expect(name);
-        let v = t
-            .data()
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .collect();
-        (v, t.shape().to_vec())
-    };
-    let ids = |name: &str| -> Vec<u32> {
-        st.tensor(name)
-            .expect(name)
-            .data()
-            .chunks_exact(8)
-            .map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes")) as u32)
-            .collect()
-    };
-    let (logits, shape) = f32s("logits");
     Reference {
-        logits,
-        vocab: shape[1],
-        prompt: ids("prompt_ids"),
-        greedy: ids("greedy_ids"),
+        logits: common::f32s(&st, "logits"),
+        vocab: st.tensor("logits").expect("logits").shape()[1],
+        prompt: common::ids(&st, "prompt_ids"),
+        greedy: common::ids(&st, "greedy_ids"),
     }
 }
 

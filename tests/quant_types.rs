@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use burn::tensor::Device;
-use common::{max_abs_diff, run};
+use common::{f32s, max_abs_diff, run};
 use gemma_chat::generate::load;
 use gemma_chat::model::{ComputeDtype, Logits};
 use safetensors::SafeTensors;
@@ -25,22 +25,26 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/quant")
 }
 
+/// Runs `cmd`; its stdout, or a failure naming `what` with its stderr.
+fn run_ok(cmd: &mut Command, what: &str) -> String {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {what}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// The directory holding llama.cpp's tools.
 fn llama_bin() -> PathBuf {
     if let Some(dir) = std::env::var_os("GEMMA_CHAT_LLAMA_BIN") {
         return PathBuf::from(dir);
     }
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/llama-cpp.sh");
-    let out = Command::new(&script)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
-    assert!(
-        out.status.success(),
-        "{} failed: {}",
-        script.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = run_ok(&mut Command::new(&script), "scripts/llama-cpp.sh");
     PathBuf::from(
         text.lines()
             .last()
@@ -67,16 +71,10 @@ fn quantized(bin: &Path, arch: &str, ty: &str, sha: &str) -> PathBuf {
     if ty == "BF16" {
         std::fs::copy(&source, &out).expect("copy");
     } else {
-        let status = Command::new(bin.join("llama-quantize"))
-            .arg(&source)
-            .arg(&out)
-            .arg(ty)
-            .output()
-            .expect("llama-quantize runs");
-        assert!(
-            status.status.success(),
-            "llama-quantize {ty}: {}",
-            String::from_utf8_lossy(&status.stderr)
+        let mut cmd = Command::new(bin.join("llama-quantize"));
+        run_ok(
+            cmd.arg(&source).arg(&out).arg(ty),
+            &format!("llama-quantize {ty}"),
         );
     }
     assert_eq!(
@@ -86,15 +84,6 @@ fn quantized(bin: &Path, arch: &str, ty: &str, sha: &str) -> PathBuf {
          on; rerun tests/fixtures/make_quant_fixtures.py with this llama.cpp"
     );
     out
-}
-
-fn floats(st: &SafeTensors, name: &str) -> Vec<f32> {
-    st.tensor(name)
-        .unwrap_or_else(|_| panic!("{name}"))
-        .data()
-        .chunks_exact(4)
-        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-        .collect()
 }
 
 #[test]
@@ -131,7 +120,7 @@ fn every_type_matches_the_exact_reference() {
                     w.by_type
                 );
             }
-            let want = floats(&st, &format!("{arch}.{ty}"));
+            let want = f32s(&st, &format!("{arch}.{ty}"));
             let mut cache = lm.model.new_cache();
             let got = run(&lm, &prompt, &mut cache, Logits::All);
             let d = max_abs_diff(&got, &want);

@@ -14,7 +14,7 @@ use super::ops::{ComputeDtype, Linear, RmsNorm, tensor};
 use super::qmatmul::QMatrix;
 use super::{Gemma, Layer, LayerPle, Ple};
 use crate::error::{Error, Result};
-use crate::loader::{Blocks, RawTensor, TensorSource};
+use crate::loader::{RawTensor, TensorSource};
 
 /// Loads the model described by `config` from `src`. `progress(done, total)` is called after
 /// each layer.
@@ -117,7 +117,7 @@ impl Builder<'_> {
 
     /// The stored tensor as a host matrix (a 3-D one as its stacked rows).
     fn matrix(&self, name: &str, shape: &[usize]) -> Result<QMatrix> {
-        let b: Blocks = self.src.blocks(name, shape)?;
+        let b = self.src.blocks(name, shape)?;
         let ty = b.ty;
         QMatrix::from_blocks(b).ok_or_else(|| Error::Weights {
             path: self.src.path_of(name),

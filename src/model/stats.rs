@@ -32,19 +32,20 @@ impl WeightStats {
                     self.owned += q.bytes();
                 }
             }
-            Linear::Dense(w) => {
-                let bytes = w.shape().num_elements() * w.dtype().size();
-                *self.by_type.entry(format!("{:?}", w.dtype())).or_default() += bytes;
-                self.owned += bytes;
-            }
+            Linear::Dense(w) => self.device(w),
         }
+    }
+
+    /// A dense tensor on the device, under its dtype.
+    fn device<const D: usize>(&mut self, w: &burn::tensor::Tensor<D>) {
+        let bytes = w.shape().num_elements() * w.dtype().size();
+        *self.by_type.entry(format!("{:?}", w.dtype())).or_default() += bytes;
+        self.owned += bytes;
     }
 
     fn norm(&mut self, n: &RmsNorm) {
         if let Some(w) = &n.weight {
-            let bytes = w.shape().num_elements() * 4;
-            *self.by_type.entry("F32".into()).or_default() += bytes;
-            self.owned += bytes;
+            self.device(w);
         }
     }
 
@@ -76,19 +77,13 @@ impl WeightStats {
         self.mlp(&l.mlp);
         if let Some((moe, a, b, c)) = &l.moe {
             [a, b, c].into_iter().for_each(|n| self.norm(n));
-            let small = (moe.router_proj.shape().num_elements()
-                + moe.router_scale.shape().num_elements())
-                * 4;
-            *self.by_type.entry("F32".into()).or_default() += small;
-            self.owned += small;
+            self.device(&moe.router_proj);
+            self.device(&moe.router_scale);
             match &moe.experts {
                 Experts::Each(m) => m.iter().for_each(|m| self.mlp(m)),
                 Experts::Stacked { gate_up, down, .. } => {
-                    for w in [gate_up, down] {
-                        let bytes = w.shape().num_elements() * w.dtype().size();
-                        *self.by_type.entry(format!("{:?}", w.dtype())).or_default() += bytes;
-                        self.owned += bytes;
-                    }
+                    self.device(gate_up);
+                    self.device(down);
                 }
             }
         }

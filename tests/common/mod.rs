@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use gemma_chat::generate::LoadedModel;
 use gemma_chat::model::{KvCache, Logits};
+use safetensors::SafeTensors;
 
 /// The oracle fixture directories (`tests/fixtures/oracle/*` with a `reference.safetensors`),
 /// sorted; at least `min` of them.
@@ -23,6 +24,26 @@ pub fn oracle_fixtures(min: usize) -> Vec<PathBuf> {
         root.display()
     );
     dirs
+}
+
+/// An f32 tensor of a safetensors file, flat.
+pub fn f32s(st: &SafeTensors, name: &str) -> Vec<f32> {
+    st.tensor(name)
+        .unwrap_or_else(|_| panic!("no tensor {name}"))
+        .data()
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect()
+}
+
+/// An i64 tensor of token ids of a safetensors file, flat.
+pub fn ids(st: &SafeTensors, name: &str) -> Vec<u32> {
+    st.tensor(name)
+        .unwrap_or_else(|_| panic!("no tensor {name}"))
+        .data()
+        .chunks_exact(8)
+        .map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes")) as u32)
+        .collect()
 }
 
 /// The largest element-wise difference of two equally long slices.
