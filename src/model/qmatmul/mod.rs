@@ -12,6 +12,8 @@
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
 mod scalar;
 mod scalar_k;
 
@@ -217,6 +219,11 @@ pub fn matmul_many(ms: &[&QMatrix], x: &[f32], t: usize) -> Vec<Vec<f32>> {
     jobs.into_par_iter().for_each(|(m, first, out)| {
         for (j, dst) in out.chunks_exact_mut(t).enumerate() {
             let w = m.row(first + j);
+            prefetch(
+                &m.data,
+                (first + j) * m.row_bytes + PREFETCH_AHEAD,
+                m.row_bytes,
+            );
             for (x, y) in xs.iter().zip(dst.iter_mut()) {
                 *y = dot(m.ty, w, x);
             }
@@ -240,16 +247,53 @@ pub fn matmul_many(ms: &[&QMatrix], x: &[f32], t: usize) -> Vec<Vec<f32>> {
         .collect()
 }
 
+/// How far ahead of the row being multiplied its weights are prefetched. Without it a core
+/// streamed the mapped weights at 4.4 GB/s, a third of what it reads with nothing else to do:
+/// the kernels' work between loads left too few misses in flight. With it the demo model's LM
+/// head (170 MB of Q8_0) took 13 ms instead of 20 on two threads; 4–16 KiB measured alike.
+const PREFETCH_AHEAD: usize = 4096;
+
+/// Asks for the cache lines of `bytes[from..from + len]` (clipped to `bytes`) ahead of use.
+fn prefetch(bytes: &[u8], from: usize, len: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let end = (from + len).min(bytes.len());
+        let mut at = from;
+        while at < end {
+            // SAFETY: `at < bytes.len()`; a prefetch reads nothing and cannot fault.
+            #[allow(unsafe_code)]
+            unsafe {
+                use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+                _mm_prefetch::<_MM_HINT_T0>(bytes.as_ptr().add(at) as *const i8);
+            }
+            at += 64;
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (bytes, from, len);
+}
+
 /// One row of blocks against one quantized input row.
 pub type Dot = fn(GgmlType, &[u8], &QuantRow) -> f32;
 
 /// The row kernel this CPU runs best, chosen once per product rather than per row.
 pub fn kernel() -> Dot {
+    kernels().first().map_or(scalar::dot as Dot, |&(_, k)| k)
+}
+
+/// The SIMD row kernels this CPU runs, best first, by name.
+pub fn kernels() -> Vec<(&'static str, Dot)> {
+    let mut found: Vec<(&'static str, Dot)> = Vec::new();
     #[cfg(target_arch = "x86_64")]
-    if avx2::available() {
-        return avx2::dot;
+    {
+        if avx512::available() {
+            found.push(("avx512", avx512::dot));
+        }
+        if avx2::available() {
+            found.push(("avx2", avx2::dot));
+        }
     }
-    scalar::dot
+    found
 }
 
 #[cfg(test)]

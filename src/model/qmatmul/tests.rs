@@ -78,14 +78,18 @@ fn random_input(len: usize, rng: &mut StdRng) -> Vec<f32> {
     x
 }
 
-/// Each output against the f64 dot product of the dequantized row with the input.
+/// Each output, from the product and from every row kernel this CPU runs (the scalar one
+/// included), against the f64 dot product of the dequantized row with the input.
 fn check_products(m: &QMatrix, x: &[f32], t: usize, what: &str) {
     let (rows, cols) = (m.rows(), m.cols());
     let w = m.dequantize_range(0..rows);
     let got = m.matmul(x, t);
     assert_eq!(got.len(), t * rows);
+    let mut dots: Vec<(&str, Dot)> = kernels();
+    dots.push(("scalar", scalar::dot));
     for ti in 0..t {
         let xr = &x[ti * cols..(ti + 1) * cols];
+        let xq = QuantRow::new(xr);
         for r in 0..rows {
             let wr = &w[r * cols..(r + 1) * cols];
             let want: f64 = wr.iter().zip(xr).map(|(&a, &b)| a as f64 * b as f64).sum();
@@ -94,12 +98,17 @@ fn check_products(m: &QMatrix, x: &[f32], t: usize, what: &str) {
                 .zip(xr)
                 .map(|(&a, &b)| (a as f64 * b as f64).abs())
                 .sum();
-            let g = got[ti * rows + r] as f64;
-            assert!(
-                (g - want).abs() <= 1e-4 * mag + 1e-6,
-                "{:?} {what} row {r} input {ti}: {g} vs {want} (scale {mag})",
-                m.ty()
-            );
+            let each = dots
+                .iter()
+                .map(|&(name, dot)| (name, dot(m.ty(), m.row(r), &xq)));
+            for (name, g) in std::iter::once(("product", got[ti * rows + r])).chain(each) {
+                let g = g as f64;
+                assert!(
+                    (g - want).abs() <= 1e-4 * mag + 1e-6,
+                    "{:?} {name} {what} row {r} input {ti}: {g} vs {want} (scale {mag})",
+                    m.ty()
+                );
+            }
         }
     }
 }
@@ -154,27 +163,28 @@ fn extremes_stay_exact() {
 
 #[test]
 fn the_simd_kernels_agree_with_the_scalar_reference() {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if !avx2::available() {
-            return;
-        }
-        let mut rng = StdRng::seed_from_u64(11);
+    let mut rng = StdRng::seed_from_u64(11);
+    for (name, dot) in kernels() {
         for ty in SUPPORTED {
-            let m = random_matrix(ty, 5, 512, &mut rng);
-            let x = QuantRow::new(&random_input(512, &mut rng));
-            for r in 0..5 {
-                let (s, v) = (scalar::dot(ty, m.row(r), &x), avx2::dot(ty, m.row(r), &x));
-                let mag: f32 = m
-                    .dequantize_rows(&[r])
-                    .iter()
-                    .zip(&x.x)
-                    .map(|(a, b)| (a * b).abs())
-                    .sum();
-                assert!(
-                    (s - v).abs() <= 1e-5 * mag.max(1.0),
-                    "{ty:?} row {r}: scalar {s} vs simd {v}"
-                );
+            for cols in [512, 11 * BLOCK] {
+                if cols % ty.block().0 != 0 {
+                    continue;
+                }
+                let m = random_matrix(ty, 5, cols, &mut rng);
+                let x = QuantRow::new(&random_input(cols, &mut rng));
+                for r in 0..5 {
+                    let (s, v) = (scalar::dot(ty, m.row(r), &x), dot(ty, m.row(r), &x));
+                    let mag: f32 = m
+                        .dequantize_rows(&[r])
+                        .iter()
+                        .zip(&x.x)
+                        .map(|(a, b)| (a * b).abs())
+                        .sum();
+                    assert!(
+                        (s - v).abs() <= 1e-5 * mag.max(1.0),
+                        "{name} {ty:?} row {r}: scalar {s} vs simd {v}"
+                    );
+                }
             }
         }
     }
