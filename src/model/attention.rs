@@ -6,7 +6,7 @@ use std::cell::RefCell;
 use burn::tensor::{DType, Device, Tensor, TensorData, activation::softmax};
 
 use super::config::{AttnKind, LayerSpec};
-use super::kv_cache::{KvCache, LayerKv};
+use super::kv_cache::KvCache;
 use super::ops::{Linear, RmsNorm, apply_rope, cast};
 
 /// Weights of one attention block.
@@ -98,11 +98,8 @@ impl Attention {
         let q = self.q_norm.forward(q).swap_dims(0, 1);
         let q = apply_rope(q, a.cos, a.sin);
 
-        let kv: LayerKv = match (a.spec.kv_donor, outs.next()) {
-            (Some(donor), _) => cache
-                .layer(donor)
-                .cloned()
-                .expect("the donor layer runs before its KV-shared layers"),
+        let read_from = match (a.spec.kv_donor, outs.next()) {
+            (Some(donor), _) => donor,
             (None, Some(k_raw)) => {
                 let k_raw = k_raw.reshape([t, nkv, hd]);
                 let v_raw = match outs.next() {
@@ -119,15 +116,16 @@ impl Attention {
                     None => v_raw,
                 }
                 .swap_dims(0, 1);
-                cache.append(a.layer, k, v)
+                cache.append(a.layer, k, v);
+                a.layer
             }
             (None, None) => unreachable!("non-shared layers always have k_proj"),
         };
-
-        let s = kv.len();
-        let k_start = kv.start;
+        let kv = cache
+            .layer(read_from)
+            .expect("the donor layer runs before its KV-shared layers");
+        let (s, k_start) = (kv.len(), kv.start);
         let (keys, values) = kv.view();
-        drop(kv);
         let g = nh / nkv;
         // Heads are grouped contiguously: query head h reads KV head h / g. Folding the group
         // into the row axis avoids copying K/V per query head.

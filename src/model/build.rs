@@ -135,6 +135,7 @@ impl Builder<'_> {
             shape: raw.shape,
         };
         RmsNorm {
+            host: Some(raw.data.clone()),
             weight: Some(tensor(raw, self.device, DType::F32)),
             eps: self.cfg.rms_norm_eps,
         }
@@ -147,6 +148,7 @@ impl Builder<'_> {
     fn bare_norm(&self) -> RmsNorm {
         RmsNorm {
             weight: None,
+            host: None,
             eps: self.cfg.rms_norm_eps,
         }
     }
@@ -228,12 +230,15 @@ impl Builder<'_> {
 
     fn moe(&self, p: &str, e: usize, top_k: usize, width: usize) -> Result<Moe> {
         let h = self.cfg.hidden_size;
-        let router_proj = tensor(
-            self.src
-                .require(&format!("{p}.router.proj.weight"), &[e, h])?,
-            self.device,
-            DType::F32,
-        );
+        let router = self
+            .src
+            .require(&format!("{p}.router.proj.weight"), &[e, h])?;
+        let host_router = if self.host_kernels {
+            (router.data.clone(), Vec::new())
+        } else {
+            Default::default()
+        };
+        let router_proj = tensor(router, self.device, DType::F32);
         let mut scale = self.src.require(&format!("{p}.router.scale"), &[h])?;
         let inv_sqrt_h = (h as f32).powf(-0.5);
         scale.data.iter_mut().for_each(|s| *s *= inv_sqrt_h);
@@ -253,9 +258,14 @@ impl Builder<'_> {
                 scale: tensor(per_expert_scale.clone(), self.device, DType::F32),
             }
         };
+        let host_router = match host_router {
+            (proj, _) if self.host_kernels => (proj, scale.data.clone()),
+            empty => empty,
+        };
         Ok(Moe {
             router_proj,
             router_scale: tensor(scale, self.device, DType::F32),
+            host_router,
             per_expert_scale: per_expert_scale.data,
             router_norm: self.bare_norm(),
             experts,

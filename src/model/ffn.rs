@@ -60,6 +60,8 @@ pub struct Moe {
     pub(crate) router_scale: Tensor<1>,
     /// `[E]`, on the host.
     pub(crate) per_expert_scale: Vec<f32>,
+    /// `router_proj` and `router_scale` on the host, for the fused host step (empty on a GPU).
+    pub(crate) host_router: (Vec<f32>, Vec<f32>),
     /// Scale-less norm in front of the router.
     pub(crate) router_norm: RmsNorm,
     pub(crate) experts: Experts,
@@ -85,6 +87,33 @@ impl Moe {
             .into_data()
             .try_to_vec::<f32>()
             .unwrap_or_default();
+        self.pick(&probs, t)
+    }
+
+    /// [`Moe::route`] on the host: `residual` is `[T, h]` values.
+    pub fn route_host(&self, residual: &[f32], h: usize) -> Vec<Vec<(usize, f32)>> {
+        let (proj, scale) = &self.host_router;
+        let e = self.per_expert_scale.len();
+        let t = residual.len() / h;
+        let mut z = residual.to_vec();
+        super::fused::norm_rows(&self.router_norm, &mut z, h);
+        let mut probs = Vec::with_capacity(t * e);
+        for zr in z.chunks_exact_mut(h) {
+            zr.iter_mut().zip(scale).for_each(|(v, s)| *v *= s);
+            let logits: Vec<f32> = proj
+                .chunks_exact(h)
+                .map(|w| super::fused::dot(zr, w))
+                .collect();
+            let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let exps: Vec<f32> = logits.iter().map(|l| (l - max).exp()).collect();
+            let sum: f32 = exps.iter().sum();
+            probs.extend(exps.iter().map(|v| v / sum));
+        }
+        self.pick(&probs, t)
+    }
+
+    /// The top-k experts of each of `t` rows of router probabilities, with their weights.
+    fn pick(&self, probs: &[f32], t: usize) -> Vec<Vec<(usize, f32)>> {
         let e = self.per_expert_scale.len();
         (0..t)
             .map(|row| {
@@ -238,8 +267,10 @@ mod tests {
             router_proj: Tensor::from_data(random(&mut rng, vec![e, h]), &device).mul_scalar(8.0),
             router_scale: Tensor::ones([h], &device),
             per_expert_scale: per_expert_scale.clone(),
+            host_router: Default::default(),
             router_norm: RmsNorm {
                 weight: None,
+                host: None,
                 eps: 1e-6,
             },
             experts: Experts::Each(each),

@@ -6,6 +6,7 @@ pub mod attention;
 pub mod build;
 pub mod config;
 pub mod ffn;
+mod fused;
 pub mod kv_cache;
 pub mod ops;
 pub mod qmatmul;
@@ -16,6 +17,7 @@ use burn::tensor::{DType, Device, Tensor};
 use self::attention::{Attention, AttnInput, MaskCache};
 use self::config::{AttnKind, ModelConfig};
 use self::ffn::{Mlp, Moe};
+pub use self::fused::FUSED_MAX_ROWS;
 pub use self::kv_cache::KvCache;
 pub use self::ops::ComputeDtype;
 use self::ops::{RmsNorm, cast, rope_tables};
@@ -161,6 +163,9 @@ impl Gemma {
                 id,
                 vocab: cfg.vocab_size,
             });
+        }
+        if self.fused(ids.len()) {
+            return self.forward_fused(ids, cache, pos, logits);
         }
         let t = ids.len();
         let hsize = cfg.hidden_size;

@@ -199,6 +199,8 @@ pub fn gelu_tanh<const D: usize>(x: Tensor<D>) -> Tensor<D> {
 pub struct RmsNorm {
     /// `[dim]`, f32.
     pub weight: Option<Tensor<1>>,
+    /// The same values on the host, for the fused host step.
+    pub host: Option<Vec<f32>>,
     /// ε inside the square root.
     pub eps: f64,
 }

@@ -8,74 +8,13 @@
 //! piled up, so trimming is amortised and short rewinds stay possible; their masks use logical
 //! positions, never buffer slots.
 
-use burn::tensor::Tensor;
+mod layer;
+
+pub use self::layer::{HostView, LayerKv};
+
+use burn::tensor::{Device, Tensor};
 
 use super::config::{AttnKind, ModelConfig};
-
-/// Keys and values of one layer.
-#[derive(Debug, Clone)]
-pub struct LayerKv {
-    /// `[kv_heads, capacity, head_dim]`; the first `len` positions are live.
-    k: Tensor<3>,
-    /// Same layout as `k`.
-    v: Tensor<3>,
-    /// Live positions.
-    len: usize,
-    /// Logical position of the first live entry.
-    pub start: usize,
-}
-
-impl LayerKv {
-    /// Number of positions held.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Whether no position is held.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// The live keys and values, `[kv_heads, len, head_dim]` each.
-    pub fn view(&self) -> (Tensor<3>, Tensor<3>) {
-        let [h, _, d] = self.k.dims();
-        (
-            self.k.clone().slice([0..h, 0..self.len, 0..d]),
-            self.v.clone().slice([0..h, 0..self.len, 0..d]),
-        )
-    }
-
-    fn append(&mut self, k: Tensor<3>, v: Tensor<3>) {
-        let [h, t, d] = k.dims();
-        let cap = self.k.dims()[1];
-        if self.len + t > cap {
-            // A quarter to spare: amortised appends without doubling a long history's memory.
-            let need = self.len + t;
-            let new_cap = (need + need / 4).max(16);
-            let grow = |buf: &Tensor<3>| {
-                let spare =
-                    Tensor::<3>::zeros([h, new_cap - self.len, d], &buf.device()).cast(buf.dtype());
-                Tensor::cat(vec![buf.clone().slice([0..h, 0..self.len, 0..d]), spare], 1)
-            };
-            self.k = grow(&self.k);
-            self.v = grow(&self.v);
-        }
-        let range = [0..h, self.len..self.len + t, 0..d];
-        self.k.inplace(|buf| buf.slice_assign(range.clone(), k));
-        self.v.inplace(|buf| buf.slice_assign(range, v));
-        self.len += t;
-    }
-
-    /// Keeps only the last `keep` positions (a copy into a fresh buffer).
-    fn keep_last(&mut self, keep: usize) {
-        let drop = self.len - keep;
-        let [h, _, d] = self.k.dims();
-        self.k = self.k.clone().slice([0..h, drop..self.len, 0..d]);
-        self.v = self.v.clone().slice([0..h, drop..self.len, 0..d]);
-        self.len = keep;
-        self.start += drop;
-    }
-}
 
 /// A whole model's cache. `len()` is the number of positions processed so far.
 #[derive(Debug, Clone)]
@@ -136,23 +75,34 @@ impl KvCache {
             return false;
         }
         for kv in self.layers.iter_mut().flatten() {
-            kv.len = len - kv.start;
+            kv.truncate(len - kv.start);
         }
         self.len = len;
         true
     }
 
-    /// Appends one chunk's keys and values to `layer` and returns its live view.
-    pub(crate) fn append(&mut self, layer: usize, k: Tensor<3>, v: Tensor<3>) -> LayerKv {
+    /// Appends one chunk's keys and values (`[kv_heads, T, head_dim]`) to `layer`.
+    pub(crate) fn append(&mut self, layer: usize, k: Tensor<3>, v: Tensor<3>) {
         let start = self.len;
-        let slot = self.layers[layer].get_or_insert_with(|| LayerKv {
-            k: k.zeros_like().slice([0..k.dims()[0], 0..0, 0..k.dims()[2]]),
-            v: v.zeros_like().slice([0..v.dims()[0], 0..0, 0..v.dims()[2]]),
-            len: 0,
-            start,
-        });
-        slot.append(k, v);
-        slot.clone()
+        self.layers[layer]
+            .get_or_insert_with(|| LayerKv::empty_like(&k, start))
+            .append(k, v);
+    }
+
+    /// Appends position-major `[T, heads, dim]` keys and values to `layer` on the host (the
+    /// fused host step).
+    pub(crate) fn append_host(
+        &mut self,
+        layer: usize,
+        (heads, dim): (usize, usize),
+        device: &Device,
+        k: &[f32],
+        v: &[f32],
+    ) {
+        let start = self.len;
+        self.layers[layer]
+            .get_or_insert_with(|| LayerKv::empty_host(heads, dim, device, start))
+            .append_host(k, v);
     }
 
     /// The current state of `layer` (used by KV-shared layers to read their donor).
@@ -170,7 +120,7 @@ impl KvCache {
                 continue;
             }
             if let Some(kv) = slot
-                && kv.len > 2 * keep.max(1)
+                && kv.len() > 2 * keep.max(1)
             {
                 kv.keep_last(keep);
             }
@@ -266,14 +216,7 @@ impl KvCache {
 
     /// Bytes of live keys and values.
     pub fn bytes(&self) -> usize {
-        self.layers
-            .iter()
-            .flatten()
-            .map(|kv| {
-                let [h, _, d] = kv.k.dims();
-                2 * h * kv.len * d * kv.k.dtype().size()
-            })
-            .sum()
+        self.layers.iter().flatten().map(LayerKv::bytes).sum()
     }
 
     /// Copies the live positions to host memory.
@@ -284,8 +227,8 @@ impl KvCache {
                 .iter()
                 .map(|l| {
                     l.as_ref().map(|kv| {
-                        let (k, v) = kv.view();
-                        (k.into_data(), v.into_data(), kv.start)
+                        let (k, v) = kv.data(0..kv.len());
+                        (k, v, kv.start)
                     })
                 })
                 .collect(),
@@ -296,20 +239,12 @@ impl KvCache {
     }
 
     /// Rebuilds a cache on `device` from a host copy.
-    pub fn from_host(host: HostKv, device: &burn::tensor::Device) -> Self {
+    pub fn from_host(host: HostKv, device: &Device) -> Self {
         Self {
             layers: host
                 .layers
                 .into_iter()
-                .map(|l| {
-                    l.map(|(k, v, start)| {
-                        let (kd, vd) = (k.dtype(), v.dtype());
-                        let k = Tensor::<3>::from_data(k, (device, kd));
-                        let v = Tensor::<3>::from_data(v, (device, vd));
-                        let len = k.dims()[1];
-                        LayerKv { k, v, len, start }
-                    })
-                })
+                .map(|l| l.map(|(k, v, start)| LayerKv::from_data(k, v, start, device)))
                 .collect(),
             kinds: host.kinds,
             window: host.window,
@@ -344,12 +279,9 @@ impl KvCache {
             .zip(&self.kinds)
             .map(|(l, kind)| match (l, kind) {
                 (Some(kv), AttnKind::Sliding) => {
-                    let n = kv.len.min(keep);
-                    let [h, _, d] = kv.k.dims();
-                    let range = [0..h, kv.len - n..kv.len, 0..d];
-                    let k = kv.k.clone().slice(range.clone()).into_data();
-                    let v = kv.v.clone().slice(range).into_data();
-                    Some((k, v, kv.start + kv.len - n))
+                    let n = kv.len().min(keep);
+                    let (k, v) = kv.data(kv.len() - n..kv.len());
+                    Some((k, v, kv.start + kv.len() - n))
                 }
                 _ => None,
             })
@@ -367,19 +299,15 @@ impl KvCache {
             return false;
         }
         let device = match self.layers.iter().flatten().next() {
-            Some(kv) => kv.k.device(),
+            Some(kv) => kv.device(),
             None => return snap.pos == 0,
         };
         for ((slot, kind), saved) in self.layers.iter_mut().zip(&self.kinds).zip(&snap.layers) {
             match (slot.as_mut(), kind, saved) {
                 (Some(kv), AttnKind::Sliding, Some((k, v, start))) => {
-                    let (kd, vd) = (k.dtype(), v.dtype());
-                    kv.k = Tensor::<3>::from_data(k.clone(), (&device, kd));
-                    kv.v = Tensor::<3>::from_data(v.clone(), (&device, vd));
-                    kv.len = kv.k.dims()[1];
-                    kv.start = *start;
+                    *kv = LayerKv::from_data(k.clone(), v.clone(), *start, &device);
                 }
-                (Some(kv), AttnKind::Full, _) => kv.len = snap.pos - kv.start,
+                (Some(kv), AttnKind::Full, _) => kv.truncate(snap.pos - kv.start),
                 (Some(_), AttnKind::Sliding, None) | (None, _, _) => {}
             }
         }

@@ -1,0 +1,134 @@
+//! Self-attention of one layer in the fused host step: q/k/v in one pass of the kernels, the
+//! per-head norms and RoPE in place, the new keys and values appended to the host cache, and
+//! each query head's scores, softmax and weighted values over the cache (heads in parallel
+//! once the history is long enough to pay for it).
+
+use rayon::prelude::*;
+
+use super::super::attention::Attention;
+use super::super::config::{AttnKind, LayerSpec};
+use super::super::kv_cache::KvCache;
+use super::math::{axpy, dot, norm_rows, rope, rope_row};
+use super::{Step, products};
+use crate::error::{Error, Result};
+
+/// Below this many multiply-adds per layer (query heads × keys × head dim × rows) the heads run
+/// on the calling thread.
+const PARALLEL_WORK: usize = 1 << 16;
+
+impl Step<'_> {
+    /// # Shapes
+    /// - xn: `[rows, H]` (already normed) → `[rows, H]`
+    pub(super) fn attention(
+        &self,
+        attn: &Attention,
+        spec: &LayerSpec,
+        layer: usize,
+        xn: &[f32],
+        cache: &mut KvCache,
+    ) -> Result<Vec<f32>> {
+        let cfg = self.model.config();
+        let (rows, hd) = (self.rows, spec.head_dim);
+        let (nh, nkv) = (cfg.num_heads, spec.kv_heads);
+        let inv_freq = match spec.kind {
+            AttnKind::Sliding => &self.model.inv_freq_sliding,
+            AttnKind::Full => &self.model.inv_freq_full,
+        };
+        let tables: Vec<(Vec<f32>, Vec<f32>)> = (0..rows)
+            .map(|r| rope_row(inv_freq, self.q_start + r))
+            .collect();
+        let rotate = |x: &mut [f32]| {
+            for (r, row) in x.chunks_exact_mut(x.len() / rows).enumerate() {
+                let (cos, sin) = &tables[r];
+                row.chunks_exact_mut(hd).for_each(|h| rope(h, cos, sin));
+            }
+        };
+
+        let own_k = spec
+            .kv_donor
+            .is_none()
+            .then_some(attn.k_proj.as_ref())
+            .flatten();
+        let own_v = own_k.and(attn.v_proj.as_ref());
+        let mut projs = vec![&attn.q_proj];
+        projs.extend(own_k);
+        projs.extend(own_v);
+        let mut outs = products(&projs, xn, rows).into_iter();
+        let mut q = outs.next().expect("q");
+        norm_rows(&attn.q_norm, &mut q, hd);
+        rotate(&mut q);
+
+        let read_from = match (spec.kv_donor, outs.next()) {
+            (Some(donor), _) => donor,
+            (None, Some(mut k)) => {
+                let mut v = outs.next().unwrap_or_else(|| k.clone());
+                if let Some(n) = &attn.k_norm {
+                    norm_rows(n, &mut k, hd);
+                }
+                rotate(&mut k);
+                if let Some(n) = &attn.v_norm {
+                    norm_rows(n, &mut v, hd);
+                }
+                cache.append_host(layer, (nkv, hd), &self.model.device, &k, &v);
+                layer
+            }
+            (None, None) => unreachable!("non-shared layers always have k_proj"),
+        };
+        let kv = cache
+            .layer(read_from)
+            .ok_or_else(|| Error::Invalid(format!("layer {layer} reads an empty cache")))?;
+        let start = kv.start;
+        let view = kv
+            .host()
+            .ok_or_else(|| Error::Invalid("the fused host step needs a host cache".into()))?;
+        let keys = view.k.len() / (nkv * hd);
+        let group = nh / nkv;
+        let sliding = spec.kind == AttnKind::Sliding;
+        let window = cfg.sliding_window;
+
+        // One task per (row, query head): its output slice of `[rows, nh·hd]`.
+        let head = |(task, out): (usize, &mut [f32])| {
+            let (r, h) = (task / nh, task % nh);
+            let p = self.q_start + r;
+            let qh = &q[(r * nh + h) * hd..(r * nh + h + 1) * hd];
+            let kvh = h / group;
+            // Keys at logical positions start + j, visible when j ≤ p and inside the window.
+            let last = (p + 1).saturating_sub(start).min(keys);
+            let first = if sliding {
+                (p + 1)
+                    .saturating_sub(window)
+                    .saturating_sub(start)
+                    .min(last)
+            } else {
+                0
+            };
+            let at = |j: usize| (j * nkv + kvh) * hd;
+            let mut scores: Vec<f32> = (first..last)
+                .map(|j| {
+                    let s = dot(qh, &view.k[at(j)..at(j) + hd]) * cfg.attn_scale;
+                    match cfg.attn_logit_softcapping {
+                        Some(c) => (s / c).tanh() * c,
+                        None => s,
+                    }
+                })
+                .collect();
+            let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let mut sum = 0f32;
+            for s in scores.iter_mut() {
+                *s = (*s - max).exp();
+                sum += *s;
+            }
+            out.fill(0.0);
+            for (j, s) in (first..last).zip(&scores) {
+                axpy(out, s / sum, &view.v[at(j)..at(j) + hd]);
+            }
+        };
+        let mut out = vec![0f32; rows * nh * hd];
+        if rows * nh * keys * hd >= PARALLEL_WORK {
+            out.par_chunks_mut(hd).enumerate().for_each(head);
+        } else {
+            out.chunks_mut(hd).enumerate().for_each(head);
+        }
+        Ok(products(&[&attn.o_proj], &out, rows).remove(0))
+    }
+}
