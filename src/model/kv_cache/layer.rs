@@ -283,7 +283,10 @@ impl LayerKv {
             panic!("a host append on a device cache");
         };
         let per = *heads * *dim;
-        assert!(k.len() == v.len() && k.len().is_multiple_of(per), "ragged keys");
+        assert!(
+            k.len() == v.len() && k.len().is_multiple_of(per),
+            "ragged keys"
+        );
         grow(kb, k.len());
         grow(vb, v.len());
         kb.extend_from_slice(k);

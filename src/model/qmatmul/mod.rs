@@ -16,10 +16,15 @@ mod avx2;
 mod avx512;
 mod scalar;
 mod scalar_k;
+mod team;
 
 use std::ops::Range;
 
+use std::sync::{Arc, OnceLock};
+
 use rayon::prelude::*;
+
+pub use self::team::team;
 
 use crate::loader::quant::GgmlType;
 use crate::loader::{Blocks, Bytes};
@@ -193,6 +198,8 @@ impl QMatrix {
 
 /// `x · Wᵀ` for several matrices with the same input (q/k/v, gate/up): the input is quantized
 /// once and all their rows share one pass over the threads. One `t × rows` result per matrix.
+/// `x · Wᵀ` for several matrices with the same input (q/k/v, gate/up): the input is quantized
+/// once and all their rows share one pass over the [`team`]. One `t × rows` result per matrix.
 pub fn matmul_many(ms: &[&QMatrix], x: &[f32], t: usize) -> Vec<Vec<f32>> {
     let Some(cols) = ms.first().map(|m| m.cols) else {
         return Vec::new();
@@ -202,37 +209,58 @@ pub fn matmul_many(ms: &[&QMatrix], x: &[f32], t: usize) -> Vec<Vec<f32>> {
         "matrices differ in columns"
     );
     assert_eq!(x.len(), t * cols, "input is not t × cols");
-    let xs: Vec<QuantRow> = x.chunks_exact(cols).map(QuantRow::new).collect();
+    let xs: Arc<Vec<QuantRow>> = Arc::new(x.chunks_exact(cols).map(QuantRow::new).collect());
     // Work in pieces of whole rows, a few per thread so that a slow core does not hold everyone
-    // up; each piece writes its own `[rows_in_piece, t]` slice of its matrix's result.
-    let threads = rayon::current_num_threads().max(1);
+    // up; each piece computes its rows' `[rows_in_piece, t]` outputs.
+    let team = team();
     let total: usize = ms.iter().map(|m| m.rows).sum();
-    let piece = total.div_ceil(threads * 4).clamp(8, 4096);
-    let mut by_row: Vec<Vec<f32>> = ms.iter().map(|m| vec![0f32; m.rows * t]).collect();
-    let mut jobs = Vec::new();
-    for (m, out) in ms.iter().zip(by_row.iter_mut()) {
-        for (i, chunk) in out.chunks_mut(piece * t).enumerate() {
-            jobs.push((*m, i * piece, chunk));
-        }
-    }
+    let piece = total.div_ceil(team.threads() * 4).clamp(8, 4096);
+    let jobs: Arc<Vec<(QMatrix, usize, usize)>> = Arc::new(
+        ms.iter()
+            .flat_map(|m| {
+                (0..m.rows)
+                    .step_by(piece)
+                    .map(move |first| ((*m).clone(), first, piece.min(m.rows - first)))
+            })
+            .collect(),
+    );
+    let results: Arc<Vec<OnceLock<Vec<f32>>>> =
+        Arc::new((0..jobs.len()).map(|_| OnceLock::new()).collect());
     let dot = kernel();
-    jobs.into_par_iter().for_each(|(m, first, out)| {
-        for (j, dst) in out.chunks_exact_mut(t).enumerate() {
-            let w = m.row(first + j);
-            prefetch(
-                &m.data,
-                (first + j) * m.row_bytes + PREFETCH_AHEAD,
-                m.row_bytes,
-            );
-            for (x, y) in xs.iter().zip(dst.iter_mut()) {
-                *y = dot(m.ty, w, x);
+    {
+        let (jobs, results, xs) = (jobs.clone(), results.clone(), xs.clone());
+        team.run(
+            jobs.len(),
+            Box::new(move |j| {
+                let (m, first, n) = &jobs[j];
+                let mut out = vec![0f32; n * t];
+                for (r, dst) in out.chunks_exact_mut(t).enumerate() {
+                    let w = m.row(first + r);
+                    prefetch(
+                        &m.data,
+                        (first + r) * m.row_bytes + PREFETCH_AHEAD,
+                        m.row_bytes,
+                    );
+                    for (x, y) in xs.iter().zip(dst.iter_mut()) {
+                        *y = dot(m.ty, w, x);
+                    }
+                }
+                let _ = results[j].set(out);
+            }),
+        );
+    }
+    let mut pieces = results
+        .iter()
+        .map(|r| r.get().map_or(&[][..], Vec::as_slice));
+    ms.iter()
+        .map(|m| {
+            let mut rows_first = Vec::with_capacity(m.rows * t);
+            while rows_first.len() < m.rows * t {
+                match pieces.next() {
+                    Some(p) if !p.is_empty() => rows_first.extend_from_slice(p),
+                    _ => panic!("a product's piece is missing"),
+                }
             }
-        }
-    });
-    by_row
-        .into_iter()
-        .zip(ms)
-        .map(|(rows_first, m)| {
             if t == 1 {
                 return rows_first;
             }
