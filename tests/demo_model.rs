@@ -285,3 +285,48 @@ fn turn_two_of_a_long_conversation_prefills_exactly_the_new_turn() {
     assert_eq!(second.reused_tokens, history);
     assert_eq!(second.prefilled_tokens, convo.len() - history);
 }
+
+/// Decode steps on a long history run the fused host step with each layer's attention split
+/// over the threads (and, past the sliding window, over a trimmed sliding cache); their logits
+/// equal burn's graph recomputing the whole sequence cold.
+#[test]
+fn warm_decode_steps_on_a_long_history_equal_a_cold_recompute() {
+    let lm = model();
+    let text = "The river bends twice before the old mill, and the miller counts the sacks. ";
+    let mut seq = vec![lm.model.config().bos_token_id];
+    while seq.len() < 700 {
+        let tok = lm
+            .tokenizer
+            .as_ref()
+            .expect("the demo model has a tokenizer");
+        seq.extend(tok.encode(text).expect("encodes"));
+    }
+    seq.truncate(700);
+    let logits = |cache: &mut gemma_chat::model::KvCache, ids: &[u32]| -> Vec<f32> {
+        let pos = cache.len();
+        lm.model
+            .forward(ids, cache, pos, Logits::Last)
+            .expect("forward")
+            .expect("logits")
+            .into_data()
+            .try_to_vec::<f32>()
+            .expect("f32")
+    };
+    let mut warm = lm.model.new_cache();
+    logits(&mut warm, &seq[..600]);
+    for end in [601, 650, 700] {
+        // Decode one token at a time up to `end`; the last step's logits are compared.
+        let mut got = Vec::new();
+        while warm.len() < end {
+            let i = warm.len();
+            got = logits(&mut warm, &seq[i..i + 1]);
+        }
+        let want = logits(&mut lm.model.new_cache(), &seq[..end]);
+        let d = got
+            .iter()
+            .zip(&want)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0f32, f32::max);
+        assert!(d < 1e-3, "after {end} tokens: warm vs cold differ by {d}");
+    }
+}

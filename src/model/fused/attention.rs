@@ -1,14 +1,15 @@
 //! Self-attention of one layer in the fused host step: q/k/v in one pass of the kernels, the
 //! per-head norms and RoPE in place, the new keys and values appended to the host cache, and
-//! each query head's scores, softmax and weighted values over the cache (heads in parallel
-//! once the history is long enough to pay for it).
+//! each query head's scores, softmax and weighted values over the cache (heads on the
+//! kernels' thread team once the history is long enough to pay for it).
 
-use rayon::prelude::*;
+use std::sync::OnceLock;
 
 use super::super::attention::Attention;
 use super::super::config::{AttnKind, LayerSpec};
 use super::super::kv_cache::KvCache;
-use super::math::{axpy, dot, norm_rows, rope, rope_row};
+use super::super::qmatmul::team;
+use super::math::{Group, Part, attend, attend_part, join_parts, norm_rows, rope, rope_row};
 use super::{Step, products};
 use crate::error::{Error, Result};
 
@@ -86,12 +87,13 @@ impl Step<'_> {
         let sliding = spec.kind == AttnKind::Sliding;
         let window = cfg.sliding_window;
 
-        // One task per (row, query head): its output slice of `[rows, nh·hd]`.
-        let head = |(task, out): (usize, &mut [f32])| {
-            let (r, h) = (task / nh, task % nh);
+        // One group per (row, KV head): the `group · hd` outputs of its query heads, which
+        // are contiguous in the `[rows, nh·hd]` output (head h reads KV head h / group).
+        let width = group * hd;
+        let groups = rows * nkv;
+        let of = |i: usize| {
+            let (r, kvh) = (i / nkv, i % nkv);
             let p = self.q_start + r;
-            let qh = &q[(r * nh + h) * hd..(r * nh + h + 1) * hd];
-            let kvh = h / group;
             // Keys at logical positions start + j, visible when j ≤ p and inside the window.
             let last = (p + 1).saturating_sub(start).min(keys);
             let first = if sliding {
@@ -102,32 +104,47 @@ impl Step<'_> {
             } else {
                 0
             };
-            let at = |j: usize| (j * nkv + kvh) * hd;
-            let mut scores: Vec<f32> = (first..last)
-                .map(|j| {
-                    let s = dot(qh, &view.k[at(j)..at(j) + hd]) * cfg.attn_scale;
-                    match cfg.attn_logit_softcapping {
-                        Some(c) => (s / c).tanh() * c,
-                        None => s,
-                    }
-                })
-                .collect();
-            let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            let mut sum = 0f32;
-            for s in scores.iter_mut() {
-                *s = (*s - max).exp();
-                sum += *s;
-            }
-            out.fill(0.0);
-            for (j, s) in (first..last).zip(&scores) {
-                axpy(out, s / sum, &view.v[at(j)..at(j) + hd]);
+            let from = (r * nh + kvh * group) * hd;
+            Group {
+                q: &q[from..from + width],
+                dim: hd,
+                k: view.k,
+                v: view.v,
+                stride: nkv * hd,
+                offset: kvh * hd,
+                keys: first..last,
+                scale: cfg.attn_scale,
+                softcap: cfg.attn_logit_softcapping,
             }
         };
         let mut out = vec![0f32; rows * nh * hd];
-        if rows * nh * keys * hd >= PARALLEL_WORK {
-            out.par_chunks_mut(hd).enumerate().for_each(head);
+        let threads = team().threads();
+        if threads == 1 || rows * nh * keys * hd < PARALLEL_WORK {
+            for (i, o) in out.chunks_exact_mut(width).enumerate() {
+                attend(&of(i), o);
+            }
         } else {
-            out.chunks_mut(hd).enumerate().for_each(head);
+            // Each group's keys in `split` parts (so that one group, a decode step with one KV
+            // head, still uses every thread), joined by their softmax statistics.
+            let split = threads.div_ceil(groups).max(1);
+            let parts: Vec<OnceLock<Part>> = (0..groups * split).map(|_| OnceLock::new()).collect();
+            team().run(groups * split, &|i| {
+                let g = of(i / split);
+                let (n, s) = (g.keys.len(), i % split);
+                let keys = g.keys.start + n * s / split..g.keys.start + n * (s + 1) / split;
+                let (mut o, mut st) = (vec![0f32; width], vec![(f32::NEG_INFINITY, 0f32); group]);
+                if !keys.is_empty() {
+                    attend_part(&Group { keys, ..g }, &mut o, &mut st);
+                }
+                let _ = parts[i].set((o, st));
+            });
+            let done: Vec<Part> = parts
+                .into_iter()
+                .map(|p| p.into_inner().expect("every part ran"))
+                .collect();
+            for (o, ps) in out.chunks_exact_mut(width).zip(done.chunks(split)) {
+                join_parts(ps, hd, o);
+            }
         }
         Ok(products(&[&attn.o_proj], &out, rows).remove(0))
     }

@@ -20,7 +20,7 @@ mod team;
 
 use std::ops::Range;
 
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 use rayon::prelude::*;
 
@@ -209,46 +209,38 @@ pub fn matmul_many(ms: &[&QMatrix], x: &[f32], t: usize) -> Vec<Vec<f32>> {
         "matrices differ in columns"
     );
     assert_eq!(x.len(), t * cols, "input is not t × cols");
-    let xs: Arc<Vec<QuantRow>> = Arc::new(x.chunks_exact(cols).map(QuantRow::new).collect());
+    let xs: Vec<QuantRow> = x.chunks_exact(cols).map(QuantRow::new).collect();
     // Work in pieces of whole rows, a few per thread so that a slow core does not hold everyone
     // up; each piece computes its rows' `[rows_in_piece, t]` outputs.
     let team = team();
     let total: usize = ms.iter().map(|m| m.rows).sum();
     let piece = total.div_ceil(team.threads() * 4).clamp(8, 4096);
-    let jobs: Arc<Vec<(QMatrix, usize, usize)>> = Arc::new(
-        ms.iter()
-            .flat_map(|m| {
-                (0..m.rows)
-                    .step_by(piece)
-                    .map(move |first| ((*m).clone(), first, piece.min(m.rows - first)))
-            })
-            .collect(),
-    );
-    let results: Arc<Vec<OnceLock<Vec<f32>>>> =
-        Arc::new((0..jobs.len()).map(|_| OnceLock::new()).collect());
+    let jobs: Vec<(&QMatrix, usize, usize)> = ms
+        .iter()
+        .flat_map(|&m: &&QMatrix| {
+            (0..m.rows)
+                .step_by(piece)
+                .map(move |first| (m, first, piece.min(m.rows - first)))
+        })
+        .collect();
+    let results: Vec<OnceLock<Vec<f32>>> = (0..jobs.len()).map(|_| OnceLock::new()).collect();
     let dot = kernel();
-    {
-        let (jobs, results, xs) = (jobs.clone(), results.clone(), xs.clone());
-        team.run(
-            jobs.len(),
-            Box::new(move |j| {
-                let (m, first, n) = &jobs[j];
-                let mut out = vec![0f32; n * t];
-                for (r, dst) in out.chunks_exact_mut(t).enumerate() {
-                    let w = m.row(first + r);
-                    prefetch(
-                        &m.data,
-                        (first + r) * m.row_bytes + PREFETCH_AHEAD,
-                        m.row_bytes,
-                    );
-                    for (x, y) in xs.iter().zip(dst.iter_mut()) {
-                        *y = dot(m.ty, w, x);
-                    }
-                }
-                let _ = results[j].set(out);
-            }),
-        );
-    }
+    team.run(jobs.len(), &|j| {
+        let (m, first, n) = jobs[j];
+        let mut out = vec![0f32; n * t];
+        for (r, dst) in out.chunks_exact_mut(t).enumerate() {
+            let w = m.row(first + r);
+            prefetch(
+                &m.data,
+                (first + r) * m.row_bytes + PREFETCH_AHEAD,
+                m.row_bytes,
+            );
+            for (x, y) in xs.iter().zip(dst.iter_mut()) {
+                *y = dot(m.ty, w, x);
+            }
+        }
+        let _ = results[j].set(out);
+    });
     let mut pieces = results
         .iter()
         .map(|r| r.get().map_or(&[][..], Vec::as_slice));

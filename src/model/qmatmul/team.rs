@@ -14,10 +14,11 @@ use std::time::{Duration, Instant};
 const HOT: Duration = Duration::from_millis(4);
 
 /// Pieces `0..n` of one product; each piece is run once, by whichever thread takes it.
-type Task = dyn Fn(usize) + Send + Sync;
+type Task = dyn Fn(usize) + Sync;
 
 struct Job {
-    task: Box<Task>,
+    /// Borrowed from the caller of [`Team::run`], which outlives every call (see there).
+    task: &'static Task,
     pieces: usize,
     next: AtomicUsize,
     done: AtomicUsize,
@@ -92,11 +93,19 @@ impl Team {
     ///
     /// # Panics
     /// When a piece panicked (after every piece has run or panicked).
-    pub fn run(&self, pieces: usize, task: Box<Task>) {
+    pub fn run<'a>(&self, pieces: usize, task: &'a (dyn Fn(usize) + Sync + 'a)) {
         if self.helpers == 0 || pieces <= 1 {
-            (0..pieces).for_each(&task);
+            (0..pieces).for_each(task);
             return;
         }
+        // SAFETY: the borrow is widened to 'static only for the helpers' view of this job.
+        // They call `task` only for a piece they claimed below `pieces`, and this function
+        // returns only once every claimed piece has finished (`done == pieces`; a panic in a
+        // piece is caught in `work` and counted as finished), so no call outlives the borrow.
+        // A helper that still holds the job afterwards finds no piece left and never calls it.
+        #[allow(unsafe_code)]
+        let task =
+            unsafe { std::mem::transmute::<&'a (dyn Fn(usize) + Sync + 'a), &'static Task>(task) };
         let job = Arc::new(Job {
             task,
             pieces,
@@ -172,15 +181,10 @@ mod tests {
             if round == 25 {
                 std::thread::sleep(HOT * 2);
             }
-            let hits: Arc<Vec<AtomicUsize>> =
-                Arc::new((0..97).map(|_| AtomicUsize::new(0)).collect());
-            let h = hits.clone();
-            team.run(
-                97,
-                Box::new(move |i| {
-                    h[i].fetch_add(1, Ordering::Relaxed);
-                }),
-            );
+            let hits: Vec<AtomicUsize> = (0..97).map(|_| AtomicUsize::new(0)).collect();
+            team.run(97, &|i| {
+                hits[i].fetch_add(1, Ordering::Relaxed);
+            });
             assert!(
                 hits.iter().all(|c| c.load(Ordering::Relaxed) == 1),
                 "round {round}"
@@ -192,18 +196,14 @@ mod tests {
     fn a_panicking_piece_is_reported_to_the_caller() {
         let team = Team::new(1);
         let r = catch_unwind(AssertUnwindSafe(|| {
-            team.run(8, Box::new(|i| assert!(i != 5, "piece five")));
+            team.run(8, &|i| assert!(i != 5, "piece five"));
         }));
         assert!(r.is_err());
         // The team still works afterwards.
-        let n = Arc::new(AtomicUsize::new(0));
-        let m = n.clone();
-        team.run(
-            8,
-            Box::new(move |_| {
-                m.fetch_add(1, Ordering::Relaxed);
-            }),
-        );
+        let n = AtomicUsize::new(0);
+        team.run(8, &|_| {
+            n.fetch_add(1, Ordering::Relaxed);
+        });
         assert_eq!(n.load(Ordering::Relaxed), 8);
     }
 }
