@@ -159,8 +159,8 @@ fn host_f32(x: Tensor<2>) -> Vec<f32> {
         .expect("an f32 tensor reads as f32")
 }
 
-/// A host weight times `x`: the host kernels for a few rows, dequantized tiles and burn's
-/// matmul for many.
+/// A host weight times `x`: the host kernels for a few rows; for many, the AVX-512 GEMM on
+/// dequantized panels where the CPU has it (f32), else dequantized tiles and burn's matmul.
 fn host_forward(q: &QMatrix, x: Tensor<2>) -> Tensor<2> {
     let [t, _] = x.dims();
     let (device, dtype) = (x.device(), x.dtype());
@@ -168,6 +168,12 @@ fn host_forward(q: &QMatrix, x: Tensor<2>) -> Tensor<2> {
         let xs = host_f32(x);
         let y = TensorData::new(q.matmul(&xs, t), [t, q.rows()]);
         return cast(Tensor::<2>::from_data(y, &device), dtype);
+    }
+    if dtype == DType::F32 {
+        let xs = host_f32(x.clone());
+        if let Some(y) = q.gemm(&xs, t) {
+            return Tensor::<2>::from_data(TensorData::new(y, [t, q.rows()]), &device);
+        }
     }
     let tile = (DEQUANT_TILE / q.cols()).max(1);
     let parts: Vec<Tensor<2>> = (0..q.rows())

@@ -14,6 +14,8 @@
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
+#[cfg(target_arch = "x86_64")]
+mod gemm;
 mod scalar;
 mod scalar_k;
 mod team;
@@ -188,6 +190,18 @@ impl QMatrix {
                 self.ty.dequantize_into(bytes, dst);
             });
         out
+    }
+
+    /// `x · Wᵀ` for many input rows (a prefill) with the AVX-512 GEMM: `t × rows` values,
+    /// row-major, or `None` where the CPU lacks AVX-512.
+    pub fn gemm(&self, x: &[f32], t: usize) -> Option<Vec<f32>> {
+        #[cfg(target_arch = "x86_64")]
+        return gemm::gemm(self, x, t);
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let _ = (x, t);
+            None
+        }
     }
 
     /// `x · Wᵀ` for `t` input rows of `cols` values: `t × rows` values, row-major.

@@ -2,8 +2,9 @@
 //! tenth of a millisecond each; on rayon the second thread went to sleep between them, and
 //! waking it (a futex and an inter-processor interrupt, costly in a VM) took longer than its
 //! share of the work: two threads were hardly faster than one. Here the helpers stay hot:
-//! after each product they spin on a counter for a few milliseconds, so the next product of
-//! the same step finds them running, and only then block on a condition variable.
+//! after each product they spin on a counter (then spin yielding the core, so that other
+//! threads can run) for a few milliseconds, so the next product of the same step finds them
+//! running, and only then block on a condition variable.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -12,6 +13,11 @@ use std::time::{Duration, Instant};
 
 /// How long a helper spins for the next product before it blocks.
 const HOT: Duration = Duration::from_millis(4);
+
+/// How long of that it spins without giving up its core: the gaps between a decode step's
+/// products are a few microseconds. After it, each spin yields, so that other threads (burn's
+/// between the products of a prefill) get the core while the helper waits.
+const SPIN: Duration = Duration::from_micros(50);
 
 /// Pieces `0..n` of one product; each piece is run once, by whichever thread takes it.
 type Task = dyn Fn(usize) + Sync;
@@ -147,12 +153,20 @@ fn helper(s: &Shared) {
     loop {
         let since = Instant::now();
         let mut spins = 0u32;
+        let mut yielding = false;
         while s.published.load(Ordering::Acquire) == seen {
             spins = spins.wrapping_add(1);
-            if spins.is_multiple_of(4096) && since.elapsed() > HOT {
-                break;
+            if yielding {
+                if since.elapsed() > HOT {
+                    break;
+                }
+                std::thread::yield_now();
+            } else {
+                if spins.is_multiple_of(256) && since.elapsed() > SPIN {
+                    yielding = true;
+                }
+                std::hint::spin_loop();
             }
-            std::hint::spin_loop();
         }
         let job = {
             let mut cur = s.current.lock().unwrap_or_else(PoisonError::into_inner);

@@ -85,6 +85,7 @@ fn check_products(m: &QMatrix, x: &[f32], t: usize, what: &str) {
     let w = m.dequantize_range(0..rows);
     let got = m.matmul(x, t);
     assert_eq!(got.len(), t * rows);
+    let gemm = m.gemm(x, t);
     let mut dots: Vec<(&str, Dot)> = kernels();
     dots.push(("scalar", scalar::dot));
     for ti in 0..t {
@@ -101,7 +102,9 @@ fn check_products(m: &QMatrix, x: &[f32], t: usize, what: &str) {
             let each = dots
                 .iter()
                 .map(|&(name, dot)| (name, dot(m.ty(), m.row(r), &xq)));
-            for (name, g) in std::iter::once(("product", got[ti * rows + r])).chain(each) {
+            let whole = std::iter::once(("product", got[ti * rows + r]))
+                .chain(gemm.as_ref().map(|g| ("gemm", g[ti * rows + r])));
+            for (name, g) in whole.chain(each) {
                 let g = g as f64;
                 assert!(
                     (g - want).abs() <= 1e-4 * mag + 1e-6,
@@ -130,7 +133,8 @@ fn products_match_the_dequantized_weights() {
         }
         for cols in widths {
             let m = random_matrix(ty, 37, cols, &mut rng);
-            for t in [1, 3] {
+            // 17 rows: one whole block of the GEMM's 14 and a padded one.
+            for t in [1, 3, 17] {
                 let x = random_input(t * cols, &mut rng);
                 check_products(&m, &x, t, &format!("{cols} columns"));
             }
