@@ -41,14 +41,19 @@ fn load_f32(dir: &Path) -> LoadedModel {
 fn logits_match_transformers() {
     for dir in oracle_fixtures(6) {
         let r = reference(&dir);
-        let lm = load_f32(&dir);
+        let mut lm = load_f32(&dir);
         assert_eq!(lm.model.config().vocab_size, r.vocab);
         assert!(r.prompt.len() > lm.model.config().sliding_window);
-        // The whole prompt in one forward runs burn's graph (the GPU path, long prefills);
-        // chunks of 8 run the fused host step (decode steps, short turns). Both are held to
-        // transformers.
+        // Every path is held to transformers: the fused host step on chunks of 8 (decode
+        // steps, short turns: the row kernels) and on the whole prompt at once (a prefill: the
+        // GEMM where the CPU has AVX-512, else burn's graph), and burn's graph (the GPU path).
         assert!(r.prompt.len() > FUSED_MAX_ROWS && 8 <= FUSED_MAX_ROWS);
-        for (path, chunk) in [("burn", r.prompt.len()), ("fused", 8)] {
+        for (path, chunk, fused) in [
+            ("fused, chunks of 8", 8, true),
+            ("fused, one chunk", r.prompt.len(), true),
+            ("burn", r.prompt.len(), false),
+        ] {
+            lm.model.set_fused(fused);
             let ours = prompt_logits(&lm, &r.prompt, chunk);
             let d = max_abs_diff(&ours, &r.logits);
             println!("{} ({path}): max |Δlogits| = {d:.2e}", dir.display());

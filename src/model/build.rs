@@ -83,6 +83,7 @@ pub fn build(
         inv_freq_full,
         device: device.clone(),
         host,
+        fused: true,
         dtype: dtype.dtype(),
         config,
     })

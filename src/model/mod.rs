@@ -83,6 +83,8 @@ pub struct Gemma {
     pub(crate) device: Device,
     /// Whether `device` is the CPU backend.
     pub(crate) host: bool,
+    /// Whether host forwards may run the fused step (see `fused/`).
+    pub(crate) fused: bool,
     pub(crate) dtype: DType,
 }
 

@@ -8,9 +8,9 @@ use std::sync::OnceLock;
 use super::super::attention::Attention;
 use super::super::config::{AttnKind, LayerSpec};
 use super::super::kv_cache::KvCache;
-use super::super::qmatmul::team;
+use super::super::qmatmul::{gemm_with, team};
 use super::math::{Group, Part, attend, attend_part, join_parts, norm_rows, rope, rope_row};
-use super::{Step, products};
+use super::{FUSED_MAX_ROWS, Step, products};
 use crate::error::{Error, Result};
 
 /// Below this many multiply-adds per layer (query heads × keys × head dim × rows) the heads run
@@ -119,7 +119,17 @@ impl Step<'_> {
         };
         let mut out = vec![0f32; rows * nh * hd];
         let threads = team().threads();
-        if threads == 1 || rows * nh * keys * hd < PARALLEL_WORK {
+        if rows > FUSED_MAX_ROWS {
+            // A prefill chunk: each group's scores and weighted values as two GEMMs.
+            for kvh in 0..nkv {
+                let groups: Vec<Group> = (0..rows).map(|r| of(r * nkv + kvh)).collect();
+                let o = chunk_attention(&groups, hd);
+                for (r, or) in o.chunks_exact(width).enumerate() {
+                    let from = (r * nh + kvh * group) * hd;
+                    out[from..from + width].copy_from_slice(or);
+                }
+            }
+        } else if threads == 1 || rows * nh * keys * hd < PARALLEL_WORK {
             for (i, o) in out.chunks_exact_mut(width).enumerate() {
                 attend(&of(i), o);
             }
@@ -148,4 +158,54 @@ impl Step<'_> {
         }
         Ok(products(&[&attn.o_proj], &out, rows).remove(0))
     }
+}
+
+/// One KV head's attention for every row of a long chunk, given each row's [`Group`] (the
+/// same keys and values, each row its own queries and visible range): the scores of all rows'
+/// queries against the keys any row sees as one GEMM, the masked, capped softmax per query on
+/// the host, and the weighted values as a second GEMM. `rows × group × dim` values out.
+fn chunk_attention(rows: &[Group], dim: usize) -> Vec<f32> {
+    let g0 = &rows[0];
+    let heads = g0.q.len() / dim;
+    let lo = rows.iter().map(|g| g.keys.start).min().unwrap_or(0);
+    let hi = rows.iter().map(|g| g.keys.end).max().unwrap_or(0);
+    let nk = hi - lo;
+    let (stride, offset) = (g0.stride, g0.offset);
+    let q: Vec<f32> = rows.iter().flat_map(|g| g.q.iter().copied()).collect();
+    let t = rows.len() * heads;
+    // Scores: queries × keys lo..hi, the keys' rows copied out of the position-major cache.
+    let mut s = gemm_with(nk, dim, &q, t, &|range, dst| {
+        for (j, d) in range.zip(dst.chunks_exact_mut(dim)) {
+            let at = (lo + j) * stride + offset;
+            d.copy_from_slice(&g0.k[at..at + dim]);
+        }
+    });
+    for (i, row) in s.chunks_exact_mut(nk).enumerate() {
+        let g = &rows[i / heads];
+        let (a, b) = (g.keys.start - lo, g.keys.end - lo);
+        let mut max = f32::NEG_INFINITY;
+        for v in row[a..b].iter_mut() {
+            *v *= g.scale;
+            if let Some(c) = g.softcap {
+                *v = (*v / c).tanh() * c;
+            }
+            max = max.max(*v);
+        }
+        let mut sum = 0f32;
+        for v in row[a..b].iter_mut() {
+            *v = (*v - max).exp();
+            sum += *v;
+        }
+        row[..a].fill(0.0);
+        row[b..].fill(0.0);
+        row[a..b].iter_mut().for_each(|v| *v /= sum);
+    }
+    // Weighted values: probabilities × Vᵀ, whose row d is dimension d of every key's value.
+    gemm_with(dim, nk, &s, t, &|range, dst| {
+        for (d, out) in range.zip(dst.chunks_exact_mut(nk)) {
+            for (j, o) in out.iter_mut().enumerate() {
+                *o = g0.v[(lo + j) * stride + offset + d];
+            }
+        }
+    })
 }

@@ -16,12 +16,13 @@ use burn::tensor::{Tensor, TensorData};
 use self::math::gelu_tanh;
 use super::ffn::{Experts, Mlp, Moe};
 use super::ops::Linear;
-use super::qmatmul::{QMatrix, matmul_many};
+use super::qmatmul::{QMatrix, gemm_available, matmul_many};
 use super::{Gemma, Layer, Logits};
 use crate::error::{Error, Result};
 
-/// Up to this many tokens a forward on the CPU backend in f32 runs fused; longer chunks (a
-/// prefill) go through burn's matrix products on dequantized tiles.
+/// Up to this many tokens a forward on the CPU backend in f32 runs fused with the row kernels;
+/// longer chunks (a prefill) run fused with the GEMM where the CPU has it (AVX-512), else
+/// through burn's graph.
 pub const FUSED_MAX_ROWS: usize = 24;
 
 /// One fused forward's position: the rows still computed and the first one's position.
@@ -39,10 +40,19 @@ fn host(l: &Linear) -> &QMatrix {
     }
 }
 
-/// `x · Wᵀ` for each weight, `x` being `rows × in`: one pass of the kernels.
+/// `x · Wᵀ` for each weight, `x` being `rows × in`: one pass of the kernels for a few rows,
+/// the GEMM for each weight for many.
 fn products(ls: &[&Linear], x: &[f32], rows: usize) -> Vec<Vec<f32>> {
     let qs: Vec<&QMatrix> = ls.iter().map(|l| host(l)).collect();
-    matmul_many(&qs, x, rows)
+    if rows <= FUSED_MAX_ROWS {
+        return matmul_many(&qs, x, rows);
+    }
+    qs.iter()
+        .map(|q| {
+            q.gemm(x, rows)
+                .expect("long chunks run fused only with the GEMM")
+        })
+        .collect()
 }
 
 fn add(x: &mut [f32], y: &[f32]) {
@@ -52,7 +62,17 @@ fn add(x: &mut [f32], y: &[f32]) {
 impl Gemma {
     /// Whether a forward of `t` tokens runs fused.
     pub(super) fn fused(&self, t: usize) -> bool {
-        self.host && self.dtype == burn::tensor::DType::F32 && t <= FUSED_MAX_ROWS
+        self.host
+            && self.fused
+            && self.dtype == burn::tensor::DType::F32
+            && (t <= FUSED_MAX_ROWS || gemm_available())
+    }
+
+    /// Turns the fused host step off (on by default), so that every forward runs burn's
+    /// graph: for tests that hold both paths to the reference.
+    #[doc(hidden)]
+    pub fn set_fused(&mut self, on: bool) {
+        self.fused = on;
     }
 
     /// [`Gemma::forward`] on the fused host path (the caller checked the arguments).

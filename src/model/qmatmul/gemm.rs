@@ -7,6 +7,7 @@
 #![allow(unsafe_code)]
 
 use std::arch::x86_64::*;
+use std::ops::Range;
 use std::sync::OnceLock;
 
 use super::{QMatrix, avx512, team};
@@ -16,14 +17,36 @@ const NR: usize = 32;
 /// Input rows per microkernel call: 14 × 2 accumulators, two weight registers, one broadcast.
 const MR: usize = 14;
 
+/// Whether this CPU runs the GEMM.
+pub fn available() -> bool {
+    avx512::available()
+}
+
 /// `x · Wᵀ` for `t` input rows of `cols` values (`t × rows` values, row-major), or `None`
 /// where this CPU has no AVX-512.
 pub fn gemm(m: &QMatrix, x: &[f32], t: usize) -> Option<Vec<f32>> {
-    if !avx512::available() {
-        return None;
-    }
-    let (n, k) = (m.rows, m.cols);
-    assert_eq!(x.len(), t * k, "input is not t × cols");
+    available().then(|| {
+        gemm_with(m.rows, m.cols, x, t, &|rows, dst| {
+            let bytes = &m.data[rows.start * m.row_bytes..rows.end * m.row_bytes];
+            m.ty.dequantize_into(bytes, dst);
+        })
+    })
+}
+
+/// `x · Wᵀ` for a `[n, k]` matrix `W` whose rows `fill(range, dst)` writes (row-major, f32)
+/// into `dst`: `t × n` values.
+///
+/// # Panics
+/// Where this CPU has no AVX-512 (check [`available`]).
+pub fn gemm_with(
+    n: usize,
+    k: usize,
+    x: &[f32],
+    t: usize,
+    fill: &(dyn Fn(Range<usize>, &mut [f32]) + Sync),
+) -> Vec<f32> {
+    assert!(available(), "the GEMM needs AVX-512");
+    assert_eq!(x.len(), t * k, "input is not t × k");
     // The input once in blocks of MR rows, each `[k][MR]` (rows past `t` zero), so that the
     // microkernel reads both operands sequentially.
     let blocks = t.div_ceil(MR);
@@ -40,7 +63,7 @@ pub fn gemm(m: &QMatrix, x: &[f32], t: usize) -> Option<Vec<f32>> {
     team().run(panels, &|p| {
         let (r0, r1) = (p * NR, ((p + 1) * NR).min(n));
         let mut w = vec![0f32; (r1 - r0) * k];
-        m.ty.dequantize_into(&m.data[r0 * m.row_bytes..r1 * m.row_bytes], &mut w);
+        fill(r0..r1, &mut w);
         let mut packed = vec![0f32; k * NR];
         for (j, row) in w.chunks_exact(k).enumerate() {
             for (kk, &v) in row.iter().enumerate() {
@@ -50,8 +73,8 @@ pub fn gemm(m: &QMatrix, x: &[f32], t: usize) -> Option<Vec<f32>> {
         let mut out = vec![0f32; blocks * MR * NR];
         for (b, o) in out.chunks_exact_mut(MR * NR).enumerate() {
             let xb = &xpack[b * k * MR..(b + 1) * k * MR];
-            // SAFETY: `available()` was checked above; the slices have the sizes `block`
-            // reads and writes.
+            // SAFETY: AVX-512 was checked above; the slices have the sizes `block` reads and
+            // writes.
             unsafe { block(&packed, xb, k, o) };
         }
         let _ = parts[p].set(out);
@@ -64,7 +87,7 @@ pub fn gemm(m: &QMatrix, x: &[f32], t: usize) -> Option<Vec<f32>> {
             y[i * n + r0..i * n + r1].copy_from_slice(&row[..r1 - r0]);
         }
     }
-    Some(y)
+    y
 }
 
 /// MR packed input rows (`[k][MR]`) against one packed panel (`[k][NR]`), accumulated in

@@ -307,6 +307,34 @@ fn prefetch(bytes: &[u8], from: usize, len: usize) {
     let _ = (bytes, from, len);
 }
 
+/// Whether the prefill GEMM ([`gemm_with`], [`QMatrix::gemm`]) runs on this CPU (AVX-512).
+pub fn gemm_available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return gemm::available();
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// `x · Wᵀ` for a `[n, k]` matrix whose rows `fill` writes: see `gemm::gemm_with`.
+///
+/// # Panics
+/// Where [`gemm_available`] is false.
+pub fn gemm_with(
+    n: usize,
+    k: usize,
+    x: &[f32],
+    t: usize,
+    fill: &(dyn Fn(Range<usize>, &mut [f32]) + Sync),
+) -> Vec<f32> {
+    #[cfg(target_arch = "x86_64")]
+    return gemm::gemm_with(n, k, x, t, fill);
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (n, k, x, t, fill);
+        panic!("the GEMM needs AVX-512")
+    }
+}
+
 /// One row of blocks against one quantized input row.
 pub type Dot = fn(GgmlType, &[u8], &QuantRow) -> f32;
 
