@@ -3,7 +3,7 @@
 //! each query head's scores, softmax and weighted values over the cache (heads on the
 //! kernels' thread team once the history is long enough to pay for it).
 
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock, PoisonError};
 
 use super::super::attention::Attention;
 use super::super::config::{AttnKind, LayerSpec};
@@ -12,6 +12,9 @@ use super::super::qmatmul::{gemm_with, team};
 use super::math::{Group, Part, attend, attend_part, join_parts, norm_rows, rope, rope_row};
 use super::{FUSED_MAX_ROWS, Step, products};
 use crate::error::{Error, Result};
+
+/// Query rows per block of a long chunk's attention.
+const ATTENTION_BLOCK: usize = 64;
 
 /// Below this many multiply-adds per layer (query heads × keys × head dim × rows) the heads run
 /// on the calling thread.
@@ -121,12 +124,17 @@ impl Step<'_> {
         let threads = team().threads();
         if rows > FUSED_MAX_ROWS {
             // A prefill chunk: each group's scores and weighted values as two GEMMs.
+            // In blocks of rows, each against only the keys its rows see: a causal chunk's
+            // later keys are masked for its earlier rows.
             for kvh in 0..nkv {
                 let groups: Vec<Group> = (0..rows).map(|r| of(r * nkv + kvh)).collect();
-                let o = chunk_attention(&groups, hd);
-                for (r, or) in o.chunks_exact(width).enumerate() {
-                    let from = (r * nh + kvh * group) * hd;
-                    out[from..from + width].copy_from_slice(or);
+                for (b, block) in groups.chunks(ATTENTION_BLOCK).enumerate() {
+                    let o = chunk_attention(block, hd);
+                    for (i, or) in o.chunks_exact(width).enumerate() {
+                        let r = b * ATTENTION_BLOCK + i;
+                        let from = (r * nh + kvh * group) * hd;
+                        out[from..from + width].copy_from_slice(or);
+                    }
                 }
             }
         } else if threads == 1 || rows * nh * keys * hd < PARALLEL_WORK {
@@ -180,25 +188,17 @@ fn chunk_attention(rows: &[Group], dim: usize) -> Vec<f32> {
             d.copy_from_slice(&g0.k[at..at + dim]);
         }
     });
-    for (i, row) in s.chunks_exact_mut(nk).enumerate() {
-        let g = &rows[i / heads];
-        let (a, b) = (g.keys.start - lo, g.keys.end - lo);
-        let mut max = f32::NEG_INFINITY;
-        for v in row[a..b].iter_mut() {
-            *v *= g.scale;
-            if let Some(c) = g.softcap {
-                *v = (*v / c).tanh() * c;
+    // The masked, capped softmax of each query's row, rows split over the team.
+    let per = t.div_ceil(team().threads() * 4).max(1);
+    {
+        let slots: Vec<Mutex<&mut [f32]>> = s.chunks_mut(per * nk).map(Mutex::new).collect();
+        team().run(slots.len(), &|c| {
+            let mut part = slots[c].lock().unwrap_or_else(PoisonError::into_inner);
+            for (i, row) in part.chunks_exact_mut(nk).enumerate() {
+                let g = &rows[(c * per + i) / heads];
+                softmax_visible(row, g.keys.start - lo..g.keys.end - lo, g.scale, g.softcap);
             }
-            max = max.max(*v);
-        }
-        let mut sum = 0f32;
-        for v in row[a..b].iter_mut() {
-            *v = (*v - max).exp();
-            sum += *v;
-        }
-        row[..a].fill(0.0);
-        row[b..].fill(0.0);
-        row[a..b].iter_mut().for_each(|v| *v /= sum);
+        });
     }
     // Weighted values: probabilities × Vᵀ, whose row d is dimension d of every key's value.
     gemm_with(dim, nk, &s, t, &|range, dst| {
@@ -208,4 +208,25 @@ fn chunk_attention(rows: &[Group], dim: usize) -> Vec<f32> {
             }
         }
     })
+}
+
+/// Scales, caps and normalises `row[visible]` into probabilities; the rest becomes zero.
+fn softmax_visible(row: &mut [f32], visible: std::ops::Range<usize>, scale: f32, cap: Option<f32>) {
+    let (a, b) = (visible.start, visible.end);
+    let mut max = f32::NEG_INFINITY;
+    for v in row[a..b].iter_mut() {
+        *v *= scale;
+        if let Some(c) = cap {
+            *v = (*v / c).tanh() * c;
+        }
+        max = max.max(*v);
+    }
+    let mut sum = 0f32;
+    for v in row[a..b].iter_mut() {
+        *v = (*v - max).exp();
+        sum += *v;
+    }
+    row[..a].fill(0.0);
+    row[b..].fill(0.0);
+    row[a..b].iter_mut().for_each(|v| *v /= sum);
 }

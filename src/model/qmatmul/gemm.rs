@@ -8,7 +8,7 @@
 
 use std::arch::x86_64::*;
 use std::ops::Range;
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock, PoisonError};
 
 use super::{QMatrix, avx512, team};
 
@@ -48,15 +48,22 @@ pub fn gemm_with(
     assert!(available(), "the GEMM needs AVX-512");
     assert_eq!(x.len(), t * k, "input is not t × k");
     // The input once in blocks of MR rows, each `[k][MR]` (rows past `t` zero), so that the
-    // microkernel reads both operands sequentially.
+    // microkernel reads both operands sequentially; packed on the team, a block per task.
     let blocks = t.div_ceil(MR);
     let mut xpack = vec![0f32; blocks * k * MR];
-    for (i, row) in x.chunks_exact(k).enumerate() {
-        let (b, r) = (i / MR, i % MR);
-        let dst = &mut xpack[b * k * MR..(b + 1) * k * MR];
-        for (kk, &v) in row.iter().enumerate() {
-            dst[kk * MR + r] = v;
-        }
+    {
+        let slots: Vec<Mutex<&mut [f32]>> = xpack.chunks_mut(k * MR).map(Mutex::new).collect();
+        team().run(blocks, &|b| {
+            let mut dst = slots[b].lock().unwrap_or_else(PoisonError::into_inner);
+            for (r, row) in x[b * MR * k..((b + 1) * MR).min(t) * k]
+                .chunks_exact(k)
+                .enumerate()
+            {
+                for (kk, &v) in row.iter().enumerate() {
+                    dst[kk * MR + r] = v;
+                }
+            }
+        });
     }
     let panels = n.div_ceil(NR);
     let parts: Vec<OnceLock<Vec<f32>>> = (0..panels).map(|_| OnceLock::new()).collect();
@@ -79,13 +86,22 @@ pub fn gemm_with(
         }
         let _ = parts[p].set(out);
     });
+    // Rows of the result in parallel too, each task copying its rows out of every panel.
     let mut y = vec![0f32; t * n];
-    for (p, part) in parts.iter().enumerate() {
-        let part = part.get().expect("every panel ran");
-        let (r0, r1) = (p * NR, ((p + 1) * NR).min(n));
-        for (i, row) in part.chunks_exact(NR).take(t).enumerate() {
-            y[i * n + r0..i * n + r1].copy_from_slice(&row[..r1 - r0]);
-        }
+    let per = t.div_ceil(team().threads() * 4).max(1);
+    {
+        let slots: Vec<Mutex<&mut [f32]>> = y.chunks_mut(per * n).map(Mutex::new).collect();
+        team().run(slots.len(), &|c| {
+            let mut dst = slots[c].lock().unwrap_or_else(PoisonError::into_inner);
+            for (p, part) in parts.iter().enumerate() {
+                let part = part.get().expect("every panel ran");
+                let (r0, r1) = (p * NR, ((p + 1) * NR).min(n));
+                for (i, row) in dst.chunks_exact_mut(n).enumerate() {
+                    let from = (c * per + i) * NR;
+                    row[r0..r1].copy_from_slice(&part[from..from + r1 - r0]);
+                }
+            }
+        });
     }
     y
 }
