@@ -1,13 +1,15 @@
-//! AVX-512 kernels (F, BW, VL; `vpdpwssd` where the CPU has VNNI): one whole block of 32 codes
-//! per 512-bit `madd` against each digit of the input, so a block costs half the instructions of
-//! the AVX2 path; the fifth bits of Q5_0/Q5_1 come straight from a mask register. The same
-//! integer sums as `scalar.rs`; results differ only in the order of the float additions. The
-//! types not written here yet fall back to the AVX2 kernels.
+//! AVX-512 kernels (F, BW, VL): one whole block of 32 codes per 512-bit `madd` against each
+//! digit of the input, so a block costs half the instructions of the AVX2 path; the fifth bits
+//! of Q5_0/Q5_1 come straight from a mask register; the super-block types share their bodies
+//! with AVX2 (`avx2/kquants.rs`) through a sixteen-lane [`Acc`]. The same integer sums as
+//! `scalar.rs`; results differ only in the order of the float additions. The float types keep
+//! the AVX2 kernels (they stream the weights; the width does not matter).
 
 #![allow(unsafe_code)]
 
 use std::arch::x86_64::*;
 
+use super::avx2::kquants::{self, Acc};
 use super::avx2::{self, f16_at, iq4_lookup, load32, nibbles};
 use super::{BLOCK, LO, QuantRow};
 use crate::loader::quant::GgmlType;
@@ -32,7 +34,13 @@ pub(super) fn dot(ty: GgmlType, w: &[u8], x: &QuantRow) -> f32 {
             GgmlType::Q5_1 => q5_1(w, x),
             GgmlType::Q8_0 => q8_0(w, x),
             GgmlType::IQ4_NL => iq4_nl(w, x),
-            _ => avx2::dot(ty, w, x),
+            GgmlType::Q2_K => q2_k(w, x),
+            GgmlType::Q3_K => q3_k(w, x),
+            GgmlType::Q4_K => q4_k(w, x),
+            GgmlType::Q5_K => q5_k(w, x),
+            GgmlType::Q6_K => q6_k(w, x),
+            GgmlType::IQ4_XS => iq4_xs(w, x),
+            GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => avx2::dot(ty, w, x),
         }
     }
 }
@@ -168,4 +176,64 @@ unsafe fn q8_0(w: &[u8], x: &QuantRow) -> f32 {
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 unsafe fn iq4_nl(w: &[u8], x: &QuantRow) -> f32 {
     unsafe { scaled_blocks(w, 18, x, |b| iq4_lookup(nibbles(&b[2..18]))) }
+}
+
+/// Sixteen f32 lanes: a whole 32-value block per `madd` pair.
+struct Lanes16(__m512);
+
+impl Acc for Lanes16 {
+    #[inline(always)]
+    fn new() -> Self {
+        // SAFETY: only built inside the AVX-512 wrappers below.
+        Self(unsafe { _mm512_setzero_ps() })
+    }
+    #[inline(always)]
+    unsafe fn add32(&mut self, codes: __m256i, x: &QuantRow, at: usize, scale: f32) {
+        // SAFETY: the caller's contract.
+        unsafe { self.0 = _mm512_fmadd_ps(block32(codes, x, at), _mm512_set1_ps(scale), self.0) }
+    }
+    #[inline(always)]
+    unsafe fn add16x2(&mut self, codes: __m256i, x: &QuantRow, at: usize, s0: f32, s1: f32) {
+        // Lanes 0..8 hold the first 16 values' pairs, lanes 8..16 the second's.
+        // SAFETY: the caller's contract.
+        unsafe {
+            let s = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(s0), _mm512_set1_ps(s1));
+            self.0 = _mm512_fmadd_ps(block32(codes, x, at), s, self.0);
+        }
+    }
+    #[inline(always)]
+    unsafe fn sum(self) -> f32 {
+        // SAFETY: the caller's contract.
+        unsafe { _mm512_reduce_add_ps(self.0) }
+    }
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+unsafe fn q2_k(w: &[u8], x: &QuantRow) -> f32 {
+    unsafe { kquants::q2_k_with::<Lanes16>(w, x) }
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+unsafe fn q3_k(w: &[u8], x: &QuantRow) -> f32 {
+    unsafe { kquants::q3_k_with::<Lanes16>(w, x) }
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+unsafe fn q4_k(w: &[u8], x: &QuantRow) -> f32 {
+    unsafe { kquants::k_blocks::<Lanes16>(w, 144, x, false) }
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+unsafe fn q5_k(w: &[u8], x: &QuantRow) -> f32 {
+    unsafe { kquants::k_blocks::<Lanes16>(w, 176, x, true) }
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+unsafe fn q6_k(w: &[u8], x: &QuantRow) -> f32 {
+    unsafe { kquants::q6_k_with::<Lanes16>(w, x) }
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+unsafe fn iq4_xs(w: &[u8], x: &QuantRow) -> f32 {
+    unsafe { kquants::iq4_xs_with::<Lanes16>(w, x) }
 }

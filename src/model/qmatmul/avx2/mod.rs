@@ -7,7 +7,7 @@
 
 #![allow(unsafe_code)]
 
-mod kquants;
+pub(super) mod kquants;
 
 use std::arch::x86_64::*;
 
