@@ -130,6 +130,7 @@ pub fn run(args: BenchArgs, common: &ModelArgs) -> anyhow::Result<()> {
         "model": lm.path.display().to_string(),
         "dtype": dtype.as_str(),
         "threads": threads,
+        "simd": gemma_chat::model::qmatmul::simd::level().name(),
         "load_avg_1m": load_avg,
         "load_s": load_s,
         "prefill_tokens": prompt.len(),
@@ -245,8 +246,10 @@ fn print_text(out: &serde_json::Value) {
     let n = |k: &str| out[k].as_u64().unwrap_or(0);
     println!("model            {} ({})", out["model"], out["dtype"]);
     println!(
-        "threads          {} (load average {})",
-        out["threads"], out["load_avg_1m"]
+        "threads          {} (load average {}), SIMD {}",
+        out["threads"],
+        out["load_avg_1m"],
+        out["simd"].as_str().unwrap_or("?")
     );
     println!("load             {:.2} s", f("load_s"));
     let types: Vec<String> = out["weights_mb_by_type"]

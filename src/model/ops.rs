@@ -159,7 +159,7 @@ fn host_f32(x: Tensor<2>) -> Vec<f32> {
         .expect("an f32 tensor reads as f32")
 }
 
-/// A host weight times `x`: the host kernels for a few rows; for many, the AVX-512 GEMM on
+/// A host weight times `x`: the host kernels for a few rows; for many, the packed GEMM on
 /// dequantized panels where the CPU has it (f32), else dequantized tiles and burn's matmul.
 fn host_forward(q: &QMatrix, x: Tensor<2>) -> Tensor<2> {
     let [t, _] = x.dims();

@@ -1,10 +1,13 @@
 //! The small f32 pieces of the fused host step: RMSNorm over rows, GELU (tanh), rotate-half
-//! RoPE, and the dot / scaled-add of attention over the cache, the last two with AVX-512 or
-//! AVX2 chosen at run time (the crate is built for any x86-64, whose baseline is SSE2).
+//! RoPE, and the dot products and weighted sums of attention over the cache, with AVX-512 or
+//! AVX2 chosen at run time (`qmatmul::simd`; the crate is built for any x86-64, whose
+//! baseline is SSE2).
 
 #![allow(unsafe_code)]
 
 use super::super::ops::RmsNorm;
+#[cfg(target_arch = "x86_64")]
+use super::super::qmatmul::simd::{Simd, level};
 
 /// Normalises each row of `width` values of `x` in place, as [`RmsNorm::forward`] does: the
 /// mean square in f32 (accumulated in f64), `x / √(ms + ε) · w`.
@@ -54,10 +57,10 @@ pub fn rope(x: &mut [f32], cos: &[f32], sin: &[f32]) {
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     assert_eq!(a.len(), b.len());
     #[cfg(target_arch = "x86_64")]
-    if is_x86_feature_detected!("avx512f") {
+    if level() >= Simd::Avx512 {
         // SAFETY: the feature was just checked.
         return unsafe { dot_avx512(a, b) };
-    } else if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+    } else if level() >= Simd::Avx2 {
         // SAFETY: the features were just checked.
         return unsafe { dot_avx2(a, b) };
     }
@@ -103,10 +106,10 @@ pub fn attend(g: &Group, out: &mut [f32]) {
 /// ([`join_parts`]).
 pub fn attend_part(g: &Group, out: &mut [f32], stats: &mut [(f32, f32)]) {
     #[cfg(target_arch = "x86_64")]
-    if is_x86_feature_detected!("avx512f") {
+    if level() >= Simd::Avx512 {
         // SAFETY: the feature was just checked.
         return unsafe { attend_avx512(g, out, stats) };
-    } else if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+    } else if level() >= Simd::Avx2 {
         // SAFETY: the features were just checked.
         return unsafe { attend_avx2(g, out, stats) };
     }

@@ -21,8 +21,8 @@ use super::{Gemma, Layer, Logits};
 use crate::error::{Error, Result};
 
 /// Up to this many tokens a forward on the CPU backend in f32 runs fused with the row kernels;
-/// longer chunks (a prefill) run fused with the GEMM where the CPU has it (AVX-512), else
-/// through burn's graph.
+/// longer chunks (a prefill) run fused with the GEMM where the CPU has it (AVX-512 or AVX2),
+/// else through burn's graph.
 pub const FUSED_MAX_ROWS: usize = 24;
 
 /// One fused forward's position: the rows still computed and the first one's position.

@@ -14,12 +14,9 @@ use super::avx2::{self, f16_at, iq4_lookup, load32, nibbles};
 use super::{BLOCK, LO, QuantRow};
 use crate::loader::quant::GgmlType;
 
-/// Whether this CPU runs these kernels (std caches the answers).
+/// Whether this CPU runs these kernels (and `GEMMA_CHAT_SIMD` allows them).
 pub(super) fn available() -> bool {
-    avx2::available()
-        && is_x86_feature_detected!("avx512f")
-        && is_x86_feature_detected!("avx512bw")
-        && is_x86_feature_detected!("avx512vl")
+    super::simd::level() >= super::simd::Simd::Avx512
 }
 
 pub(super) fn dot(ty: GgmlType, w: &[u8], x: &QuantRow) -> f32 {

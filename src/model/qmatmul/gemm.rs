@@ -1,8 +1,8 @@
-//! The products of a prefill (many input rows) with AVX-512: each task dequantizes a panel of
-//! 32 weight rows once, packs it `[k][32]`, and runs a 14 × 32 register-blocked f32
-//! microkernel over every input row. Where the CPU lacks AVX-512 the caller keeps burn's
-//! matrix product on dequantized tiles (whose kernel is AVX2 at best). Exact f32 arithmetic:
-//! it differs from any other f32 GEMM only in the order of the additions.
+//! The products of a prefill (many input rows): each task dequantizes a panel of weight rows
+//! once, packs it `[k][NR]`, and runs a register-blocked f32 microkernel over every input row
+//! (packed once, `[k][MR]` per block of rows): 14 × 32 with AVX-512, 6 × 16 with AVX2 + FMA.
+//! Without either the caller keeps burn's matrix product on dequantized tiles. Exact f32
+//! arithmetic: it differs from any other f32 GEMM only in the order of the additions.
 
 #![allow(unsafe_code)]
 
@@ -10,20 +10,49 @@ use std::arch::x86_64::*;
 use std::ops::Range;
 use std::sync::{Mutex, OnceLock, PoisonError};
 
-use super::{QMatrix, avx512, team};
+use super::{QMatrix, avx2, avx512, team};
 
-/// Weight rows per panel: two 16-lane registers.
-const NR: usize = 32;
-/// Input rows per microkernel call: 14 × 2 accumulators, two weight registers, one broadcast.
-const MR: usize = 14;
+/// A microkernel and its block: `mr` input rows against a panel of `nr` weight rows.
+#[derive(Clone, Copy)]
+struct Micro {
+    mr: usize,
+    nr: usize,
+    /// `(panel [k][nr], inputs [k][mr], k, out [mr][nr])`.
+    run: unsafe fn(&[f32], &[f32], usize, &mut [f32]),
+}
+
+/// 14 × 2 accumulators of 16 lanes, two weight registers, one broadcast: 31 of 32 registers.
+const AVX512: Micro = Micro {
+    mr: 14,
+    nr: 32,
+    run: block512,
+};
+
+/// 6 × 2 accumulators of 8 lanes, two weight registers, one broadcast: 15 of 16 registers.
+const AVX2: Micro = Micro {
+    mr: 6,
+    nr: 16,
+    run: block256,
+};
+
+/// The best microkernel this CPU runs.
+fn micro() -> Option<Micro> {
+    if avx512::available() {
+        Some(AVX512)
+    } else if avx2::available() {
+        Some(AVX2)
+    } else {
+        None
+    }
+}
 
 /// Whether this CPU runs the GEMM.
 pub fn available() -> bool {
-    avx512::available()
+    micro().is_some()
 }
 
 /// `x · Wᵀ` for `t` input rows of `cols` values (`t × rows` values, row-major), or `None`
-/// where this CPU has no AVX-512.
+/// where this CPU has neither AVX-512 nor AVX2.
 pub fn gemm(m: &QMatrix, x: &[f32], t: usize) -> Option<Vec<f32>> {
     available().then(|| {
         gemm_with(m.rows, m.cols, x, t, &|rows, dst| {
@@ -37,7 +66,7 @@ pub fn gemm(m: &QMatrix, x: &[f32], t: usize) -> Option<Vec<f32>> {
 /// into `dst`: `t × n` values.
 ///
 /// # Panics
-/// Where this CPU has no AVX-512 (check [`available`]).
+/// Where [`available`] is false.
 pub fn gemm_with(
     n: usize,
     k: usize,
@@ -45,44 +74,62 @@ pub fn gemm_with(
     t: usize,
     fill: &(dyn Fn(Range<usize>, &mut [f32]) + Sync),
 ) -> Vec<f32> {
-    assert!(available(), "the GEMM needs AVX-512");
+    gemm_on(
+        micro().expect("the GEMM needs AVX2 or AVX-512"),
+        n,
+        k,
+        x,
+        t,
+        fill,
+    )
+}
+
+fn gemm_on(
+    micro: Micro,
+    n: usize,
+    k: usize,
+    x: &[f32],
+    t: usize,
+    fill: &(dyn Fn(Range<usize>, &mut [f32]) + Sync),
+) -> Vec<f32> {
+    let Micro { mr, nr, run } = micro;
     assert_eq!(x.len(), t * k, "input is not t × k");
-    // The input once in blocks of MR rows, each `[k][MR]` (rows past `t` zero), so that the
+    // The input once in blocks of mr rows, each `[k][mr]` (rows past `t` zero), so that the
     // microkernel reads both operands sequentially; packed on the team, a block per task.
-    let blocks = t.div_ceil(MR);
-    let mut xpack = vec![0f32; blocks * k * MR];
+    let blocks = t.div_ceil(mr);
+    let mut xpack = vec![0f32; blocks * k * mr];
     {
-        let slots: Vec<Mutex<&mut [f32]>> = xpack.chunks_mut(k * MR).map(Mutex::new).collect();
+        let slots: Vec<Mutex<&mut [f32]>> = xpack.chunks_mut(k * mr).map(Mutex::new).collect();
         team().run(blocks, &|b| {
             let mut dst = slots[b].lock().unwrap_or_else(PoisonError::into_inner);
-            for (r, row) in x[b * MR * k..((b + 1) * MR).min(t) * k]
+            for (r, row) in x[b * mr * k..((b + 1) * mr).min(t) * k]
                 .chunks_exact(k)
                 .enumerate()
             {
                 for (kk, &v) in row.iter().enumerate() {
-                    dst[kk * MR + r] = v;
+                    dst[kk * mr + r] = v;
                 }
             }
         });
     }
-    let panels = n.div_ceil(NR);
+    let panels = n.div_ceil(nr);
     let parts: Vec<OnceLock<Vec<f32>>> = (0..panels).map(|_| OnceLock::new()).collect();
     team().run(panels, &|p| {
-        let (r0, r1) = (p * NR, ((p + 1) * NR).min(n));
+        let (r0, r1) = (p * nr, ((p + 1) * nr).min(n));
         let mut w = vec![0f32; (r1 - r0) * k];
         fill(r0..r1, &mut w);
-        let mut packed = vec![0f32; k * NR];
+        let mut packed = vec![0f32; k * nr];
         for (j, row) in w.chunks_exact(k).enumerate() {
             for (kk, &v) in row.iter().enumerate() {
-                packed[kk * NR + j] = v;
+                packed[kk * nr + j] = v;
             }
         }
-        let mut out = vec![0f32; blocks * MR * NR];
-        for (b, o) in out.chunks_exact_mut(MR * NR).enumerate() {
-            let xb = &xpack[b * k * MR..(b + 1) * k * MR];
-            // SAFETY: AVX-512 was checked above; the slices have the sizes `block` reads and
-            // writes.
-            unsafe { block(&packed, xb, k, o) };
+        let mut out = vec![0f32; blocks * mr * nr];
+        for (b, o) in out.chunks_exact_mut(mr * nr).enumerate() {
+            let xb = &xpack[b * k * mr..(b + 1) * k * mr];
+            // SAFETY: `micro()` checked the CPU for this kernel; the slices have the sizes it
+            // reads and writes.
+            unsafe { run(&packed, xb, k, o) };
         }
         let _ = parts[p].set(out);
     });
@@ -95,9 +142,9 @@ pub fn gemm_with(
             let mut dst = slots[c].lock().unwrap_or_else(PoisonError::into_inner);
             for (p, part) in parts.iter().enumerate() {
                 let part = part.get().expect("every panel ran");
-                let (r0, r1) = (p * NR, ((p + 1) * NR).min(n));
+                let (r0, r1) = (p * nr, ((p + 1) * nr).min(n));
                 for (i, row) in dst.chunks_exact_mut(n).enumerate() {
-                    let from = (c * per + i) * NR;
+                    let from = (c * per + i) * nr;
                     row[r0..r1].copy_from_slice(&part[from..from + r1 - r0]);
                 }
             }
@@ -106,10 +153,12 @@ pub fn gemm_with(
     y
 }
 
-/// MR packed input rows (`[k][MR]`) against one packed panel (`[k][NR]`), accumulated in
-/// registers over all of `k`: `out` gets `MR × NR` values.
+/// 14 packed input rows (`[k][14]`) against one packed panel (`[k][32]`), accumulated in
+/// registers over all of `k`: `out` gets `14 × 32` values.
 #[target_feature(enable = "avx512f")]
-unsafe fn block(packed: &[f32], xb: &[f32], k: usize, out: &mut [f32]) {
+unsafe fn block512(packed: &[f32], xb: &[f32], k: usize, out: &mut [f32]) {
+    const MR: usize = AVX512.mr;
+    const NR: usize = AVX512.nr;
     assert!(packed.len() >= k * NR && xb.len() >= k * MR && out.len() >= MR * NR);
     let mut acc = [[_mm512_setzero_ps(); 2]; MR];
     let (pp, xp) = (packed.as_ptr(), xb.as_ptr());
@@ -131,6 +180,79 @@ unsafe fn block(packed: &[f32], xb: &[f32], k: usize, out: &mut [f32]) {
         unsafe {
             _mm512_storeu_ps(o.as_mut_ptr(), a[0]);
             _mm512_storeu_ps(o.as_mut_ptr().add(16), a[1]);
+        }
+    }
+}
+
+/// 6 packed input rows (`[k][6]`) against one packed panel (`[k][16]`), as [`block512`].
+#[target_feature(enable = "avx2,fma")]
+unsafe fn block256(packed: &[f32], xb: &[f32], k: usize, out: &mut [f32]) {
+    const MR: usize = AVX2.mr;
+    const NR: usize = AVX2.nr;
+    assert!(packed.len() >= k * NR && xb.len() >= k * MR && out.len() >= MR * NR);
+    let mut acc = [[_mm256_setzero_ps(); 2]; MR];
+    let (pp, xp) = (packed.as_ptr(), xb.as_ptr());
+    for kk in 0..k {
+        // SAFETY: kk < k: the two registers at kk·NR lie inside `packed` and the MR values at
+        // kk·MR inside `xb` (checked above).
+        unsafe {
+            let b0 = _mm256_loadu_ps(pp.add(kk * NR));
+            let b1 = _mm256_loadu_ps(pp.add(kk * NR + 8));
+            for (r, a) in acc.iter_mut().enumerate() {
+                let v = _mm256_set1_ps(*xp.add(kk * MR + r));
+                a[0] = _mm256_fmadd_ps(v, b0, a[0]);
+                a[1] = _mm256_fmadd_ps(v, b1, a[1]);
+            }
+        }
+    }
+    for (a, o) in acc.iter().zip(out.chunks_exact_mut(NR)) {
+        // SAFETY: `o` holds NR = 16 values.
+        unsafe {
+            _mm256_storeu_ps(o.as_mut_ptr(), a[0]);
+            _mm256_storeu_ps(o.as_mut_ptr().add(8), a[1]);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Both microkernels against the f64 product, on shapes that leave partial blocks and
+    /// panels.
+    #[test]
+    fn each_microkernel_gives_the_product() {
+        let (n, k, t) = (45, 70, 31);
+        let w: Vec<f32> = (0..n * k)
+            .map(|i| ((i * 7919) % 113) as f32 / 50.0 - 1.1)
+            .collect();
+        let x: Vec<f32> = (0..t * k)
+            .map(|i| ((i * 104729) % 97) as f32 / 40.0 - 1.2)
+            .collect();
+        let fill = |rows: Range<usize>, dst: &mut [f32]| {
+            dst.copy_from_slice(&w[rows.start * k..rows.end * k]);
+        };
+        let mut micros = Vec::new();
+        if avx512::available() {
+            micros.push(("avx512", AVX512));
+        }
+        if avx2::available() {
+            micros.push(("avx2", AVX2));
+        }
+        for (name, m) in micros {
+            let y = gemm_on(m, n, k, &x, t, &fill);
+            for i in 0..t {
+                for j in 0..n {
+                    let want: f64 = (0..k)
+                        .map(|kk| x[i * k + kk] as f64 * w[j * k + kk] as f64)
+                        .sum();
+                    let got = y[i * n + j] as f64;
+                    assert!(
+                        (got - want).abs() < 1e-4,
+                        "{name} [{i}, {j}]: {got} vs {want}"
+                    );
+                }
+            }
         }
     }
 }

@@ -18,6 +18,7 @@ mod avx512;
 mod gemm;
 mod scalar;
 mod scalar_k;
+pub mod simd;
 mod team;
 
 use std::ops::Range;
@@ -192,8 +193,8 @@ impl QMatrix {
         out
     }
 
-    /// `x · Wᵀ` for many input rows (a prefill) with the AVX-512 GEMM: `t × rows` values,
-    /// row-major, or `None` where the CPU lacks AVX-512.
+    /// `x · Wᵀ` for many input rows (a prefill) with the packed GEMM: `t × rows` values,
+    /// row-major, or `None` where the CPU has neither AVX-512 nor AVX2.
     pub fn gemm(&self, x: &[f32], t: usize) -> Option<Vec<f32>> {
         #[cfg(target_arch = "x86_64")]
         return gemm::gemm(self, x, t);
@@ -307,7 +308,8 @@ fn prefetch(bytes: &[u8], from: usize, len: usize) {
     let _ = (bytes, from, len);
 }
 
-/// Whether the prefill GEMM ([`gemm_with`], [`QMatrix::gemm`]) runs on this CPU (AVX-512).
+/// Whether the prefill GEMM ([`gemm_with`], [`QMatrix::gemm`]) runs on this CPU (AVX-512 or
+/// AVX2).
 pub fn gemm_available() -> bool {
     #[cfg(target_arch = "x86_64")]
     return gemm::available();
@@ -331,7 +333,7 @@ pub fn gemm_with(
     #[cfg(not(target_arch = "x86_64"))]
     {
         let _ = (n, k, x, t, fill);
-        panic!("the GEMM needs AVX-512")
+        panic!("the GEMM needs AVX2 or AVX-512")
     }
 }
 

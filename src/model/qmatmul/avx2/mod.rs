@@ -14,11 +14,9 @@ use std::arch::x86_64::*;
 use super::{BLOCK, LO, QuantRow};
 use crate::loader::quant::{GgmlType, IQ4_VALUES};
 
-/// Whether this CPU runs these kernels (checked once; std caches the answer).
+/// Whether this CPU runs these kernels (and `GEMMA_CHAT_SIMD` allows them).
 pub(super) fn available() -> bool {
-    is_x86_feature_detected!("avx2")
-        && is_x86_feature_detected!("fma")
-        && is_x86_feature_detected!("f16c")
+    super::simd::level() >= super::simd::Simd::Avx2
 }
 
 pub(super) fn dot(ty: GgmlType, w: &[u8], x: &QuantRow) -> f32 {
