@@ -6,12 +6,18 @@
 #   scripts/llama-cpp.sh            # → ~/.cache/gemma-chat/llama.cpp-0.3.36/bin
 #
 # Built with -DGGML_NATIVE=OFF and the SIMD flags /proc/cpuinfo lists: a native build dies with
-# SIGILL on hosts that report AMX. GEMMA_CHAT_PEERS moves the cache.
+# SIGILL on hosts that report AMX. GEMMA_CHAT_PEERS moves the cache. LLAMA_SIMD=avx2 builds (into
+# a directory of its own) the peer an AVX2-only CPU runs: the flags up to AVX2, FMA and F16C.
 set -euo pipefail
 VERSION=0.3.36
 SHA256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
 CACHE="${GEMMA_CHAT_PEERS:-${XDG_CACHE_HOME:-$HOME/.cache}/gemma-chat}"
-DIR="$CACHE/llama.cpp-$VERSION"
+SIMD="${LLAMA_SIMD:-native}"
+case "$SIMD" in
+  native) DIR="$CACHE/llama.cpp-$VERSION" ;;
+  avx2) DIR="$CACHE/llama.cpp-$VERSION-avx2" ;;
+  *) echo "LLAMA_SIMD must be avx2 (or unset)" >&2; exit 2 ;;
+esac
 BIN="$DIR/bin"
 if [ -x "$BIN/llama-quantize" ] && [ -x "$BIN/llama-bench" ]; then
   echo "$BIN"
@@ -29,7 +35,7 @@ if ! echo "$SHA256  $SDIST" | sha256sum -c --status 2>/dev/null; then
   echo "$SHA256  $SDIST.part" | sha256sum -c --status || { echo "checksum mismatch: $URL" >&2; exit 1; }
   mv "$SDIST.part" "$SDIST"
 fi
-SRC="$DIR/src"
+SRC="$CACHE/llama.cpp-$VERSION/src"
 if [ ! -f "$SRC/CMakeLists.txt" ]; then
   rm -rf "$SRC" && mkdir -p "$SRC"
   tar xzf "$SDIST" -C "$SRC" --strip-components=3 "llama_cpp_python-$VERSION/vendor/llama.cpp"
@@ -48,11 +54,13 @@ has() { [[ " $cpu " == *" $1 "* ]]; }
 has avx2 && flags+=(-DGGML_AVX2=ON)
 has fma && flags+=(-DGGML_FMA=ON)
 has f16c && flags+=(-DGGML_F16C=ON)
-has avx512f && flags+=(-DGGML_AVX512=ON)
-has avx512_vnni && flags+=(-DGGML_AVX512_VNNI=ON)
-has avx512_bf16 && flags+=(-DGGML_AVX512_BF16=ON)
-has avx512vbmi && flags+=(-DGGML_AVX512_VBMI=ON)
-has avx_vnni && flags+=(-DGGML_AVX_VNNI=ON)
+if [ "$SIMD" = native ]; then
+  has avx512f && flags+=(-DGGML_AVX512=ON)
+  has avx512_vnni && flags+=(-DGGML_AVX512_VNNI=ON)
+  has avx512_bf16 && flags+=(-DGGML_AVX512_BF16=ON)
+  has avx512vbmi && flags+=(-DGGML_AVX512_VBMI=ON)
+  has avx_vnni && flags+=(-DGGML_AVX_VNNI=ON)
+fi
 echo "== building llama.cpp $VERSION: ${flags[*]}" >&2
 "$CMAKE" -S "$SRC" -B "$DIR/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF "${flags[@]}" \
   -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \

@@ -15,12 +15,12 @@
 //!
 //! | I want to… | Go to |
 //! |---|---|
-//! | fix a numerical bug in a layer | `model/*.rs` |
+//! | fix a numerical bug in a layer | `model/*.rs` (burn's graph: GPUs, the reference), and `model/fused/` (the CPU's fused host step) |
 //! | support a new checkpoint naming or format | `loader/*.rs` |
-//! | add a GGML type, or speed up its products | `loader/quant.rs` (layout) → `model/qmatmul/` |
+//! | add a GGML type, or speed up its products | `loader/quant.rs` (layout) → `model/qmatmul/` (row kernels per SIMD level, `gemm.rs` for prefill, `team.rs` threads) |
 //! | change how a config.json is read | `model/config.rs` |
 //! | change temperature, top-p or other sampling | `sampling.rs` |
-//! | fix history reuse, rewinds or memory across tabs | `engine/session.rs`, `model/kv_cache.rs` |
+//! | fix history reuse, rewinds or memory across tabs | `engine/session.rs`, `model/kv_cache/` |
 //! | fix streaming, stop or tab scheduling | `engine/worker.rs`, `engine/turn.rs` |
 //! | change a key or add an action | `config/default.toml` → `app/action.rs` → `app/mod.rs` |
 //! | change how a message looks | `app/markdown.rs`, `ui/transcript.rs`, `ui/theme.rs` |

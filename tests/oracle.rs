@@ -46,7 +46,8 @@ fn logits_match_transformers() {
         assert!(r.prompt.len() > lm.model.config().sliding_window);
         // Every path is held to transformers: the fused host step on chunks of 8 (decode
         // steps, short turns: the row kernels) and on the whole prompt at once (a prefill: the
-        // GEMM where the CPU has AVX-512, else burn's graph), and burn's graph (the GPU path).
+        // GEMM where the CPU has AVX2 or AVX-512, else burn's graph), and burn's graph (the
+        // GPU path).
         assert!(r.prompt.len() > FUSED_MAX_ROWS && 8 <= FUSED_MAX_ROWS);
         for (path, chunk, fused) in [
             ("fused, chunks of 8", 8, true),
