@@ -133,10 +133,11 @@ impl Gemma {
         pos: usize,
         logits: Logits,
     ) -> Result<Option<Tensor<2>>> {
-        // On the CPU the whole step runs on a worker of the thread pool: the host kernels'
-        // parallel loops then start on a running thread instead of waking one and parking the
-        // caller, which cost more than a small matrix's product.
-        if self.host {
+        // burn's graph on the CPU runs on a worker of the thread pool: its parallel loops then
+        // start on a running thread instead of waking one and parking the caller, which cost
+        // more than a small matrix's product. The fused step runs here, with the kernels' own
+        // thread team.
+        if self.host && !self.fused(ids.len()) {
             rayon::scope(|_| self.forward_on(ids, cache, pos, logits))
         } else {
             self.forward_on(ids, cache, pos, logits)

@@ -1,10 +1,11 @@
-//! The fused host step: a forward of a few tokens (a decode step, a short turn) on the CPU
-//! backend in f32, layer by layer on plain vectors, with no tensor op between the matrix
+//! The fused host step: a forward on the CPU backend in f32 (a decode step, a short turn, a
+//! prefill chunk), layer by layer on plain vectors, with no tensor op between the matrix
 //! products: norms, RoPE, attention over the host cache, GeGLU, the MoE routing and the
 //! per-layer embeddings are loops over the rows, and each group of products (q/k/v, gate/up)
-//! is one parallel pass of the `qmatmul` kernels. The burn graph in `model/` stays the
-//! definition (and the GPU path, and long prefills); this one computes the same function and
-//! the oracle tests hold both to it.
+//! is one pass of the `qmatmul` kernels on their thread team (the GEMM for long chunks). The
+//! burn graph in `model/` stays the definition (and the GPU path, and long chunks on a CPU with
+//! neither AVX2 nor AVX-512); this one computes the same function and the oracle tests hold
+//! both to it.
 
 mod attention;
 mod math;
