@@ -20,6 +20,8 @@ mod scalar;
 mod scalar_k;
 pub mod simd;
 mod team;
+#[cfg(target_arch = "x86_64")]
+mod vnni;
 
 use std::ops::Range;
 
@@ -55,7 +57,9 @@ impl std::fmt::Debug for QMatrix {
 ///
 /// Each block of 32 values is `d · (q + lo / 32768)`: two i16 digits per value, so that the
 /// integer kernels keep about 30 bits of the input (one i16 alone kept 15, and moved the logits
-/// of a quantized model by 1e-3 from the exact result).
+/// of a quantized model by 1e-3 from the exact result). The same values are also held with one
+/// scale per 256 ([`QuantRow::q256`]): the super-block types' VNNI kernels sum a whole
+/// super-block in integers before one conversion.
 #[derive(Debug, Clone)]
 pub struct QuantRow {
     /// The values as given.
@@ -68,38 +72,63 @@ pub struct QuantRow {
     pub d: Vec<f32>,
     /// `Σ x / d` over each 16 values (for the types' offsets and minimums).
     pub sum16: Vec<f32>,
+    /// The digits with one scale per 256 values ([`SUPER`]), zero-padded to whole 256s.
+    pub q256: Vec<i16>,
+    /// See [`QuantRow::q256`].
+    pub lo256: Vec<i16>,
+    /// The scale of each 256 values.
+    pub d256: Vec<f32>,
+    /// `Σ x / d256` over each 32 values.
+    pub sum32: Vec<f32>,
 }
 
 /// The weight of one unit of [`QuantRow::lo`].
 pub const LO: f32 = 1.0 / 32768.0;
 
+/// Values per super-block of the K and IQ4_XS types.
+pub const SUPER: usize = 256;
+
+/// Two i16 digits per value with one scale per `per` values, and the sums of `x / d` over each
+/// `sum_every` values: `(q, lo, d, sums)`, zero-padded to whole blocks of `per`.
+type Digits = (Vec<i16>, Vec<i16>, Vec<f32>, Vec<f32>);
+
+fn digits(x: &[f32], per: usize, sum_every: usize) -> Digits {
+    let blocks = x.len().div_ceil(per);
+    let mut q = vec![0i16; blocks * per];
+    let mut lo = vec![0i16; blocks * per];
+    let mut d = Vec::with_capacity(blocks);
+    let mut sums = vec![0f64; blocks * per / sum_every];
+    for (b, xb) in x.chunks(per).enumerate() {
+        let amax = xb.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let scale = amax / 32767.0;
+        let inv = if scale > 0.0 { 1.0 / scale as f64 } else { 0.0 };
+        for (i, &xv) in xb.iter().enumerate() {
+            let u = xv as f64 * inv;
+            let hi = u.round().clamp(-32767.0, 32767.0);
+            q[b * per + i] = hi as i16;
+            lo[b * per + i] = ((u - hi) * 32768.0).round().clamp(-32767.0, 32767.0) as i16;
+            sums[(b * per + i) / sum_every] += u;
+        }
+        d.push(scale);
+    }
+    (q, lo, d, sums.into_iter().map(|v| v as f32).collect())
+}
+
 impl QuantRow {
     /// Quantizes `x`; a last partial block is padded with zeros.
     pub fn new(x: &[f32]) -> Self {
-        let blocks = x.len().div_ceil(BLOCK);
-        let mut q = vec![0i16; blocks * BLOCK];
-        let mut lo = vec![0i16; blocks * BLOCK];
-        let mut d = Vec::with_capacity(blocks);
-        let mut sum16 = vec![0f64; blocks * 2];
-        for (b, xb) in x.chunks(BLOCK).enumerate() {
-            let amax = xb.iter().fold(0f32, |m, v| m.max(v.abs()));
-            let scale = amax / 32767.0;
-            let inv = if scale > 0.0 { 1.0 / scale as f64 } else { 0.0 };
-            for (i, &xv) in xb.iter().enumerate() {
-                let u = xv as f64 * inv;
-                let hi = u.round().clamp(-32767.0, 32767.0);
-                q[b * BLOCK + i] = hi as i16;
-                lo[b * BLOCK + i] = ((u - hi) * 32768.0).round().clamp(-32767.0, 32767.0) as i16;
-                sum16[2 * b + i / 16] += u;
-            }
-            d.push(scale);
-        }
+        let (q, lo, d, sum16) = digits(x, BLOCK, 16);
+        let (q256, lo256, d256, sum32) = digits(x, SUPER, BLOCK);
         Self {
             x: x.to_vec(),
             q,
             lo,
             d,
-            sum16: sum16.into_iter().map(|v| v as f32).collect(),
+            sum16,
+            q256,
+            lo256,
+            d256,
+            sum32,
         }
     }
 }
@@ -350,6 +379,9 @@ pub fn kernels() -> Vec<(&'static str, Dot)> {
     let mut found: Vec<(&'static str, Dot)> = Vec::new();
     #[cfg(target_arch = "x86_64")]
     {
+        if vnni::available() {
+            found.push(("avx512-vnni", vnni::dot));
+        }
         if avx512::available() {
             found.push(("avx512", avx512::dot));
         }

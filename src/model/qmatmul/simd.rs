@@ -1,6 +1,6 @@
 //! The SIMD level the host kernels run at: the best this CPU has, capped by the environment
-//! variable `GEMMA_CHAT_SIMD` (`avx2` or `scalar`), so that one machine can measure and test
-//! what an older CPU runs. Read once.
+//! variable `GEMMA_CHAT_SIMD` (`avx512`, `avx2` or `scalar`), so that one machine can measure
+//! and test what an older CPU runs. Read once.
 
 use std::sync::OnceLock;
 
@@ -13,6 +13,8 @@ pub enum Simd {
     Avx2,
     /// AVX-512 F, BW and VL (with AVX2, FMA and F16C).
     Avx512,
+    /// The same with VNNI (`vpdpwssd`).
+    Avx512Vnni,
 }
 
 impl Simd {
@@ -22,6 +24,7 @@ impl Simd {
             Simd::Scalar => "scalar",
             Simd::Avx2 => "avx2",
             Simd::Avx512 => "avx512",
+            Simd::Avx512Vnni => "avx512-vnni",
         }
     }
 }
@@ -33,7 +36,8 @@ pub fn level() -> Simd {
         let cap = match std::env::var("GEMMA_CHAT_SIMD").as_deref() {
             Ok("scalar") => Simd::Scalar,
             Ok("avx2") => Simd::Avx2,
-            _ => Simd::Avx512,
+            Ok("avx512") => Simd::Avx512,
+            _ => Simd::Avx512Vnni,
         };
         detected().min(cap)
     })
@@ -49,9 +53,11 @@ fn detected() -> Simd {
         let avx512 = is_x86_feature_detected!("avx512f")
             && is_x86_feature_detected!("avx512bw")
             && is_x86_feature_detected!("avx512vl");
-        match (avx2, avx512) {
-            (true, true) => Simd::Avx512,
-            (true, false) => Simd::Avx2,
+        let vnni = is_x86_feature_detected!("avx512vnni");
+        match (avx2, avx512, vnni) {
+            (true, true, true) => Simd::Avx512Vnni,
+            (true, true, false) => Simd::Avx512,
+            (true, false, _) => Simd::Avx2,
             _ => Simd::Scalar,
         }
     }

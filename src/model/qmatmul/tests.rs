@@ -258,3 +258,33 @@ fn ragged_sizes_are_refused() {
     assert!(QMatrix::new(GgmlType::Q8_0, 2, 32, b(68)).is_some());
     assert!(QMatrix::new(GgmlType::F16, 3, 24, b(144)).is_some());
 }
+
+/// The largest integer sums the kernels can meet: every code and sub-scale at its largest
+/// magnitude with the same sign, against inputs at full scale (the VNNI kernels sum a whole
+/// super-block in i32: this is where they would overflow).
+#[test]
+fn the_largest_super_block_sums_do_not_overflow() {
+    let one = half::f16::from_f32(1.0).to_le_bytes();
+    // Q6_K: codes 0 (value −32) and every i8 scale −128: each value is 4096.
+    let mut q6 = vec![0u8; 210];
+    q6[192..208].fill(0x80);
+    q6[208..210].copy_from_slice(&one);
+    // Q5_K: codes 31 and every 6-bit scale 63, minimums 0.
+    let mut q5 = vec![0u8; 176];
+    q5[0..2].copy_from_slice(&one);
+    q5[4..8].fill(0xFF);
+    q5[12..16].fill(0x0F);
+    q5[16..176].fill(0xFF);
+    for (ty, block) in [(GgmlType::Q6_K, q6), (GgmlType::Q5_K, q5)] {
+        let data: Vec<u8> = block
+            .iter()
+            .copied()
+            .cycle()
+            .take(block.len() * 2)
+            .collect();
+        let m = QMatrix::new(ty, 1, 512, Bytes::owned(data)).expect("whole blocks");
+        for sign in [1.0f32, -1.0] {
+            check_products(&m, &[sign * 3e4; 512], 1, "largest sums");
+        }
+    }
+}

@@ -14,7 +14,7 @@ use crate::loader::quant::{iq4_xs_scale, q3_k_scales};
 
 /// Bytes where bit `bit` of `v`'s bytes is set: 0xFF, else 0.
 #[target_feature(enable = "avx2,fma,f16c")]
-fn bit_set(v: __m256i, bit: u32) -> __m256i {
+pub(in super::super) fn bit_set(v: __m256i, bit: u32) -> __m256i {
     let m = _mm256_set1_epi8((1u8 << bit) as i8);
     _mm256_cmpeq_epi8(_mm256_and_si256(v, m), m)
 }
