@@ -11,8 +11,8 @@
 
 use std::arch::x86_64::*;
 
-use super::avx2::kquants::bit_set;
-use super::avx2::{f16_at, load32};
+use super::avx2::f16_at;
+use super::avx2::kquants::{k_codes, q6_codes};
 use super::scalar_k::scale_min;
 use super::{LO, QuantRow, SUPER, avx512, simd};
 use crate::loader::quant::GgmlType;
@@ -59,31 +59,14 @@ fn join(hi: __m512i, lo: __m512i) -> __m512 {
 unsafe fn k_blocks(w: &[u8], bytes: usize, x: &QuantRow, fifth: bool) -> f32 {
     let mut acc = _mm512_setzero_ps();
     let mut mins = 0f32;
-    let m4 = _mm256_set1_epi8(0x0F);
-    let sixteen = _mm256_set1_epi8(0x10);
     for (sb, blk) in w.chunks_exact(bytes).enumerate() {
         let (d, dmin) = (f16_at(blk, 0), f16_at(blk, 2));
         let scales = &blk[4..16];
-        let (qh, qs) = if fifth {
-            (unsafe { load32(&blk[16..48]) }, &blk[48..176])
-        } else {
-            (_mm256_setzero_si256(), &blk[16..144])
-        };
         let (mut hi, mut lo) = (_mm512_setzero_si512(), _mm512_setzero_si512());
         let mut msum = 0f32;
         for n in 0..4 {
-            let q = unsafe { load32(&qs[32 * n..]) };
-            let halves = [
-                _mm256_and_si256(q, m4),
-                _mm256_and_si256(_mm256_srli_epi16::<4>(q), m4),
-            ];
-            for (half, low) in halves.into_iter().enumerate() {
+            for (half, codes) in unsafe { k_codes(blk, fifth, n) }.into_iter().enumerate() {
                 let j = 2 * n + half;
-                let codes = if fifth {
-                    _mm256_or_si256(low, _mm256_and_si256(bit_set(qh, j as u32), sixteen))
-                } else {
-                    low
-                };
                 let (sc, m) = scale_min(j, scales);
                 let c =
                     _mm512_mullo_epi16(_mm512_cvtepu8_epi16(codes), _mm512_set1_epi16(sc as i16));
@@ -104,8 +87,6 @@ unsafe fn k_blocks(w: &[u8], bytes: usize, x: &QuantRow, fifth: bool) -> f32 {
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 unsafe fn q6_k(w: &[u8], x: &QuantRow) -> f32 {
     let mut acc = _mm512_setzero_ps();
-    let m4 = _mm256_set1_epi8(0x0F);
-    let m30 = _mm256_set1_epi8(0x30);
     let m32 = _mm256_set1_epi8(32);
     for (sb, blk) in w.chunks_exact(210).enumerate() {
         let d = f16_at(blk, 208);
@@ -113,27 +94,7 @@ unsafe fn q6_k(w: &[u8], x: &QuantRow) -> f32 {
         let mut sums = [(_mm512_setzero_si512(), _mm512_setzero_si512()); 2];
         for (h, (hi, lo)) in sums.iter_mut().enumerate() {
             unsafe {
-                let ql0 = load32(&blk[h * 64..]);
-                let ql1 = load32(&blk[h * 64 + 32..]);
-                let qh = load32(&blk[128 + h * 32..]);
-                let codes = [
-                    _mm256_or_si256(
-                        _mm256_and_si256(ql0, m4),
-                        _mm256_and_si256(_mm256_slli_epi16::<4>(qh), m30),
-                    ),
-                    _mm256_or_si256(
-                        _mm256_and_si256(ql1, m4),
-                        _mm256_and_si256(_mm256_slli_epi16::<2>(qh), m30),
-                    ),
-                    _mm256_or_si256(
-                        _mm256_and_si256(_mm256_srli_epi16::<4>(ql0), m4),
-                        _mm256_and_si256(qh, m30),
-                    ),
-                    _mm256_or_si256(
-                        _mm256_and_si256(_mm256_srli_epi16::<4>(ql1), m4),
-                        _mm256_and_si256(_mm256_srli_epi16::<2>(qh), m30),
-                    ),
-                ];
+                let codes = q6_codes(blk, h);
                 for (k, c) in codes.into_iter().enumerate() {
                     // Signed values −32..31, each 16 times its 16-value group's i8 scale.
                     let c = _mm512_cvtepi8_epi16(_mm256_sub_epi8(c, m32));

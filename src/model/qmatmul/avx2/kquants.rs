@@ -31,6 +31,63 @@ unsafe fn two_bit_planes(qs: &[u8]) -> [__m256i; 4] {
     ]
 }
 
+/// The unsigned codes (0..15, or 0..31 with `fifth` for Q5_K) of sub-blocks `2n` and `2n + 1`
+/// (32 values each) of a Q4_K or Q5_K super-block.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(in super::super) unsafe fn k_codes(blk: &[u8], fifth: bool, n: usize) -> [__m256i; 2] {
+    let m4 = _mm256_set1_epi8(0x0F);
+    let qs = if fifth { &blk[48..176] } else { &blk[16..144] };
+    // SAFETY: 32-byte loads, bounds-checked in `load32`.
+    let q = unsafe { load32(&qs[32 * n..]) };
+    let mut out = [
+        _mm256_and_si256(q, m4),
+        _mm256_and_si256(_mm256_srli_epi16::<4>(q), m4),
+    ];
+    if fifth {
+        // SAFETY: as above.
+        let qh = unsafe { load32(&blk[16..48]) };
+        let sixteen = _mm256_set1_epi8(0x10);
+        for (half, c) in out.iter_mut().enumerate() {
+            let bit = (2 * n + half) as u32;
+            *c = _mm256_or_si256(*c, _mm256_and_si256(bit_set(qh, bit), sixteen));
+        }
+    }
+    out
+}
+
+/// The unsigned 6-bit codes (0..63) of half `h` of a Q6_K super-block: four groups of 32.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(in super::super) unsafe fn q6_codes(blk: &[u8], h: usize) -> [__m256i; 4] {
+    let m4 = _mm256_set1_epi8(0x0F);
+    let m30 = _mm256_set1_epi8(0x30);
+    // SAFETY: 32-byte loads, bounds-checked in `load32`.
+    let (ql0, ql1, qh) = unsafe {
+        (
+            load32(&blk[h * 64..]),
+            load32(&blk[h * 64 + 32..]),
+            load32(&blk[128 + h * 32..]),
+        )
+    };
+    [
+        _mm256_or_si256(
+            _mm256_and_si256(ql0, m4),
+            _mm256_and_si256(_mm256_slli_epi16::<4>(qh), m30),
+        ),
+        _mm256_or_si256(
+            _mm256_and_si256(ql1, m4),
+            _mm256_and_si256(_mm256_slli_epi16::<2>(qh), m30),
+        ),
+        _mm256_or_si256(
+            _mm256_and_si256(_mm256_srli_epi16::<4>(ql0), m4),
+            _mm256_and_si256(qh, m30),
+        ),
+        _mm256_or_si256(
+            _mm256_and_si256(_mm256_srli_epi16::<4>(ql1), m4),
+            _mm256_and_si256(_mm256_srli_epi16::<2>(qh), m30),
+        ),
+    ]
+}
+
 /// Where a kernel accumulates `Σ scale · (codes · x)`: the SIMD width's part of a kernel.
 pub(in super::super) trait Acc: Sized {
     fn new() -> Self;
@@ -177,29 +234,13 @@ pub(in super::super) unsafe fn k_blocks<A: Acc>(
     unsafe {
         let mut acc = A::new();
         let mut mins = 0f32;
-        let m4 = _mm256_set1_epi8(0x0F);
-        let sixteen = _mm256_set1_epi8(0x10);
         for (sb, blk) in w.chunks_exact(bytes).enumerate() {
             let (d, dmin) = (f16_at(blk, 0), f16_at(blk, 2));
             let scales = &blk[4..16];
-            let (qh, qs) = if fifth {
-                (unsafe { load32(&blk[16..48]) }, &blk[48..176])
-            } else {
-                (_mm256_setzero_si256(), &blk[16..144])
-            };
+            // Plain loops: a closure here would not inherit the wrappers' target features.
             for n in 0..4 {
-                let q = unsafe { load32(&qs[32 * n..]) };
-                let halves = [
-                    _mm256_and_si256(q, m4),
-                    _mm256_and_si256(_mm256_srli_epi16::<4>(q), m4),
-                ];
-                for (half, low) in halves.into_iter().enumerate() {
+                for (half, codes) in k_codes(blk, fifth, n).into_iter().enumerate() {
                     let j = 2 * n + half;
-                    let codes = if fifth {
-                        _mm256_or_si256(low, _mm256_and_si256(bit_set(qh, j as u32), sixteen))
-                    } else {
-                        low
-                    };
                     let b = sb * 8 + j;
                     let (sc, m) = scale_min(j, scales);
                     // Codes 0..31 read the same as signed bytes.
@@ -250,34 +291,12 @@ pub(in super::super) unsafe fn q6_k_with<A: Acc>(w: &[u8], x: &QuantRow) -> f32 
     // whose callers checked the features; every load is bounds-checked.
     unsafe {
         let mut acc = A::new();
-        let m4 = _mm256_set1_epi8(0x0F);
-        let m30 = _mm256_set1_epi8(0x30);
         let m32 = _mm256_set1_epi8(32);
         for (sb, blk) in w.chunks_exact(210).enumerate() {
             let d = f16_at(blk, 208);
             for h in 0..2 {
                 unsafe {
-                    let ql0 = load32(&blk[h * 64..]);
-                    let ql1 = load32(&blk[h * 64 + 32..]);
-                    let qh = load32(&blk[128 + h * 32..]);
-                    let codes = [
-                        _mm256_or_si256(
-                            _mm256_and_si256(ql0, m4),
-                            _mm256_and_si256(_mm256_slli_epi16::<4>(qh), m30),
-                        ),
-                        _mm256_or_si256(
-                            _mm256_and_si256(ql1, m4),
-                            _mm256_and_si256(_mm256_slli_epi16::<2>(qh), m30),
-                        ),
-                        _mm256_or_si256(
-                            _mm256_and_si256(_mm256_srli_epi16::<4>(ql0), m4),
-                            _mm256_and_si256(qh, m30),
-                        ),
-                        _mm256_or_si256(
-                            _mm256_and_si256(_mm256_srli_epi16::<4>(ql1), m4),
-                            _mm256_and_si256(_mm256_srli_epi16::<2>(qh), m30),
-                        ),
-                    ];
+                    let codes = q6_codes(blk, h);
                     for (k, c) in codes.into_iter().enumerate() {
                         // Signed values −32..31: no offset to correct afterwards.
                         let c = _mm256_sub_epi8(c, m32);
