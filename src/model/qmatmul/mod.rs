@@ -115,10 +115,20 @@ fn digits(x: &[f32], per: usize, sum_every: usize) -> Digits {
 }
 
 impl QuantRow {
-    /// Quantizes `x`; a last partial block is padded with zeros.
+    /// Quantizes `x` in both forms; a last partial block is padded with zeros.
     pub fn new(x: &[f32]) -> Self {
+        Self::with_super(x, true)
+    }
+
+    /// Quantizes `x`, with the per-256 form only when `wide` (a product with a matrix whose
+    /// kernels read it: [`reads_super`]).
+    fn with_super(x: &[f32], wide: bool) -> Self {
         let (q, lo, d, sum16) = digits(x, BLOCK, 16);
-        let (q256, lo256, d256, sum32) = digits(x, SUPER, BLOCK);
+        let (q256, lo256, d256, sum32) = if wide {
+            digits(x, SUPER, BLOCK)
+        } else {
+            Default::default()
+        };
         Self {
             x: x.to_vec(),
             q,
@@ -253,7 +263,12 @@ pub fn matmul_many(ms: &[&QMatrix], x: &[f32], t: usize) -> Vec<Vec<f32>> {
         "matrices differ in columns"
     );
     assert_eq!(x.len(), t * cols, "input is not t × cols");
-    let xs: Vec<QuantRow> = x.chunks_exact(cols).map(QuantRow::new).collect();
+    // The per-256 form only where a kernel reads it: not on the decode step's other products.
+    let wide = ms.iter().any(|m| reads_super(m.ty));
+    let xs: Vec<QuantRow> = x
+        .chunks_exact(cols)
+        .map(|r| QuantRow::with_super(r, wide))
+        .collect();
     // Work in pieces of whole rows, a few per thread so that a slow core does not hold everyone
     // up; each piece computes its rows' `[rows_in_piece, t]` outputs.
     let team = team();
@@ -335,6 +350,11 @@ fn prefetch(bytes: &[u8], from: usize, len: usize) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (bytes, from, len);
+}
+
+/// Whether a type's kernels may read the inputs' per-256 form ([`QuantRow::q256`]).
+fn reads_super(ty: GgmlType) -> bool {
+    matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K)
 }
 
 /// Whether the prefill GEMM ([`gemm_with`], [`QMatrix::gemm`]) runs on this CPU (AVX-512 or

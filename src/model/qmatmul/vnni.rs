@@ -25,7 +25,9 @@ pub(super) fn available() -> bool {
 /// The AVX-512 kernels, with these for the types they cover.
 pub(super) fn dot(ty: GgmlType, w: &[u8], x: &QuantRow) -> f32 {
     // SAFETY: `available()` was checked by the caller; every kernel reads whole super-blocks of
-    // `w` (checked in `QMatrix::new`) and the matching values of `x`, padded to whole 256s.
+    // `w` (checked in `QMatrix::new`) and the matching values of `x`, padded to whole 256s (a
+    // product quantizes the per-256 form for these types: `reads_super` in `mod.rs`; without
+    // it the bounds-checked loads panic, they never read past it).
     unsafe {
         match ty {
             GgmlType::Q4_K => k_blocks(w, 144, x, false),
