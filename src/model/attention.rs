@@ -73,6 +73,21 @@ impl MaskCache {
 }
 
 impl Attention {
+    /// The projections a layer runs on its input, in order: q, then k and v unless the layer
+    /// reads a donor's cache (v absent with `attention_k_eq_v`).
+    pub(crate) fn projections(&self, spec: &LayerSpec) -> Vec<&Linear> {
+        let own_k = spec
+            .kv_donor
+            .is_none()
+            .then_some(self.k_proj.as_ref())
+            .flatten();
+        let own_v = own_k.and(self.v_proj.as_ref());
+        let mut projs = vec![&self.q_proj];
+        projs.extend(own_k);
+        projs.extend(own_v);
+        projs
+    }
+
     /// # Shapes
     /// - x: `[T, H]` (already normed) → `[T, H]`
     pub fn forward(&self, x: Tensor<2>, cache: &mut KvCache, a: &AttnInput) -> Tensor<2> {
@@ -83,17 +98,7 @@ impl Attention {
         let device = x.device();
 
         // q, k and v read the same input: one call runs them together.
-        let own_k = a
-            .spec
-            .kv_donor
-            .is_none()
-            .then_some(self.k_proj.as_ref())
-            .flatten();
-        let own_v = own_k.and(self.v_proj.as_ref());
-        let mut projs = vec![&self.q_proj];
-        projs.extend(own_k);
-        projs.extend(own_v);
-        let mut outs = Linear::forward_many(&projs, x).into_iter();
+        let mut outs = Linear::forward_many(&self.projections(a.spec), x).into_iter();
         let q = outs.next().expect("q").reshape([t, nh, hd]);
         let q = self.q_norm.forward(q).swap_dims(0, 1);
         let q = apply_rope(q, a.cos, a.sin);

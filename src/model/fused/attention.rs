@@ -9,7 +9,7 @@ use super::super::attention::Attention;
 use super::super::config::{AttnKind, LayerSpec};
 use super::super::kv_cache::KvCache;
 use super::super::qmatmul::{gemm_with, team};
-use super::math::{Group, Part, attend, attend_part, join_parts, norm_rows, rope, rope_row};
+use super::math::{Group, Part, attend, attend_part, join_parts, norm_rows, rope};
 use super::{FUSED_MAX_ROWS, Step, products};
 use crate::error::{Error, Result};
 
@@ -34,13 +34,12 @@ impl Step<'_> {
         let cfg = self.model.config();
         let (rows, hd) = (self.rows, spec.head_dim);
         let (nh, nkv) = (cfg.num_heads, spec.kv_heads);
-        let inv_freq = match spec.kind {
-            AttnKind::Sliding => &self.model.inv_freq_sliding,
-            AttnKind::Full => &self.model.inv_freq_full,
+        // The forward's tables for this kind, from the first row still computed.
+        let tables = match spec.kind {
+            AttnKind::Sliding => &self.rope.0,
+            AttnKind::Full => &self.rope.1,
         };
-        let tables: Vec<(Vec<f32>, Vec<f32>)> = (0..rows)
-            .map(|r| rope_row(inv_freq, self.q_start + r))
-            .collect();
+        let tables = &tables[self.q_start - self.pos..];
         let rotate = |x: &mut [f32]| {
             for (r, row) in x.chunks_exact_mut(x.len() / rows).enumerate() {
                 let (cos, sin) = &tables[r];
@@ -48,16 +47,7 @@ impl Step<'_> {
             }
         };
 
-        let own_k = spec
-            .kv_donor
-            .is_none()
-            .then_some(attn.k_proj.as_ref())
-            .flatten();
-        let own_v = own_k.and(attn.v_proj.as_ref());
-        let mut projs = vec![&attn.q_proj];
-        projs.extend(own_k);
-        projs.extend(own_v);
-        let mut outs = products(&projs, xn, rows).into_iter();
+        let mut outs = products(&attn.projections(spec), xn, rows).into_iter();
         let mut q = outs.next().expect("q");
         norm_rows(&attn.q_norm, &mut q, hd);
         rotate(&mut q);

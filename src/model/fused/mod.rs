@@ -14,7 +14,7 @@ pub(crate) use self::math::{dot, norm_rows};
 
 use burn::tensor::{Tensor, TensorData};
 
-use self::math::gelu_tanh;
+use self::math::{gelu_tanh, rope_row};
 use super::ffn::{Experts, Mlp, Moe};
 use super::ops::Linear;
 use super::qmatmul::{QMatrix, gemm_available, matmul_many};
@@ -31,7 +31,15 @@ struct Step<'a> {
     model: &'a Gemma,
     rows: usize,
     q_start: usize,
+    /// The forward's first position.
+    pos: usize,
+    /// cos and sin per position `pos..pos + T` (sliding layers, full layers): computed once
+    /// per forward, not per layer.
+    rope: RopeTables,
 }
+
+/// Half tables per position, for the sliding and the full layers' frequencies.
+type RopeTables = (Vec<(Vec<f32>, Vec<f32>)>, Vec<(Vec<f32>, Vec<f32>)>);
 
 /// The host matrix of a linear layer (on the CPU backend every one is).
 fn host(l: &Linear) -> &QMatrix {
@@ -91,10 +99,13 @@ impl Gemma {
         let scale = (hsize as f32).sqrt();
         x.iter_mut().for_each(|v| *v *= scale);
         let mut ple = self.ple.as_ref().map(|_| self.ple_host(ids, &x));
+        let tables = |inv: &[f32]| (pos..pos + t).map(|p| rope_row(inv, p)).collect();
         let mut step = Step {
             model: self,
             rows: t,
             q_start: pos,
+            pos,
+            rope: (tables(&self.inv_freq_sliding), tables(&self.inv_freq_full)),
         };
         for (i, (layer, spec)) in self.layers.iter().zip(&cfg.layers).enumerate() {
             if spec.kv_donor.is_some() && logits == Logits::None {

@@ -366,24 +366,19 @@ pub fn gemm_available() -> bool {
     false
 }
 
-/// `x · Wᵀ` for a `[n, k]` matrix whose rows `fill` writes: see `gemm::gemm_with`.
-///
-/// # Panics
-/// Where [`gemm_available`] is false.
+#[cfg(target_arch = "x86_64")]
+pub use self::gemm::gemm_with;
+
+/// Without x86-64 there is no GEMM ([`gemm_available`] is false): never called.
+#[cfg(not(target_arch = "x86_64"))]
 pub fn gemm_with(
-    n: usize,
-    k: usize,
-    x: &[f32],
-    t: usize,
-    fill: &(dyn Fn(Range<usize>, &mut [f32]) + Sync),
+    _: usize,
+    _: usize,
+    _: &[f32],
+    _: usize,
+    _: &(dyn Fn(Range<usize>, &mut [f32]) + Sync),
 ) -> Vec<f32> {
-    #[cfg(target_arch = "x86_64")]
-    return gemm::gemm_with(n, k, x, t, fill);
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = (n, k, x, t, fill);
-        panic!("the GEMM needs AVX2 or AVX-512")
-    }
+    panic!("the GEMM needs AVX2 or AVX-512")
 }
 
 /// One row of blocks against one quantized input row.
