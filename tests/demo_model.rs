@@ -3,16 +3,20 @@
 //! `tokenizer.json`, and greedy generation against transformers on the same GGUF. References come
 //! from `tests/fixtures/make_demo_reference.py`.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use burn::tensor::Device;
 use gemma_chat::demo;
-use gemma_chat::generate::{GenerateOptions, LoadedModel, generate, load};
+use gemma_chat::engine::protocol::{Reuse, TurnEnd};
+use gemma_chat::engine::session::Session;
+use gemma_chat::engine::turn::TurnOptions;
+use gemma_chat::load::{LoadedModel, load};
 use gemma_chat::loader::gguf::GgufFile;
 use gemma_chat::loader::quant::GgmlType;
 use gemma_chat::model::{ComputeDtype, Logits};
-use gemma_chat::sampling::SamplingParams;
 use gemma_chat::tokenizer::gguf::from_gguf;
 use safetensors::SafeTensors;
 
@@ -145,17 +149,16 @@ fn greedy_generation_matches_transformers() {
             );
         }
 
-        let opts = GenerateOptions {
-            max_new_tokens: 24,
-            sampling: SamplingParams::default(),
-            chunk: 4,
-            prompt_logits: false,
-            // What the file declares, which is what transformers stops on.
-            stop_ids: lm.stop_ids.clone(),
-        };
-        let mut cache = lm.model.new_cache();
-        let out = generate(&lm.model, &mut cache, &prompt_ids, &opts, &mut |_| true).expect("gen");
-        assert_eq!(out.generated, ids(&case["greedy_ids"]), "{prompt:?}");
+        // What the file declares, which is what transformers stops on.
+        let mut opts = TurnOptions::greedy(24, lm.model.config().max_position_embeddings);
+        opts.chunk = 4;
+        opts.end_ids = lm.end_ids.clone();
+        let (end, _, mut answer) =
+            common::turn(lm, &mut Session::new(&lm.model), &prompt_ids, opts).expect("gen");
+        if let TurnEnd::EndOfTurn(id) = end {
+            answer.push(id);
+        }
+        assert_eq!(answer, ids(&case["greedy_ids"]), "{prompt:?}");
     }
 }
 
@@ -238,52 +241,33 @@ fn the_line_chat_keeps_its_session_warm() {
 
 #[test]
 fn turn_two_of_a_long_conversation_prefills_exactly_the_new_turn() {
-    use gemma_chat::engine::session::{Reuse, Session};
     let lm = model();
-    let tok = lm.tokenizer.as_ref().expect("tokenizer");
     let story = "The lighthouse keeper counted the ships that passed the rocks each night. ";
-    let mut convo = lm.single_turn_ids(&story.repeat(120)).expect("turn");
+    let first_turn = lm
+        .user_turn(&[], 0, None, false, &story.repeat(120))
+        .expect("turn");
+    let convo = first_turn.prompt;
     assert!(convo.len() >= 1500, "{} tokens", convo.len());
-    let never = std::sync::atomic::AtomicBool::new(false);
     let mut s = Session::new(&lm.model);
-    let mut answer = Vec::new();
-    let (_, first) = s
-        .run_turn(
-            &lm.model,
-            &convo,
-            &SamplingParams::default(),
-            4,
-            &lm.chat_stop_ids(),
-            256,
-            &never,
-            &mut |id| answer.push(id),
-        )
-        .expect("turn one");
-    assert_eq!(first.reuse, Reuse::New);
-    convo.extend(&answer);
-    let history = convo.len();
-    let c = gemma_chat::tokenizer::template::Conversation {
-        system: None,
-        thinking: false,
-        continues: true,
+    let opts = |n| {
+        let mut o = TurnOptions::greedy(n, 8192);
+        o.chunk = 256;
+        o.end_ids = lm.chat_end_ids();
+        o.boundary_snapshot = true;
+        o
     };
-    let (next, _) = lm.next_turn(&c, "And then?").expect("turn");
-    convo.extend(tok.encode(&next.turn).expect("ids"));
-    let (_, second) = s
-        .run_turn(
-            &lm.model,
-            &convo,
-            &SamplingParams::default(),
-            2,
-            &lm.chat_stop_ids(),
-            256,
-            &never,
-            &mut |_| {},
-        )
-        .expect("turn two");
+    let (_, first, answer) = common::turn(lm, &mut s, &convo, opts(4)).expect("turn one");
+    assert_eq!(first.reuse, Reuse::New);
+    let history = [convo, answer].concat();
+    let header = first_turn.header.len();
+    let next = lm
+        .user_turn(&history, header, None, false, "And then?")
+        .expect("turn");
+    let convo = next.prompt;
+    let (_, second, _) = common::turn(lm, &mut s, &convo, opts(2)).expect("turn two");
     assert_eq!(second.reuse, Reuse::ExactPrefix);
-    assert_eq!(second.reused_tokens, history);
-    assert_eq!(second.prefilled_tokens, convo.len() - history);
+    assert_eq!(second.reused_tokens, history.len());
+    assert_eq!(second.prefilled_tokens, convo.len() - history.len());
 }
 
 /// Decode steps on a long history run the fused host step with each layer's attention split

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use gemma_chat::loader::gguf::GgufFile;
-use gemma_chat::loader::gguf_config::model_config;
+use gemma_chat::model::gguf_config::model_config;
 
 /// A minimal GGUF v3 file: `kv` string metadata and one tensor.
 fn write_gguf(path: &Path, kv: &[(&str, &str)], tensor: (&str, &[u64], u32), data: usize) {

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use burn::tensor::Device;
 use common::{f32s, ids, max_abs_diff, run};
-use gemma_chat::generate::load;
+use gemma_chat::load::load;
 use gemma_chat::model::{ComputeDtype, Logits};
 use safetensors::SafeTensors;
 

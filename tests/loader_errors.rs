@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use burn::tensor::Device;
-use gemma_chat::generate::load;
+use gemma_chat::load::load;
 use gemma_chat::model::ComputeDtype;
 use safetensors::{Dtype, SafeTensors, tensor::TensorView};
 

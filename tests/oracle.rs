@@ -9,9 +9,11 @@ use std::path::Path;
 use common::{max_abs_diff, oracle_fixtures, prompt_logits};
 
 use burn::tensor::Device;
-use gemma_chat::generate::{GenerateOptions, LoadedModel, generate, load};
+use gemma_chat::engine::protocol::TurnEnd;
+use gemma_chat::engine::session::Session;
+use gemma_chat::engine::turn::{Turn, TurnOptions};
+use gemma_chat::load::{LoadedModel, load};
 use gemma_chat::model::{ComputeDtype, FUSED_MAX_ROWS, Logits};
-use gemma_chat::sampling::SamplingParams;
 use safetensors::SafeTensors;
 
 struct Reference {
@@ -81,32 +83,27 @@ fn greedy_ids_match_transformers_and_warm_equals_cold() {
     for dir in oracle_fixtures(6) {
         let r = reference(&dir);
         let lm = load_f32(&dir);
-        let opts = GenerateOptions {
-            max_new_tokens: r.greedy.len(),
-            sampling: SamplingParams::default(),
-            chunk: 5,
-            prompt_logits: false,
-            // The reference generated without stopping on eos.
-            stop_ids: vec![],
-        };
-        let mut cache = lm.model.new_cache();
-        let out = generate(&lm.model, &mut cache, &r.prompt, &opts, &mut |_| true).expect("gen");
-        assert_eq!(out.generated, r.greedy, "{}", dir.display());
-        // The cache holds the prompt and every generated token but the last.
-        assert_eq!(cache.len(), r.prompt.len() + r.greedy.len() - 1);
-
-        // Warm: one more decode step on the cache. Cold: the whole sequence from scratch.
+        // The reference generated without stopping on eos.
+        let mut opts = TurnOptions::greedy(r.greedy.len(), usize::MAX);
+        opts.chunk = 5;
+        let mut session = Session::new(&lm.model);
+        let mut turn = Turn::start(&mut session, r.prompt.clone(), opts).expect("start");
+        let end = turn
+            .run(&lm.model, &mut session, &mut |_| true)
+            .expect("gen");
+        assert_eq!(end, TurnEnd::Length);
+        assert_eq!(turn.answer(), r.greedy.as_slice(), "{}", dir.display());
+        // The session holds the prompt and every generated token.
         let mut seq = r.prompt.clone();
         seq.extend(&r.greedy);
-        let last = *seq.last().expect("non-empty");
-        let pos = cache.len();
-        let warm = lm
-            .model
-            .forward(&[last], &mut cache, pos, Logits::Last)
-            .expect("decode")
+        assert_eq!(session.resident(), seq.as_slice());
+
+        // Warm: the logits after the last decode step. Cold: the whole sequence from scratch.
+        let warm = turn
+            .next_logits()
             .expect("logits")
-            .into_data()
-            .try_to_vec::<f32>()
+            .clone()
+            .to_vec()
             .expect("f32");
         let cold_all = prompt_logits(&lm, &seq, seq.len());
         let cold = &cold_all[cold_all.len() - r.vocab..];

@@ -16,7 +16,7 @@ use std::process::Command;
 
 use burn::tensor::Device;
 use common::{f32s, max_abs_diff, run};
-use gemma_chat::generate::load;
+use gemma_chat::load::load;
 use gemma_chat::model::{ComputeDtype, Logits};
 use safetensors::SafeTensors;
 use sha2::{Digest, Sha256};

@@ -4,15 +4,16 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
 
 use burn::tensor::Device;
-use gemma_chat::engine::session::{Reuse, Session, TurnEnd};
-use gemma_chat::generate::{LoadedModel, load};
+use gemma_chat::Result;
+use gemma_chat::engine::protocol::{Reuse, TurnEnd};
+use gemma_chat::engine::session::Session;
+use gemma_chat::engine::turn::{Step, Turn, TurnOptions};
+use gemma_chat::load::{LoadedModel, load};
 use gemma_chat::model::{ComputeDtype, Gemma};
-use gemma_chat::sampling::SamplingParams;
 
-use common::max_abs_diff;
+use common::{TurnResult, max_abs_diff};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -45,16 +46,26 @@ fn ids(seed: u64, n: usize, vocab: usize) -> Vec<u32> {
         .collect()
 }
 
-fn never() -> AtomicBool {
-    AtomicBool::new(false)
+/// The options the engine thread gives a turn: `n` greedy tokens with no end ids, prefilled in
+/// chunks of 4 with the user-turn boundary snapshot.
+fn opts(lm: &LoadedModel, n: usize) -> TurnOptions {
+    TurnOptions {
+        chunk: 4,
+        boundary_snapshot: true,
+        ..TurnOptions::greedy(n, lm.model.config().max_position_embeddings)
+    }
+}
+
+/// Runs one turn of `n` tokens answering `prompt` in `s`, as the engine thread does.
+fn turn(lm: &LoadedModel, s: &mut Session, prompt: &[u32], n: usize) -> Result<TurnResult> {
+    common::turn(lm, s, prompt, opts(lm, n))
 }
 
 /// Logits after prefilling `prompt` into a fresh session.
 fn cold(model: &Gemma, prompt: &[u32]) -> Vec<f32> {
     let mut s = Session::new(model);
-    s.prefill(model, prompt, 5, &never(), &mut |_, _| {})
+    s.prefill(model, prompt, 5)
         .expect("prefill")
-        .expect("logits")
         .to_vec()
         .expect("read back")
 }
@@ -69,29 +80,17 @@ fn warm_turns_prefill_only_the_new_tokens_and_equal_a_cold_recompute() {
         let vocab = m.config().vocab_size;
         let mut s = Session::new(m);
         let mut convo = vec![2];
-        for turn in 0..3u64 {
-            let new = ids(turn, 7 + turn as usize * 5, vocab);
+        for k in 0..3u64 {
+            let new = ids(k, 7 + k as usize * 5, vocab);
             convo.extend(&new);
             let before = s.position();
-            let mut got = Vec::new();
-            let (_, stats) = s
-                .run_turn(
-                    m,
-                    &convo,
-                    &SamplingParams::default(),
-                    4,
-                    &[],
-                    3,
-                    &never(),
-                    &mut |id| got.push(id),
-                )
-                .expect("turn");
-            let expected = if turn == 0 {
+            let (_, stats, got) = turn(&lm, &mut s, &convo, 4).expect("turn");
+            let expected = if k == 0 {
                 Reuse::New
             } else {
                 Reuse::ExactPrefix
             };
-            assert_eq!(stats.reuse, expected, "{name} turn {turn}");
+            assert_eq!(stats.reuse, expected, "{name} turn {k}");
             assert_eq!(stats.reused_tokens, before);
             assert_eq!(stats.prefilled_tokens, convo.len() - before);
             convo.extend(&got);
@@ -104,9 +103,8 @@ fn warm_turns_prefill_only_the_new_tokens_and_equal_a_cold_recompute() {
         assert_eq!(s.prepare(&convo).expect("prepare"), Reuse::ExactPrefix);
         let at = s.position();
         let warm = s
-            .prefill(m, &convo[at..], 4, &never(), &mut |_, _| {})
+            .prefill(m, &convo[at..], 4)
             .expect("prefill")
-            .expect("logits")
             .to_vec()
             .expect("read back");
         let d = max_abs_diff(&warm, &cold(m, &convo));
@@ -125,17 +123,15 @@ fn interleaved_sessions_do_not_bleed() {
         // A alone.
         let mut alone = Session::new(m);
         let first = alone
-            .prefill(m, &prompts[0], 4, &never(), &mut |_, _| {})
+            .prefill(m, &prompts[0], 4)
             .expect("prefill")
-            .expect("logits")
             .to_vec()
             .expect("read back");
         let mut alone_logits = vec![first];
         for step in 0..6u32 {
             let l = alone
-                .prefill(m, &[5 + step], 4, &never(), &mut |_, _| {})
+                .prefill(m, &[5 + step], 4)
                 .expect("decode")
-                .expect("logits")
                 .to_vec()
                 .expect("read back");
             alone_logits.push(l);
@@ -145,9 +141,8 @@ fn interleaved_sessions_do_not_bleed() {
         let mut a_logits = Vec::new();
         for (k, s) in sessions.iter_mut().enumerate() {
             let l = s
-                .prefill(m, &prompts[k], 4, &never(), &mut |_, _| {})
+                .prefill(m, &prompts[k], 4)
                 .expect("prefill")
-                .expect("logits")
                 .to_vec()
                 .expect("read back");
             if k == 0 {
@@ -162,9 +157,8 @@ fn interleaved_sessions_do_not_bleed() {
                     40 + step + k as u32
                 };
                 let l = s
-                    .prefill(m, &[id], 4, &never(), &mut |_, _| {})
+                    .prefill(m, &[id], 4)
                     .expect("decode")
-                    .expect("logits")
                     .to_vec()
                     .expect("read back");
                 if k == 0 {
@@ -186,38 +180,43 @@ fn equal_and_diverging_prompts_rewind_instead_of_starting_over() {
     let vocab = m.config().vocab_size;
     let prompt = ids(3, 20, vocab);
     let mut s = Session::new(m);
-    s.prefill(m, &prompt, 6, &never(), &mut |_, _| {})
-        .expect("prefill");
+    s.prefill(m, &prompt, 6).expect("prefill");
 
     // The same prompt again: one token is prefilled again, never an empty prefill.
     assert_eq!(s.prepare(&prompt).expect("prepare"), Reuse::Equal);
     assert_eq!(s.position(), prompt.len() - 1);
     let l = s
-        .prefill(m, &prompt[s.position()..], 6, &never(), &mut |_, _| {})
+        .prefill(m, &prompt[s.position()..], 6)
         .expect("prefill")
-        .expect("logits")
         .to_vec()
         .expect("read back");
     assert!(max_abs_diff(&l, &cold(m, &prompt)) < 1e-4);
 
-    // Diverging two tokens from the end: rewound to the common prefix when the window allows.
+    // Diverging two tokens from the end: the sliding layers (window 8) still hold that far back,
+    // so the session rewinds to the common prefix.
     let mut edited = prompt.clone();
     let n = edited.len();
     edited[n - 2] = 7;
-    match s.prepare(&edited).expect("prepare") {
-        Reuse::Rewind => assert_eq!(s.position(), n - 2),
-        Reuse::Mismatch => assert_eq!(s.position(), 0),
-        other => panic!("unexpected {other:?}"),
-    }
+    assert_eq!(s.prepare(&edited).expect("prepare"), Reuse::Rewind);
+    assert_eq!(s.position(), n - 2);
     assert_eq!(s.resident(), &edited[..s.position()]);
     let at = s.position();
     let l = s
-        .prefill(m, &edited[at..], 6, &never(), &mut |_, _| {})
+        .prefill(m, &edited[at..], 6)
         .expect("prefill")
-        .expect("logits")
         .to_vec()
         .expect("read back");
     assert!(max_abs_diff(&l, &cold(m, &edited)) < 1e-4);
+
+    // Diverging far back, past what the sliding layers keep, with no turn-boundary snapshot:
+    // only a full prefill is right, and the session says so.
+    let long = ids(4, 60, vocab);
+    let mut s = Session::new(m);
+    s.prefill(m, &long, 6).expect("prefill");
+    let mut edited = long.clone();
+    edited[5] = 7;
+    assert_eq!(s.prepare(&edited).expect("prepare"), Reuse::Mismatch);
+    assert_eq!(s.position(), 0);
 }
 
 #[test]
@@ -227,126 +226,105 @@ fn stops_and_failures_keep_the_invariant() {
     let vocab = m.config().vocab_size;
     let prompt = ids(4, 30, vocab);
 
-    // Stopped before the first chunk: nothing is prefilled, the turn reports it.
+    // Cancelled before the first chunk: nothing is prefilled, the turn reports it.
     let mut s = Session::new(m);
-    let stopped = AtomicBool::new(true);
-    let (end, stats) = s
-        .run_turn(
-            m,
-            &prompt,
-            &SamplingParams::default(),
-            5,
-            &[],
-            4,
-            &stopped,
-            &mut |_| {},
-        )
-        .expect("turn");
-    assert_eq!(end, TurnEnd::Stopped);
-    assert_eq!(stats.generated_tokens, 0);
-    assert_eq!(s.position(), s.resident().len());
+    let mut t = Turn::start(&mut s, prompt.clone(), opts(&lm, 5)).expect("start");
+    t.cancel();
+    assert_eq!(
+        t.step(m, &mut s).expect("step"),
+        Step::Finished(TurnEnd::Cancelled)
+    );
+    let stats = t.stats();
+    assert_eq!((stats.prefilled_tokens, stats.generated_tokens), (0, 0));
+    assert!(!t.prompt_done());
+    assert_eq!(s.position(), 0);
 
-    // Stopped between prefill chunks: the chunks done stay resident and consistent.
+    // Cancelled between prefill chunks: the chunks done stay resident and consistent, and the
+    // turn's stats count exactly those.
     let mut s = Session::new(m);
-    let flag = AtomicBool::new(false);
-    let out = s
-        .prefill(m, &prompt, 4, &flag, &mut |done, _| {
-            if done >= 8 {
-                flag.store(true, std::sync::atomic::Ordering::Relaxed);
-            }
-        })
-        .expect("prefill");
-    assert!(out.is_none());
+    let mut t = Turn::start(&mut s, prompt.clone(), opts(&lm, 5)).expect("start");
+    for done in [4, 8] {
+        let total = prompt.len();
+        assert_eq!(
+            t.step(m, &mut s).expect("step"),
+            Step::Prefill { done, total }
+        );
+    }
+    t.cancel();
+    assert_eq!(
+        t.step(m, &mut s).expect("step"),
+        Step::Finished(TurnEnd::Cancelled)
+    );
+    assert_eq!(t.stats().prefilled_tokens, 8);
+    assert_eq!(t.stats().reused_tokens, 0);
+    assert!(!t.prompt_done());
     assert_eq!(s.resident(), &prompt[..8]);
+
+    // Cancelled mid-answer: the tokens sampled so far are all resident.
+    let mut s = Session::new(m);
+    let mut t = Turn::start(&mut s, prompt.clone(), opts(&lm, 9)).expect("start");
+    while t.answer().len() < 3 {
+        t.step(m, &mut s).expect("step");
+    }
+    t.cancel();
+    assert_eq!(
+        t.run(m, &mut s, &mut |_| true).expect("end"),
+        TurnEnd::Cancelled
+    );
+    assert_eq!(t.stats().generated_tokens, 3);
+    assert_eq!(s.resident(), [&prompt[..], t.answer()].concat().as_slice());
 
     // A failing prefill (an id outside the vocabulary) empties and marks the session.
     let mut bad = prompt.clone();
     bad.push(vocab as u32 + 5);
     assert!(s.prepare(&bad).is_ok());
     let at = s.position();
-    assert!(
-        s.prefill(m, &bad[at..], 64, &never(), &mut |_, _| {})
-            .is_err()
-    );
+    assert!(s.prefill(m, &bad[at..], 64).is_err());
     assert!(s.is_dirty());
     assert_eq!(s.position(), 0);
     assert_eq!(s.prepare(&prompt).expect("prepare"), Reuse::Dirty);
-    let (_, stats) = s
-        .run_turn(
-            m,
-            &prompt,
-            &SamplingParams::default(),
-            3,
-            &[],
-            4,
-            &never(),
-            &mut |_| {},
-        )
-        .expect("turn");
+    let (_, stats, _) = turn(&lm, &mut s, &prompt, 3).expect("turn");
     assert_eq!(stats.reuse, Reuse::New);
     assert_eq!(s.position(), prompt.len() + 3);
 
-    // A turn that cannot fit the context is refused and changes nothing.
+    // A turn whose prompt leaves no room for an answer is refused and changes nothing.
     let before = s.resident().to_vec();
-    let long = ids(9, 600, vocab);
-    let err = s
-        .run_turn(
-            m,
-            &long,
-            &SamplingParams::default(),
-            3,
-            &[],
-            4,
-            &never(),
-            &mut |_| {},
-        )
-        .expect_err("too long");
+    let limit = m.config().max_position_embeddings;
+    let long = ids(9, limit, vocab);
+    let err = turn(&lm, &mut s, &long, 3).expect_err("too long");
     assert!(err.to_string().contains("context length exceeded"), "{err}");
     assert_eq!(s.resident(), before.as_slice());
 
-    // A stop id ends the turn and is not resident.
+    // A prompt one token short of the limit runs, and its answer ends at the limit.
     let mut s = Session::new(m);
-    let mut first = None;
-    s.run_turn(
-        m,
-        &prompt,
-        &SamplingParams::default(),
-        1,
-        &[],
-        4,
-        &never(),
-        &mut |id| first = Some(id),
-    )
-    .expect("turn");
-    let stop = first.expect("one token");
+    let (end, stats, _) = turn(&lm, &mut s, &long[..limit - 2], 5).expect("fits");
+    assert_eq!(end, TurnEnd::ContextFull);
+    assert_eq!(stats.generated_tokens, 2);
+    assert_eq!(s.position(), limit);
+
+    // An end-of-turn id ends the turn and is not resident.
+    let (_, _, first) = turn(&lm, &mut Session::new(m), &prompt, 1).expect("turn");
+    let end_id = first[0];
     let mut s = Session::new(m);
-    let (end, _) = s
-        .run_turn(
-            m,
-            &prompt,
-            &SamplingParams::default(),
-            5,
-            &[stop],
-            4,
-            &never(),
-            &mut |_| {},
-        )
-        .expect("turn");
-    assert_eq!(end, TurnEnd::Stop(stop));
+    let mut o = opts(&lm, 5);
+    o.end_ids = vec![end_id];
+    let (end, _, answer) = common::turn(&lm, &mut s, &prompt, o).expect("turn");
+    assert_eq!(end, TurnEnd::EndOfTurn(end_id));
+    assert!(answer.is_empty());
     assert_eq!(s.resident(), prompt.as_slice());
 }
 
 #[test]
 fn a_session_moved_to_host_memory_comes_back_bit_identical() {
-    use gemma_chat::engine::session::{Tier, serving_capacity};
+    use gemma_chat::engine::protocol::Tier;
+    use gemma_chat::engine::session::serving_capacity;
     for name in FIXTURES {
         let lm = model(name);
         let m = &lm.model;
         let vocab = m.config().vocab_size;
         let prompt = ids(5, 25, vocab);
         let mut warm = Session::new(m);
-        warm.prefill(m, &prompt, 4, &never(), &mut |_, _| {})
-            .expect("prefill");
+        warm.prefill(m, &prompt, 4).expect("prefill");
         let mut moved = warm.clone();
         let bytes = moved.device_bytes();
         assert!(bytes > 0);
@@ -355,9 +333,8 @@ fn a_session_moved_to_host_memory_comes_back_bit_identical() {
         assert_eq!((moved.device_bytes(), moved.host_bytes()), (0, bytes));
         assert_eq!(moved.position(), prompt.len());
         let step = |s: &mut Session| {
-            s.prefill(m, &[9, 10], 4, &never(), &mut |_, _| {})
+            s.prefill(m, &[9, 10], 4)
                 .expect("prefill")
-                .expect("logits")
                 .to_vec()
                 .expect("read back")
         };
@@ -395,18 +372,7 @@ fn regenerate_after_a_long_answer_rewinds_to_the_turn_snapshot() {
         let mut s = Session::new(m);
         // An answer far longer than the window: the sliding buffers have moved on.
         let long = 3 * window;
-        let (_, stats) = s
-            .run_turn(
-                m,
-                &prompt,
-                &SamplingParams::default(),
-                long,
-                &[],
-                4,
-                &never(),
-                &mut |_| {},
-            )
-            .expect("turn");
+        let (_, stats, _) = turn(&lm, &mut s, &prompt, long).expect("turn");
         assert_eq!(stats.generated_tokens, long);
         assert_eq!(s.position(), prompt.len() + long);
         // Regenerate: the same prompt again. The snapshot taken one token before its end lets the
@@ -418,9 +384,8 @@ fn regenerate_after_a_long_answer_rewinds_to_the_turn_snapshot() {
         );
         assert_eq!(s.position(), prompt.len() - 1);
         let l = s
-            .prefill(m, &prompt[prompt.len() - 1..], 4, &never(), &mut |_, _| {})
+            .prefill(m, &prompt[prompt.len() - 1..], 4)
             .expect("prefill")
-            .expect("logits")
             .to_vec()
             .expect("read back");
         let d = max_abs_diff(&l, &cold(m, &prompt));
@@ -434,18 +399,7 @@ fn injected_prefill_decode_and_reset_failures_keep_the_invariant() {
     let m = &lm.model;
     let vocab = m.config().vocab_size;
     let first = ids(21, 30, vocab);
-    let turn = |s: &mut Session, prompt: &[u32], n: usize| {
-        s.run_turn(
-            m,
-            prompt,
-            &SamplingParams::default(),
-            n,
-            &[],
-            4,
-            &never(),
-            &mut |_| {},
-        )
-    };
+    let turn = |s: &mut Session, prompt: &[u32], n: usize| turn(&lm, s, prompt, n);
     let consistent = |s: &Session| assert_eq!(s.position(), s.resident().len());
 
     // A healthy first turn, to have history at stake.
@@ -470,7 +424,7 @@ fn injected_prefill_decode_and_reset_failures_keep_the_invariant() {
     assert!(s.is_dirty());
 
     // Then it recovers with a full prefill, and its logits equal a cold recompute.
-    let (_, stats) = turn(&mut s, &second, 1).expect("recovers");
+    let (_, stats, _) = turn(&mut s, &second, 1).expect("recovers");
     assert_eq!(stats.reuse, Reuse::Dirty);
     assert_eq!(stats.prefilled_tokens, second.len());
     consistent(&s);
@@ -480,30 +434,24 @@ fn injected_prefill_decode_and_reset_failures_keep_the_invariant() {
     let prefill_steps = first.len().div_ceil(4) + 1;
     s.fail_after(prefill_steps + 2);
     let mut seen = Vec::new();
-    let err = s
-        .run_turn(
-            m,
-            &first,
-            &SamplingParams::default(),
-            8,
-            &[],
-            4,
-            &never(),
-            &mut |id| seen.push(id),
-        )
+    let mut t = Turn::start(&mut s, first.clone(), opts(&lm, 8)).expect("start");
+    let err = t
+        .run(m, &mut s, &mut |id| {
+            seen.push(id);
+            true
+        })
         .expect_err("injected");
     assert!(err.to_string().contains("injected failure"), "{err}");
     assert!(seen.len() >= 2, "failed in decode, after tokens: {seen:?}");
     consistent(&s);
     assert!(s.is_dirty());
-    let (_, stats) = turn(&mut s, &first, 2).expect("recovers");
+    let (_, stats, _) = turn(&mut s, &first, 2).expect("recovers");
     assert_eq!(stats.reuse, Reuse::Dirty);
     let mut cold_prompt = first.clone();
     cold_prompt.extend(&s.resident()[first.len()..]);
     let warm = s
-        .prefill(m, &[7], 4, &never(), &mut |_, _| {})
+        .prefill(m, &[7], 4)
         .expect("prefill")
-        .expect("logits")
         .to_vec()
         .expect("read back");
     cold_prompt.push(7);
@@ -522,8 +470,7 @@ fn a_saved_session_comes_back_warm_and_a_bad_snapshot_is_ignored() {
         // A conversation three windows long, its last id not resident (a stop id).
         let mut convo = ids(31, 30, vocab);
         let mut s = Session::new(m);
-        s.prefill(m, &convo, 7, &never(), &mut |_, _| {})
-            .expect("prefill");
+        s.prefill(m, &convo, 7).expect("prefill");
         convo.push(1);
         assert!(store.save(&convo, &s, 0).expect("save") > 0);
 
@@ -539,9 +486,8 @@ fn a_saved_session_comes_back_warm_and_a_bad_snapshot_is_ignored() {
         assert_eq!(back.prepare(&next).expect("prepare"), Reuse::ExactPrefix);
         assert_eq!(back.position(), convo.len() - 1);
         let warm = back
-            .prefill(m, &next[convo.len() - 1..], 4, &never(), &mut |_, _| {})
+            .prefill(m, &next[convo.len() - 1..], 4)
             .expect("prefill")
-            .expect("logits")
             .to_vec()
             .expect("read back");
         assert!(max_abs_diff(&warm, &cold(m, &next)) < 1e-4, "{name}");
@@ -565,8 +511,7 @@ fn a_saved_session_comes_back_warm_and_a_bad_snapshot_is_ignored() {
         );
         assert_eq!(other.position(), 0);
         let elsewhere = KvStore::new(dir.path().to_path_buf(), &fixture("gemma4_moe"), m, 1 << 30);
-        s.prefill(m, &[5], 1, &never(), &mut |_, _| {})
-            .expect("prefill");
+        s.prefill(m, &[5], 1).expect("prefill");
         let mut convo2 = s.resident().to_vec();
         convo2.push(1);
         store.save(&convo2, &s, 0).expect("save");
@@ -579,5 +524,45 @@ fn a_saved_session_comes_back_warm_and_a_bad_snapshot_is_ignored() {
         // The disk cap is kept.
         let tiny = KvStore::new(dir.path().to_path_buf(), &fixture(name), m, 10);
         assert_eq!(tiny.save(&convo2, &s, 0).expect("save"), 0);
+    }
+}
+
+/// A stop string found far back in a long answer: the sliding window has moved past the cut, so
+/// the turn goes back to its boundary snapshot and feeds the kept tokens again; the session then
+/// holds exactly the prompt and the kept answer, warm, and equals a cold recompute.
+#[test]
+fn a_cut_past_the_sliding_window_comes_back_through_the_turn_snapshot() {
+    for name in FIXTURES {
+        let lm = model(name);
+        let m = &lm.model;
+        let window = m.config().sliding_window;
+        let prompt = ids(41, 2 * window, m.config().vocab_size);
+        let mut s = Session::new(m);
+        let mut t = Turn::start(&mut s, prompt.clone(), opts(&lm, 4 * window)).expect("start");
+        while t.answer().len() < 3 * window {
+            t.step(m, &mut s).expect("step");
+        }
+        assert!(
+            !s.clone().rewind(prompt.len() + 2),
+            "{name}: the window moved on"
+        );
+        t.cut(2, m, &mut s).expect("cut");
+        assert_eq!(t.end(), Some(TurnEnd::StopString));
+        let kept = [&prompt[..], t.answer()].concat();
+        assert_eq!(t.answer().len(), 2);
+        assert_eq!(s.resident(), kept.as_slice(), "{name}");
+        assert!(!s.is_dirty());
+        let next = [&kept[..], &[5, 6]].concat();
+        assert_eq!(s.prepare(&next).expect("prepare"), Reuse::ExactPrefix);
+        let warm = s
+            .prefill(m, &next[kept.len()..], 4)
+            .expect("prefill")
+            .to_vec()
+            .expect("read back");
+        let d = max_abs_diff(&warm, &cold(m, &next));
+        assert!(
+            d < 1e-4,
+            "{name}: warm after the cut differs from cold by {d}"
+        );
     }
 }

@@ -191,6 +191,21 @@ fn tiny_model_chats_in_tabs_and_quits_cleanly() {
     quit_and_check_restored(&t);
 }
 
+/// The text of the last model answer on the screen: the lines after the last "Gemma" name line
+/// up to its footer (or the input box).
+fn answer_text(screen: &str) -> String {
+    let lines: Vec<&str> = screen.lines().collect();
+    let Some(start) = lines.iter().rposition(|l| l.trim() == "Gemma") else {
+        return String::new();
+    };
+    lines[start + 1..]
+        .iter()
+        .take_while(|l| !l.contains(" · ") && !l.starts_with('╭') && !l.starts_with('┌'))
+        .map(|l| l.trim_end())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 #[test]
 fn demo_model_streams_stops_and_switches_tabs() {
     let path = demo::ensure(&mut |l| eprintln!("{l}")).expect("demo model");
@@ -211,7 +226,12 @@ fn demo_model_streams_stops_and_switches_tabs() {
     t.wait("the answer to stream", 60, |s| s.contains("generating"));
     t.keys(&["Escape"]);
     let s = t.wait("the stop", 30, |s| s.contains("stopped ·"));
-    assert!(s.contains("dragon"), "{s}");
+    // The model's own text, between its name and the footer (the user's words do not count).
+    let answer = answer_text(&s);
+    assert!(
+        !answer.trim().is_empty(),
+        "no answer text before the stop:\n{s}"
+    );
     t.keys(&["C-t"]);
     t.type_text("Hi");
     t.keys(&["Enter"]);
@@ -220,7 +240,7 @@ fn demo_model_streams_stops_and_switches_tabs() {
     });
     t.keys(&["M-Left"]);
     t.wait("the first tab again", 10, |s| {
-        s.contains("dragon") && s.contains("stopped ·")
+        s.contains("dragon") && s.contains("stopped ·") && answer_text(s) == answer
     });
     quit_and_check_restored(&t);
 }

@@ -4,12 +4,12 @@
 use std::time::{Duration, Instant};
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-use gemma_chat::app::keymap::Keymap;
 use gemma_chat::app::{App, ModelState, Msg, Overlay, TurnSettings};
 use gemma_chat::config::Config;
+use gemma_chat::config::keymap::Keymap;
 use gemma_chat::config::resolve::{SamplingLayer, Source};
 use gemma_chat::engine::protocol::{Command, Event, Reuse, Tier, TurnEnd, TurnStats};
-use gemma_chat::ui::{self, theme::Theme};
+use gemma_chat::ui::{self, view::View};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 
@@ -39,7 +39,7 @@ fn new_app() -> (App, Vec<Command>) {
         thinking: false,
         context_length: None,
     };
-    App::new(model, keymap, Theme::dark(), settings, false)
+    App::new(model, keymap, "dark".into(), settings, false)
 }
 
 fn draw(app: &mut App, w: u16, h: u16) -> Terminal<TestBackend> {
@@ -148,7 +148,13 @@ fn draw_at(app: &mut App, w: u16, h: u16, now: Instant) -> Terminal<TestBackend>
     app.update(Msg::Resize(w, h));
     app.update(Msg::Tick(now));
     let mut t = Terminal::new(TestBackend::new(w, h)).expect("terminal");
-    t.draw(|f| ui::render(f, app)).expect("draw");
+    // A fresh view each time: the renderer's cache must not change what is drawn.
+    let mut measured = None;
+    t.draw(|f| measured = ui::render(f, app, &mut View::default()))
+        .expect("draw");
+    if let Some((tab, lines)) = measured {
+        app.measured(tab, lines);
+    }
     t
 }
 
@@ -163,7 +169,7 @@ fn two_tabs_with_their_states() {
     }));
     app.update(Msg::Engine(Event::Finished {
         tab: first,
-        end: TurnEnd::Stop(106),
+        end: TurnEnd::EndOfTurn(106),
         stats: stats(0, 12, 7),
     }));
     let cmds = app.update(ctrl('t'));
@@ -215,7 +221,7 @@ fn context_warning_near_the_limit() {
     }));
     app.update(Msg::Engine(Event::Finished {
         tab,
-        end: TurnEnd::Stop(106),
+        end: TurnEnd::EndOfTurn(106),
         stats: stats(7600, 210, 30),
     }));
     insta::assert_snapshot!(draw(&mut app, 100, 12).backend());
@@ -288,7 +294,7 @@ fn stop_close_confirm_regenerate_and_quit() {
     let (mut app, _) = new_app();
     ready(&mut app);
     let tab = send(&mut app, "Go on");
-    assert_eq!(app.update(key(KeyCode::Esc)), vec![Command::Stop { tab }]);
+    assert_eq!(app.update(key(KeyCode::Esc)), vec![Command::Cancel { tab }]);
     // Closing a generating tab asks first.
     assert!(app.update(ctrl('w')).is_empty());
     assert_eq!(app.overlay, Overlay::ConfirmClose(tab));
@@ -304,7 +310,7 @@ fn stop_close_confirm_regenerate_and_quit() {
     }));
     app.update(Msg::Engine(Event::Finished {
         tab,
-        end: TurnEnd::Stop(106),
+        end: TurnEnd::EndOfTurn(106),
         stats: stats(0, 5, 1),
     }));
     assert_eq!(app.update(ctrl('r')), vec![Command::Regenerate { tab }]);
@@ -316,7 +322,7 @@ fn stop_close_confirm_regenerate_and_quit() {
     // Ctrl+C twice on an idle app quits.
     app.update(Msg::Engine(Event::Finished {
         tab,
-        end: TurnEnd::Stop(106),
+        end: TurnEnd::EndOfTurn(106),
         stats: stats(5, 1, 1),
     }));
     app.update(ctrl('c'));
@@ -446,13 +452,13 @@ fn input_history_paste_and_multiline() {
     let tab = send(&mut app, "first question");
     app.update(Msg::Engine(Event::Finished {
         tab,
-        end: TurnEnd::Stop(106),
+        end: TurnEnd::EndOfTurn(106),
         stats: stats(0, 5, 0),
     }));
     send(&mut app, "second question");
     app.update(Msg::Engine(Event::Finished {
         tab,
-        end: TurnEnd::Stop(106),
+        end: TurnEnd::EndOfTurn(106),
         stats: stats(5, 5, 0),
     }));
     let editor = |app: &App| app.tab().expect("tab").editor.text();
@@ -494,7 +500,7 @@ fn a_failing_chat_template_is_shown_with_its_line_and_flagged_in_the_status_line
     }));
     app.update(Msg::Engine(Event::Finished {
         tab,
-        end: TurnEnd::Stop(106),
+        end: TurnEnd::EndOfTurn(106),
         stats: stats(0, 12, 6),
     }));
     assert!(app.model.template_fallback);

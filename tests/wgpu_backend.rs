@@ -13,7 +13,7 @@ use common::{max_abs_diff, oracle_fixtures, prompt_logits};
 use burn::tensor::Device;
 use gemma_chat::backend;
 use gemma_chat::engine::session::Session;
-use gemma_chat::generate::load;
+use gemma_chat::load::load;
 use gemma_chat::model::ComputeDtype;
 use gemma_chat::sampling::{NUCLEUS_PROBE, Sampler, SamplingParams};
 use safetensors::SafeTensors;

@@ -71,7 +71,7 @@ impl App {
                     t.context_used = stats.reused_tokens
                         + stats.prefilled_tokens
                         + stats.generated_tokens
-                        + usize::from(matches!(end, TurnEnd::Stop(_)));
+                        + usize::from(matches!(end, TurnEnd::EndOfTurn(_)));
                     let footer = format!(
                         "{} · {} · reused {} · prefilled {} · {:.1} tok/s",
                         end.describe(),
@@ -118,6 +118,7 @@ impl App {
                         t.phase = Phase::Idle;
                         if let Some(m) = t.messages.last_mut().filter(|m| m.role == Role::Model) {
                             m.footer.get_or_insert_with(|| "failed".into());
+                            t.touched(t.messages.len() - 1);
                         }
                     }
                     t.push(Message::new(Role::Error, error.clone()));

@@ -2,11 +2,11 @@
 
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
-use super::action::Action;
 use super::editor::Editor;
-use super::keymap::Chord;
 use super::tab::Phase;
 use super::{App, Overlay};
+use crate::config::action::Action;
+use crate::config::keymap::Chord;
 use crate::engine::protocol::Command;
 
 impl App {
@@ -31,7 +31,7 @@ impl App {
             Overlay::ConfirmClose(id) => {
                 return match k.code {
                     KeyCode::Char('y') | KeyCode::Char('Y') | KeyCode::Enter => {
-                        let mut cmds = vec![Command::Stop { tab: id }];
+                        let mut cmds = vec![Command::Cancel { tab: id }];
                         cmds.extend(self.close_tab(id));
                         cmds
                     }
@@ -164,19 +164,17 @@ impl App {
             Action::ScrollTop => self.scroll(isize::MIN / 2),
             Action::ScrollBottom => self.scroll(isize::MAX / 2),
         }
-        self.layout();
         Vec::new()
     }
 
     fn stop(&mut self) -> Vec<Command> {
         match self.tab() {
-            Some(t) if t.phase.busy() => vec![Command::Stop { tab: t.id }],
+            Some(t) if t.phase.busy() => vec![Command::Cancel { tab: t.id }],
             _ => Vec::new(),
         }
     }
 
     fn scroll(&mut self, delta: isize) {
-        self.layout();
         let h = self.transcript_height();
         if let Some(t) = self.tab_mut() {
             t.scroll(delta, h);

@@ -2,28 +2,29 @@
 //! events) goes through [`App::update`], which changes the state and returns the commands for
 //! the engine. It sees the engine only through [`crate::engine::protocol`], and draws nothing.
 
-pub mod action;
 pub mod editor;
 mod events;
-pub mod keymap;
+pub mod fences;
 mod keys;
 pub mod persist;
 pub mod settings;
 pub mod tab;
 
+/// Most input rows shown before the input scrolls.
+pub const INPUT_ROWS: u16 = 8;
+
 use std::time::Instant;
 
 use crossterm::event::{KeyEvent, MouseEvent, MouseEventKind};
 
-use self::action::Action;
 use self::editor::Editor;
-use self::keymap::Keymap;
 use self::settings::SettingsEdit;
 pub use self::settings::TurnSettings;
 use self::tab::{Message, Phase, Role, Tab};
 use crate::config::Config;
+use crate::config::action::Action;
+use crate::config::keymap::Keymap;
 use crate::engine::protocol::{Command, Event, TabId};
-use crate::ui::theme::Theme;
 
 /// One input to the app.
 #[derive(Debug, Clone, PartialEq)]
@@ -94,8 +95,8 @@ pub struct App {
     pub model: ModelState,
     /// Keys.
     pub keymap: Keymap,
-    /// Styles.
-    pub theme: Theme,
+    /// The theme's name (`dark`, `light`); the renderer owns the styles.
+    pub theme: String,
     /// What new tabs start with.
     pub settings: TurnSettings,
     /// Thoughts expanded.
@@ -131,7 +132,7 @@ impl App {
     pub fn new(
         model: ModelState,
         keymap: Keymap,
-        theme: Theme,
+        theme: String,
         settings: TurnSettings,
         show_thoughts: bool,
     ) -> (Self, Vec<Command>) {
@@ -182,9 +183,25 @@ impl App {
         }
     }
 
-    /// Lines of transcript visible (the rest of the screen is tab bar, input and status).
+    /// Rows of the input box, its border included (it grows with its text up to
+    /// [`INPUT_ROWS`] lines).
+    pub fn input_height(&self) -> u16 {
+        let w = self.size.0.saturating_sub(2) as usize;
+        let rows = self.tab().map_or(1, |t| t.editor.layout(w).0.len()) as u16;
+        rows.clamp(1, INPUT_ROWS) + 2
+    }
+
+    /// Lines of transcript visible: the screen less the tab bar, the input and the status line.
     pub fn transcript_height(&self) -> usize {
-        crate::ui::areas(self).transcript.height as usize
+        self.size.1.saturating_sub(self.input_height() + 2).max(1) as usize
+    }
+
+    /// Takes what the renderer measured of the shown tab's transcript (its lines at the current
+    /// width), which scrolling is bounded by.
+    pub fn measured(&mut self, tab: TabId, lines: usize) {
+        if let Some(t) = self.tabs.iter_mut().find(|t| t.id == tab) {
+            t.lines = lines;
+        }
     }
 
     /// Applies one input; returns the commands for the engine.
@@ -221,7 +238,6 @@ impl App {
                     MouseEventKind::ScrollDown => 3,
                     _ => return Vec::new(),
                 };
-                self.layout();
                 if let Some(t) = self.tab_mut() {
                     t.scroll(delta, h);
                 }
@@ -229,12 +245,10 @@ impl App {
             }
             Msg::Resize(w, h) => {
                 self.size = (w, h);
-                self.layout();
                 Vec::new()
             }
             Msg::Tick(now) => {
                 self.now = now;
-                self.layout();
                 Vec::new()
             }
             Msg::Engine(e) => self.engine(e),
@@ -247,14 +261,6 @@ impl App {
                 self.last_error = Some(format!("config not applied, the last good one stays: {e}"));
                 Vec::new()
             }
-        }
-    }
-
-    /// Lays out the shown tab's transcript at the current width.
-    pub fn layout(&mut self) {
-        let width = crate::ui::areas(self).transcript.width;
-        if let Some(t) = self.tabs.get_mut(self.active) {
-            t.relayout(width, &self.theme, self.show_thoughts);
         }
     }
 
@@ -384,9 +390,9 @@ impl App {
                 let mut seen = 0;
                 let mut found = None;
                 for m in t.messages.iter().filter(|m| m.role == Role::Model) {
-                    let here = crate::ui::markdown::count_fences(&m.text);
+                    let here = fences::count_fences(&m.text);
                     if n > seen && n <= seen + here {
-                        found = crate::ui::markdown::code_block(&m.text, n - seen);
+                        found = fences::code_block(&m.text, n - seen);
                         break;
                     }
                     seen += here;

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::App;
 use super::tab::{Message, Role, Tab};
 use crate::engine::protocol::Command;
+use crate::files::write_atomic;
 
 /// The file format's version.
 const VERSION: u32 = 1;
@@ -162,9 +163,12 @@ impl App {
                     text: m.text,
                     thought: m.thought,
                     footer: m.footer,
+                    rev: 0,
                 })
                 .collect();
-            t.touched(0);
+            for i in 0..t.messages.len() {
+                t.touched(i);
+            }
             if same_model && !chat.ids.is_empty() {
                 t.ids = chat.ids.clone();
                 t.header = chat.header;
@@ -287,24 +291,6 @@ pub fn saver(
         }
     });
     (tx, handle)
-}
-
-/// Writes `bytes` to `path` so that a crash leaves either the old file or the new one: a temp
-/// file in the same directory, fsync, rename, fsync of the directory.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let tmp = path.with_extension("tmp");
-    let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    drop(f);
-    std::fs::rename(&tmp, path)?;
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -3,13 +3,12 @@
 
 use crossterm::event::{KeyCode, KeyEvent};
 
-use super::keymap::Keymap;
 use super::tab::Tab;
 use super::{App, Overlay};
 use crate::config::Config;
+use crate::config::keymap::Keymap;
 use crate::config::resolve::{Resolved, SamplingLayer, Source, resolve};
 use crate::engine::protocol::Command;
-use crate::ui::theme::Theme;
 
 /// What new tabs start with, and the layers their sampling resolves through.
 #[derive(Debug, Clone, PartialEq)]
@@ -59,7 +58,7 @@ impl App {
             }
         };
         self.keymap = keymap;
-        self.theme = Theme::named(&c.ui.theme);
+        self.theme = c.ui.theme.clone();
         self.show_thoughts = c.ui.show_thoughts;
         for (source, layer) in &mut self.settings.layers {
             if *source == Source::File {
@@ -93,11 +92,6 @@ impl App {
             self.last_error = None;
         }
         self.config = Some(Box::new(c));
-        for t in &mut self.tabs {
-            // The theme may have changed: lay every transcript out again.
-            t.layout = Default::default();
-        }
-        self.layout();
         self.resend_sampling()
     }
 

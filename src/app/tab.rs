@@ -1,16 +1,12 @@
-//! One conversation tab as the UI sees it: its transcript, input, scroll position, phase and
-//! warm-session state, and the laid-out lines of its transcript, cached per message so that a
-//! long history is wrapped once and only the message being streamed is laid out again.
+//! One conversation tab as the UI sees it: its transcript (each message with a revision, so that
+//! the renderer lays out again only what changed), input, scroll position, phase and
+//! warm-session state.
 
 use std::time::Instant;
-
-use ratatui::text::Line;
 
 use super::editor::Editor;
 use crate::config::resolve::SamplingLayer;
 use crate::engine::protocol::{TabId, Tier, TurnStats};
-use crate::ui::theme::Theme;
-use crate::ui::transcript::message_lines;
 
 /// Who wrote a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,6 +32,8 @@ pub struct Message {
     pub thought: String,
     /// A dim line under it: how the turn ended and what it cost.
     pub footer: Option<String>,
+    /// Its revision: it changed when this did (see [`Tab::touched`]).
+    pub rev: u64,
 }
 
 impl Message {
@@ -46,6 +44,7 @@ impl Message {
             text: text.into(),
             thought: String::new(),
             footer: None,
+            rev: 0,
         }
     }
 }
@@ -77,47 +76,6 @@ impl Phase {
     /// Whether a turn is running.
     pub fn busy(&self) -> bool {
         !matches!(self, Phase::Idle)
-    }
-}
-
-/// The cached layout of a transcript at one width.
-#[derive(Debug, Clone, Default)]
-pub struct TranscriptLayout {
-    width: u16,
-    show_thoughts: bool,
-    /// Lines per message.
-    blocks: Vec<Vec<Line<'static>>>,
-    /// Code fences per message (fences are numbered across the tab).
-    fences: Vec<usize>,
-    /// Messages from here on must be laid out again.
-    dirty_from: usize,
-    total: usize,
-}
-
-impl TranscriptLayout {
-    /// Lines in all.
-    pub fn total(&self) -> usize {
-        self.total
-    }
-
-    /// Lines `from..from + count`, across messages.
-    pub fn lines(&self, from: usize, count: usize) -> Vec<Line<'static>> {
-        let mut out = Vec::with_capacity(count);
-        let mut skip = from;
-        for block in &self.blocks {
-            if skip >= block.len() {
-                skip -= block.len();
-                continue;
-            }
-            for line in &block[skip..] {
-                if out.len() == count {
-                    return out;
-                }
-                out.push(line.clone());
-            }
-            skip = 0;
-        }
-        out
     }
 }
 
@@ -164,8 +122,11 @@ pub struct Tab {
     pub header: usize,
     /// Where the last answer starts in `ids`.
     pub last_answer: Option<usize>,
-    /// The transcript's lines.
-    pub layout: TranscriptLayout,
+    /// Lines of its transcript as last drawn (the renderer measures them), which bound
+    /// scrolling.
+    pub lines: usize,
+    /// Edits so far: a changed message takes the next number as its revision.
+    edits: u64,
 }
 
 impl Tab {
@@ -192,7 +153,8 @@ impl Tab {
             ids: Vec::new(),
             header: 0,
             last_answer: None,
-            layout: TranscriptLayout::default(),
+            lines: 0,
+            edits: 0,
         }
     }
 
@@ -231,52 +193,28 @@ impl Tab {
         &mut self.messages[i]
     }
 
-    /// Marks message `i` as changed.
+    /// Marks message `i` as changed (the renderer lays out again what changed); past the end:
+    /// messages were removed.
     pub fn touched(&mut self, i: usize) {
-        self.layout.dirty_from = self.layout.dirty_from.min(i);
+        self.edits += 1;
+        if let Some(m) = self.messages.get_mut(i) {
+            m.rev = self.edits;
+        }
         if self.pin.is_some() {
             self.new_output = true;
         }
     }
 
-    /// Lays out what changed since the last call, at `width`.
-    pub fn relayout(&mut self, width: u16, theme: &Theme, show_thoughts: bool) {
-        let l = &mut self.layout;
-        if l.width != width || l.show_thoughts != show_thoughts {
-            *l = TranscriptLayout {
-                width,
-                show_thoughts,
-                ..TranscriptLayout::default()
-            };
-        }
-        let n = self.messages.len();
-        if l.dirty_from >= n && l.blocks.len() == n {
-            return;
-        }
-        let from = l.dirty_from.min(l.blocks.len());
-        l.blocks.truncate(from);
-        l.fences.truncate(from);
-        let mut base: usize = l.fences.iter().sum();
-        for m in &self.messages[from..] {
-            let (lines, fences) = message_lines(m, width as usize, theme, base, show_thoughts);
-            base += fences;
-            l.blocks.push(lines);
-            l.fences.push(fences);
-        }
-        l.total = l.blocks.iter().map(Vec::len).sum();
-        l.dirty_from = usize::MAX;
-    }
-
-    /// The top line of a view `height` lines tall.
-    pub fn view_top(&self, height: usize) -> usize {
-        let bottom = self.layout.total.saturating_sub(height);
+    /// The top line of a view `height` lines tall on a transcript of `lines` lines.
+    pub fn view_top(&self, lines: usize, height: usize) -> usize {
+        let bottom = lines.saturating_sub(height);
         self.pin.map_or(bottom, |p| p.min(bottom))
     }
 
     /// Scrolls by `delta` lines (negative: up); reaching the bottom follows the output again.
     pub fn scroll(&mut self, delta: isize, height: usize) {
-        let bottom = self.layout.total.saturating_sub(height);
-        let top = self.view_top(height) as isize + delta;
+        let bottom = self.lines.saturating_sub(height);
+        let top = self.view_top(self.lines, height) as isize + delta;
         let top = top.clamp(0, bottom as isize) as usize;
         if top >= bottom {
             self.pin = None;

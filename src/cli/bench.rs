@@ -5,12 +5,13 @@
 //! with eight open sessions. Text, or one JSON object with `--json`. `benches/compare.py`
 //! measures llama.cpp on the same file, prompt and thread count.
 
-use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 use anyhow::Context;
 use clap::Args;
+use gemma_chat::engine::protocol::TurnStats;
 use gemma_chat::engine::session::Session;
+use gemma_chat::engine::turn::{Turn, TurnOptions};
 use gemma_chat::model::Gemma;
 use gemma_chat::model::kv_cache::KvCache;
 use serde_json::json;
@@ -48,7 +49,7 @@ const TEXT: &str = "The history of the lighthouse begins with fires lit on hills
     lived in small houses at their feet, trimming wicks, winding clockwork and logging the \
     weather through long nights. ";
 
-fn ids(lm: &gemma_chat::generate::LoadedModel, n: usize) -> anyhow::Result<Vec<u32>> {
+fn ids(lm: &gemma_chat::load::LoadedModel, n: usize) -> anyhow::Result<Vec<u32>> {
     let tok = lm
         .tokenizer
         .as_ref()
@@ -75,14 +76,14 @@ fn rss_mb() -> (f64, f64) {
     (field("VmRSS:"), field("VmHWM:"))
 }
 
-/// Prefills `ids` into `s` and returns the next token and the seconds it took.
-fn first_token(m: &Gemma, s: &mut Session, ids: &[u32]) -> anyhow::Result<(u32, f64)> {
-    let never = AtomicBool::new(false);
-    let t = Instant::now();
-    let logits = s
-        .prefill(m, ids, 512, &never, &mut |_, _| {})?
-        .context("no logits")?;
-    Ok((logits.argmax()?, t.elapsed().as_secs_f64()))
+/// Runs one greedy turn of `n` answer tokens on `prompt` (the whole conversation) in `s`, with
+/// no end ids (a fixed count), the way every turn runs; what it cost.
+fn turn(m: &Gemma, s: &mut Session, prompt: &[u32], n: usize) -> anyhow::Result<TurnStats> {
+    let mut opts = TurnOptions::greedy(n, m.config().max_position_embeddings);
+    opts.chunk = 512;
+    let mut t = Turn::start(s, prompt.to_vec(), opts)?;
+    t.run(m, s, &mut |_| true)?;
+    Ok(t.stats())
 }
 
 /// The median of a few timings.
@@ -99,19 +100,13 @@ pub fn run(args: BenchArgs, common: &ModelArgs) -> anyhow::Result<()> {
     let weights = lm.model.weight_stats();
     let m = &lm.model;
 
-    // Prefill of a prompt, then decode from it (stop ids ignored: a fixed token count).
+    // Prefill of a prompt, then decode from it (end ids ignored: a fixed token count).
     let prompt = ids(&lm, args.prompt_tokens)?;
-    let mut s = Session::new(m);
-    let (next, prefill_s) = first_token(m, &mut s, &prompt)?;
-    let decode_s = decode_steps(m, &mut s, next, args.decode_tokens)?;
-    drop(s);
+    let first = turn(m, &mut Session::new(m), &prompt, args.decode_tokens)?;
     let (_, peak_generate) = rss_mb();
     let depth_tok_s = if args.depth > 0 {
-        Some(decode_at_depth(
-            m,
-            &ids(&lm, args.depth)?,
-            args.decode_tokens,
-        )?)
+        let history = ids(&lm, args.depth)?;
+        Some(turn(m, &mut Session::new(m), &history, args.decode_tokens)?.decode_tok_s)
     } else {
         None
     };
@@ -134,9 +129,9 @@ pub fn run(args: BenchArgs, common: &ModelArgs) -> anyhow::Result<()> {
         "load_avg_1m": load_avg,
         "load_s": load_s,
         "prefill_tokens": prompt.len(),
-        "prefill_tok_s": prompt.len() as f64 / prefill_s,
-        "decode_tokens": args.decode_tokens,
-        "decode_tok_s": args.decode_tokens as f64 / decode_s,
+        "prefill_tok_s": first.prefill_tok_s,
+        "decode_tokens": first.generated_tokens,
+        "decode_tok_s": first.decode_tok_s,
         "peak_rss_mb": peak_generate,
         "weights_mb_by_type": by_type,
         "weights_mapped_mb": mb(weights.mapped),
@@ -158,32 +153,11 @@ pub fn run(args: BenchArgs, common: &ModelArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Decode speed after a history of `history` (prefilled first, not timed): tokens per second
-/// over `n` greedy steps.
-fn decode_at_depth(m: &Gemma, history: &[u32], n: usize) -> anyhow::Result<f64> {
-    let mut s = Session::new(m);
-    let (next, _) = first_token(m, &mut s, history)?;
-    Ok(n as f64 / decode_steps(m, &mut s, next, n)?)
-}
-
-/// `n` greedy decode steps from `next` (stop ids ignored: a fixed count); the seconds they took.
-fn decode_steps(m: &Gemma, s: &mut Session, mut next: u32, n: usize) -> anyhow::Result<f64> {
-    let never = AtomicBool::new(false);
-    let t = Instant::now();
-    for _ in 0..n {
-        next = s
-            .prefill(m, &[next], 1, &never, &mut |_, _| {})?
-            .context("no logits")?
-            .argmax()?;
-    }
-    Ok(t.elapsed().as_secs_f64())
-}
-
 /// Time to first token, cold and warm, and memory with one and eight open sessions, added to
 /// `out`.
 fn sessions_figures(
     m: &Gemma,
-    lm: &gemma_chat::generate::LoadedModel,
+    lm: &gemma_chat::load::LoadedModel,
     args: &BenchArgs,
     prompt: &[u32],
     dtype: gemma_chat::model::ComputeDtype,
@@ -196,27 +170,28 @@ fn sessions_figures(
     let mut short = vec![m.config().bos_token_id];
     short.extend(&follow);
     let mut s = Session::new(m);
-    let (_, ttft_cold) = first_token(m, &mut s, &history)?;
+    let cold = turn(m, &mut s, &history, 1)?;
     let reused = s.position();
     let (mut warm, mut empty, mut prefilled) = (Vec::new(), Vec::new(), 0);
     for i in 0..3 {
-        let before = s.position();
-        warm.push(first_token(m, &mut s, &follow)?.1);
+        let convo = [s.resident(), &follow].concat();
+        let stats = turn(m, &mut s, &convo, 1)?;
+        warm.push(stats.ttft_s);
         if i == 0 {
-            prefilled = s.position() - before;
+            prefilled = stats.prefilled_tokens;
         }
-        empty.push(first_token(m, &mut Session::new(m), &short)?.1);
+        empty.push(turn(m, &mut Session::new(m), &short, 1)?.ttft_s);
     }
     let (ttft_warm, ttft_warm_empty) = (median(warm), median(empty));
     drop(s);
 
     // Memory: one open session with a prompt-sized history, then eight.
     let mut sessions = vec![Session::new(m)];
-    first_token(m, &mut sessions[0], prompt)?;
+    turn(m, &mut sessions[0], prompt, 1)?;
     let (rss_1, _) = rss_mb();
     for _ in 1..8 {
         let mut s = Session::new(m);
-        first_token(m, &mut s, prompt)?;
+        turn(m, &mut s, prompt, 1)?;
         sessions.push(s);
     }
     let (rss_8, peak) = rss_mb();
@@ -224,7 +199,7 @@ fn sessions_figures(
     let kv_mb = KvCache::estimate_bytes(m.config(), elem, prompt.len()) as f64 / (1 << 20) as f64;
     let extra = json!({
         "history_tokens": history.len(),
-        "ttft_cold_ms": ttft_cold * 1e3,
+        "ttft_cold_ms": cold.ttft_s * 1e3,
         "ttft_warm_ms": ttft_warm * 1e3,
         "ttft_warm_empty_ms": ttft_warm_empty * 1e3,
         "warm_reused_tokens": reused,

@@ -3,15 +3,16 @@
 //! own tokens, rendered with the checkpoint's chat template.
 
 use std::io::{BufRead, Write};
-use std::sync::atomic::AtomicBool;
 
 use anyhow::Context;
-use gemma_chat::engine::session::{Session, TurnStats};
-use gemma_chat::generate::LoadedModel;
+use gemma_chat::engine::protocol::TurnStats;
+use gemma_chat::engine::reply::{Piece, Reply};
+use gemma_chat::engine::session::Session;
+use gemma_chat::engine::thinking::Channels;
+use gemma_chat::engine::turn::{Turn, TurnOptions};
+use gemma_chat::load::LoadedModel;
 use gemma_chat::sampling::SamplingParams;
 use gemma_chat::tokenizer::Tokenizer;
-use gemma_chat::tokenizer::stream::TextStream;
-use gemma_chat::tokenizer::template::Conversation;
 
 use super::ModelArgs;
 use super::generate::load_model;
@@ -30,7 +31,7 @@ struct Chat<'a> {
     header: usize,
     /// The chat template's error was shown.
     warned: bool,
-    stop_ids: Vec<u32>,
+    end_ids: Vec<u32>,
     limit: usize,
     turns: u64,
 }
@@ -48,7 +49,7 @@ impl<'a> Chat<'a> {
             convo: Vec::new(),
             header: 0,
             warned: false,
-            stop_ids: lm.chat_stop_ids(),
+            end_ids: lm.chat_end_ids(),
             limit: CONTEXT.min(lm.model.config().max_position_embeddings),
             turns: 0,
         })
@@ -61,59 +62,48 @@ impl<'a> Chat<'a> {
 
     /// Answers `text`, streaming the answer to stdout.
     fn turn(&mut self, text: &str, max_new: usize, temperature: f32) -> anyhow::Result<TurnStats> {
-        let c = Conversation {
-            system: None,
-            thinking: false,
-            continues: !self.convo.is_empty(),
-        };
-        let (turn, failed) = self.lm.next_turn(&c, text)?;
-        if let Some(e) = failed.filter(|_| !self.warned) {
+        let next = self
+            .lm
+            .user_turn(&self.convo, self.header, None, false, text)?;
+        if let Some(e) = next.template_error.filter(|_| !self.warned) {
             self.warned = true;
             eprintln!("warning: {e}; using the built-in chat layout");
         }
-        let (mut next, header) = self.lm.prompt_ids(&self.convo, self.header, &turn)?;
-        let needed = next.len() + max_new;
-        if needed > self.limit {
-            anyhow::bail!(
-                "this turn needs {needed} tokens of context, the limit is {}; start a new \
-                 conversation (/reset)",
-                self.limit
-            );
-        }
         self.turns += 1;
-        let sampling = SamplingParams {
-            temperature,
-            seed: self.turns,
-            ..Default::default()
+        let opts = TurnOptions {
+            sampling: SamplingParams {
+                temperature,
+                seed: self.turns,
+                ..Default::default()
+            },
+            max_new_tokens: max_new,
+            end_ids: self.end_ids.clone(),
+            context: self.limit,
+            chunk: 256,
+            boundary_snapshot: true,
+            prompt_logits: false,
         };
-        let mut stream = TextStream::new();
-        let mut answer = Vec::new();
-        let stdout = std::io::stdout();
-        let tok = self.tok;
-        let mut on_token = |id: u32| {
-            answer.push(id);
-            if let Ok(delta) = stream.push(tok, id) {
+        let mut turn = Turn::start(&mut self.session, next.prompt, opts)
+            .map_err(|e| anyhow::anyhow!("{e}; start a new conversation (/reset)"))?;
+        let channels = Channels::of(self.tok).filter(|_| self.lm.supports_thinking());
+        let mut reply = Reply::new(channels, Vec::new());
+        let (tok, stdout) = (self.tok, std::io::stdout());
+        let show = |piece: Option<Piece>| {
+            // The answer only (thinking is off here; a stray thought is not the answer).
+            if let Some(Piece::Answer(t)) = piece {
                 let mut out = stdout.lock();
-                let _ = out.write_all(delta.as_bytes());
+                let _ = out.write_all(t.as_bytes());
                 let _ = out.flush();
             }
         };
-        let never = AtomicBool::new(false);
-        let (_, stats) = self.session.run_turn(
-            &self.lm.model,
-            &next,
-            &sampling,
-            max_new,
-            &self.stop_ids,
-            256,
-            &never,
-            &mut on_token,
-        )?;
-        println!("{}", stream.finish(tok)?);
-        next.extend(&answer);
-        self.convo = next;
-        self.header = header.len();
-        Ok(stats)
+        turn.run(&self.lm.model, &mut self.session, &mut |id| {
+            reply.push(tok, id).map(|(p, _)| show(p)).is_ok()
+        })?;
+        show(reply.finish(tok)?);
+        println!();
+        self.convo = [turn.prompt(), turn.answer()].concat();
+        self.header = next.header.len();
+        Ok(turn.stats())
     }
 }
 

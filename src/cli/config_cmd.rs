@@ -3,9 +3,10 @@
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
-use gemma_chat::config::resolve::{Source, generation_defaults, resolve};
+use gemma_chat::config::resolve::{Source, resolve};
 use gemma_chat::config::{DEFAULT_TOML, cache_dir, config_path};
 use gemma_chat::demo;
+use gemma_chat::load::GenerationConfig;
 
 use super::{ModelArgs, SamplingArgs};
 
@@ -64,7 +65,7 @@ pub fn run(args: ConfigArgs, common: &ModelArgs, sampling: &SamplingArgs) -> any
             let choice = common.choice(&config)?;
             let mut layers = sampling.layers(&config);
             if let Some(model) = &choice.model {
-                layers.push((Source::Model, generation_defaults(model)));
+                layers.push((Source::Model, GenerationConfig::read(model).sampling));
             }
             let r = resolve(&layers, 0);
             let p = &r.params;

@@ -6,9 +6,12 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use gemma_chat::generate::{GenerateOptions, LoadedModel, generate, load};
+use gemma_chat::engine::protocol::TurnEnd;
+use gemma_chat::engine::reply::{Piece, Reply};
+use gemma_chat::engine::session::Session;
+use gemma_chat::engine::turn::{Turn, TurnOptions};
+use gemma_chat::load::{LoadedModel, load};
 use gemma_chat::sampling::SamplingParams;
-use gemma_chat::tokenizer::stream::TextStream;
 use gemma_chat::{backend, demo, model::ComputeDtype};
 use serde_json::json;
 
@@ -85,7 +88,7 @@ pub fn run(args: GenerateArgs, common: &ModelArgs, s: &SamplingArgs) -> anyhow::
     if prompt_ids.is_empty() {
         bail!("the prompt is empty");
     }
-    let opts = GenerateOptions {
+    let opts = TurnOptions {
         max_new_tokens: args.max_new_tokens,
         sampling: SamplingParams {
             temperature: s.temperature.unwrap_or(0.0),
@@ -96,30 +99,22 @@ pub fn run(args: GenerateArgs, common: &ModelArgs, s: &SamplingArgs) -> anyhow::
         },
         chunk: args.chunk,
         prompt_logits: args.dump_logits.is_some(),
-        // Raw prompts stop where transformers would; a chat turn also ends at end-of-turn.
-        stop_ids: if args.chat {
-            lm.chat_stop_ids()
+        // Raw prompts end where transformers would; a chat turn also ends at end-of-turn.
+        end_ids: if args.chat {
+            lm.chat_end_ids()
         } else {
-            lm.stop_ids.clone()
+            lm.end_ids.clone()
         },
+        context: cfg.max_position_embeddings,
+        boundary_snapshot: false,
     };
-    let limit = cfg.max_position_embeddings;
-    if prompt_ids.len() + args.max_new_tokens > limit {
-        // Scripts compare against the reference, which runs past it too; chats refuse instead.
-        eprintln!(
-            "warning: {} prompt + {} new tokens exceed the model's trained context of {limit}",
-            prompt_ids.len(),
-            args.max_new_tokens
-        );
-    }
-    let mut cache = lm.model.new_cache();
-    let mut stream = TextStream::new();
+    let mut session = Session::new(&lm.model);
+    let mut turn = Turn::start(&mut session, prompt_ids.clone(), opts)?;
+    let mut reply = Reply::new(None, Vec::new());
     let mut text = String::new();
     let stdout = std::io::stdout();
-    let mut on_token = |id: u32| {
-        if let Some(tok) = &lm.tokenizer
-            && let Ok(delta) = stream.push(tok, id)
-        {
+    let mut show = |piece: Option<Piece>| {
+        if let Some(Piece::Answer(delta)) = piece {
             if !args.json {
                 let mut out = stdout.lock();
                 let _ = out.write_all(delta.as_bytes());
@@ -127,32 +122,49 @@ pub fn run(args: GenerateArgs, common: &ModelArgs, s: &SamplingArgs) -> anyhow::
             }
             text.push_str(&delta);
         }
-        true
     };
-    let out = generate(&lm.model, &mut cache, &prompt_ids, &opts, &mut on_token)?;
-    if let Some(tok) = &lm.tokenizer {
-        let rest = stream.finish(tok)?;
-        if !args.json {
-            print!("{rest}");
+    let end = turn.run(&lm.model, &mut session, &mut |id| {
+        if let Some(tok) = &lm.tokenizer
+            && let Ok((piece, _)) = reply.push(tok, id)
+        {
+            show(piece);
         }
-        text.push_str(&rest);
+        true
+    })?;
+    if let Some(tok) = &lm.tokenizer {
+        show(reply.finish(tok)?);
     }
-    if let (Some(path), Some(logits)) = (&args.dump_logits, &out.prompt_logits) {
-        write_logits(path, logits, prompt_ids.len(), cfg.vocab_size)?;
+    if let (Some(path), Some(logits)) = (&args.dump_logits, turn.take_prompt_logits()) {
+        write_logits(path, &logits, prompt_ids.len(), cfg.vocab_size)?;
     }
-    let n_dec = out.generated.len().saturating_sub(1);
+    let stats = turn.stats();
+    let mut generated = turn.answer().to_vec();
+    let finish = match end {
+        TurnEnd::EndOfTurn(id) => {
+            // The id that ended the answer is part of what the model produced.
+            generated.push(id);
+            "stop"
+        }
+        TurnEnd::StopString => "stop",
+        TurnEnd::Length => "length",
+        TurnEnd::ContextFull => "context_full",
+        TurnEnd::Cancelled => "cancelled",
+    };
     if args.json {
+        let prefill_s = stats.prefilled_tokens as f64 / stats.prefill_tok_s.max(1e-9);
+        let decode_s = stats.generated_tokens as f64 / stats.decode_tok_s.max(1e-9);
         let obj = json!({
             "prompt_ids": prompt_ids,
-            "generated_ids": out.generated,
+            "generated_ids": generated,
             "text": text,
-            "finish_reason": out.finish.as_str(),
+            "finish_reason": finish,
             "timings": {
                 "load_s": load_s,
-                "prefill_s": out.prefill_s,
-                "decode_s": out.decode_s,
-                "prefill_tok_s": prompt_ids.len() as f64 / out.prefill_s.max(1e-9),
-                "decode_tok_s": n_dec as f64 / out.decode_s.max(1e-9),
+                "prefill_s": prefill_s,
+                "decode_s": decode_s,
+                "prefill_tok_s": stats.prefill_tok_s,
+                "decode_tok_s": stats.decode_tok_s,
+                "ttft_s": stats.ttft_s,
             },
             "dtype": dtype.as_str(),
         });

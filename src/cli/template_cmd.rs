@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
-use gemma_chat::generate::chat_format_of;
+use gemma_chat::load::chat_format_of;
 use gemma_chat::tokenizer::template::{ChatTemplate, TemplateSource};
 
 use super::ModelArgs;

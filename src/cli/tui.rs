@@ -2,15 +2,14 @@
 //! started on its thread (fetching the demo model there when no model is named), and the UI run
 //! until it quits.
 
-use gemma_chat::app::keymap::Keymap;
 use gemma_chat::app::persist::load_chats;
 use gemma_chat::app::{App, ModelState, TurnSettings};
+use gemma_chat::config::keymap::Keymap;
 use gemma_chat::config::resolve::SamplingLayer;
 use gemma_chat::config::{Config, cache_dir, config_path};
 use gemma_chat::engine::thinking::ThinkingPolicy;
-use gemma_chat::engine::worker::{EngineOptions, spawn};
-use gemma_chat::generate::load;
-use gemma_chat::ui::theme::Theme;
+use gemma_chat::engine::{EngineOptions, spawn};
+use gemma_chat::load::load;
 use gemma_chat::{backend, demo, tui};
 
 use super::{ModelArgs, SamplingArgs};
@@ -81,7 +80,7 @@ pub fn run(
     let (mut app, initial) = App::new(
         model,
         keymap,
-        Theme::named(&config.ui.theme),
+        config.ui.theme.clone(),
         settings,
         config.ui.show_thoughts,
     );

@@ -33,7 +33,7 @@ impl Num {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 #[allow(missing_docs)]
-pub struct ModelLayer {
+pub struct ModelTable {
     pub path: Option<Spanned<String>>,
     pub dtype: Option<Spanned<String>>,
     pub backend: Option<Spanned<String>>,
@@ -45,7 +45,7 @@ pub struct ModelLayer {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 #[allow(missing_docs)]
-pub struct SamplingLayer {
+pub struct SamplingTable {
     pub temperature: Option<Spanned<Num>>,
     pub top_k: Option<Spanned<i64>>,
     pub top_p: Option<Spanned<Num>>,
@@ -59,7 +59,7 @@ pub struct SamplingLayer {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 #[allow(missing_docs)]
-pub struct SessionsLayer {
+pub struct SessionsTable {
     pub memory_budget_mb: Option<Spanned<i64>>,
     pub host_budget_mb: Option<Spanned<i64>>,
     pub thinking_policy: Option<Spanned<String>>,
@@ -70,7 +70,7 @@ pub struct SessionsLayer {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 #[allow(missing_docs)]
-pub struct UiLayer {
+pub struct UiTable {
     pub theme: Option<Spanned<String>>,
     pub show_thoughts: Option<Spanned<bool>>,
     pub keys: Option<BTreeMap<String, Spanned<Vec<String>>>>,
@@ -80,11 +80,11 @@ pub struct UiLayer {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 #[allow(missing_docs)]
-pub struct Layer {
-    pub model: Option<ModelLayer>,
-    pub sampling: Option<SamplingLayer>,
-    pub sessions: Option<SessionsLayer>,
-    pub ui: Option<UiLayer>,
+pub struct ConfigLayer {
+    pub model: Option<ModelTable>,
+    pub sampling: Option<SamplingTable>,
+    pub sessions: Option<SessionsTable>,
+    pub ui: Option<UiTable>,
 }
 
 /// `line:column` (1-based) of byte `at` in `text`.
@@ -98,10 +98,10 @@ fn place(text: &str, at: usize) -> String {
     format!("{line}:{col}")
 }
 
-impl Layer {
+impl ConfigLayer {
     /// Parses and checks `text` (the file at `path`).
     pub fn parse(path: &Path, text: &str) -> Result<Self> {
-        let layer: Layer = toml::from_str(text).map_err(|e| {
+        let layer: ConfigLayer = toml::from_str(text).map_err(|e| {
             let at = e
                 .span()
                 .map_or_else(String::new, |s| format!(":{}", place(text, s.start)));
@@ -225,14 +225,14 @@ impl Layer {
         if let Some(u) = &self.ui {
             one_of(&u.theme, "ui.theme", &["dark", "light"])?;
             for (name, chords) in u.keys.iter().flatten() {
-                if crate::app::action::Action::from_name(name).is_none() {
+                if super::action::Action::from_name(name).is_none() {
                     return Err((
                         chords.span(),
                         format!("`ui.keys.{name}`: there is no action `{name}`"),
                     ));
                 }
                 for c in chords.get_ref() {
-                    if crate::app::keymap::Chord::parse(c).is_none() {
+                    if super::keymap::Chord::parse(c).is_none() {
                         return Err((
                             chords.span(),
                             format!(

@@ -2,6 +2,8 @@
 //! and where that file is found. The file's checks live in [`layer`]; the precedence of flags,
 //! environment, file and the model's own defaults in [`resolve`]. Nothing here reads weights.
 
+pub mod action;
+pub mod keymap;
 pub mod layer;
 pub mod resolve;
 pub mod watch;
@@ -120,7 +122,7 @@ impl Config {
     pub fn from_layers(user: Option<(&Path, &str)>) -> Result<Self> {
         let mut config = Self::builtin()?;
         if let Some((path, text)) = user {
-            config.apply(&layer::Layer::parse(path, text)?);
+            config.apply(&layer::ConfigLayer::parse(path, text)?);
         }
         Ok(config)
     }
@@ -137,7 +139,7 @@ impl Config {
     }
 
     /// Lays a checked file over this configuration.
-    pub fn apply(&mut self, l: &layer::Layer) {
+    pub fn apply(&mut self, l: &layer::ConfigLayer) {
         fn set<T: Clone>(dst: &mut T, v: &Option<toml::Spanned<T>>) {
             if let Some(v) = v {
                 *dst = v.get_ref().clone();

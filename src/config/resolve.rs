@@ -2,8 +2,7 @@
 //! a command-line flag > a `GEMMA_CHAT_*` environment variable > the config file > the model's
 //! `generation_config.json` > Gemma's defaults (temperature 1.0, top_k 64, top_p 0.95).
 
-use std::path::Path;
-
+pub use crate::sampling::SamplingLayer;
 use crate::sampling::SamplingParams;
 
 /// Where a value came from.
@@ -35,21 +34,6 @@ impl Source {
             Source::Tab => "tab",
         }
     }
-}
-
-/// Sampling values one layer sets (`None`: not set there).
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct SamplingLayer {
-    /// 0 to 2.
-    pub temperature: Option<f32>,
-    /// 0 is off.
-    pub top_k: Option<usize>,
-    /// In (0, 1].
-    pub top_p: Option<f32>,
-    /// In [0, 1].
-    pub min_p: Option<f32>,
-    /// 0 is random.
-    pub seed: Option<u64>,
 }
 
 /// The resolved values and the source of each.
@@ -88,42 +72,6 @@ pub fn resolve(layers: &[(Source, SamplingLayer)], random_seed: u64) -> Resolved
             seed: if seed == 0 { random_seed } else { seed },
         },
         sources: [st, sk, sp, sm, ss],
-    }
-}
-
-/// The sampling defaults a Hugging Face model directory declares in `generation_config.json`
-/// (only when it says `do_sample`, as transformers reads it; a GGUF file declares none).
-pub fn generation_defaults(model: &Path) -> SamplingLayer {
-    let file = if model.is_dir() {
-        model.join("generation_config.json")
-    } else {
-        model.with_file_name("generation_config.json")
-    };
-    let Ok(text) = std::fs::read_to_string(file) else {
-        return SamplingLayer::default();
-    };
-    let Ok(json) = serde_json::from_str::<serde_json::Value>(&text) else {
-        return SamplingLayer::default();
-    };
-    if json.get("do_sample").and_then(|v| v.as_bool()) == Some(false) {
-        // Greedy by declaration.
-        return SamplingLayer {
-            temperature: Some(0.0),
-            ..SamplingLayer::default()
-        };
-    }
-    SamplingLayer {
-        temperature: json
-            .get("temperature")
-            .and_then(|v| v.as_f64())
-            .map(|v| v as f32),
-        top_k: json
-            .get("top_k")
-            .and_then(|v| v.as_u64())
-            .map(|v| v as usize),
-        top_p: json.get("top_p").and_then(|v| v.as_f64()).map(|v| v as f32),
-        min_p: json.get("min_p").and_then(|v| v.as_f64()).map(|v| v as f32),
-        seed: None,
     }
 }
 

@@ -13,8 +13,8 @@ use safetensors::tensor::{Dtype as StDtype, SafeTensors, TensorView};
 use sha2::{Digest, Sha256};
 
 use super::session::Session;
-use crate::app::persist::write_atomic;
 use crate::error::{Error, Result};
+use crate::files::write_atomic;
 use crate::model::Gemma;
 use crate::model::config::ModelConfig;
 use crate::model::kv_cache::HostKv;

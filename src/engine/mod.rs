@@ -1,10 +1,17 @@
-//! The engine side of gemma-chat: one engine thread ([`worker`]) owns the weights and a warm
-//! [`session`] per tab; the UI talks to it only through [`protocol`].
+//! The engine side of gemma-chat: one engine thread ([`handle::spawn`], [`worker`]) owns the
+//! weights and every tab ([`tabs`]) with its warm [`session`]; each turn is one [`turn::Turn`]
+//! with its text in a [`reply::Reply`]; the UI talks to it only through [`protocol`].
 
+pub mod handle;
+mod job;
 pub mod kv_store;
 pub mod protocol;
+pub mod reply;
 pub mod session;
-pub mod stop;
+pub mod stop_strings;
+mod tabs;
 pub mod thinking;
-mod turn;
-pub mod worker;
+pub mod turn;
+mod worker;
+
+pub use handle::{EngineControl, EngineHandle, EngineOptions, Progress, spawn};

@@ -1,9 +1,104 @@
 //! What the UI and the engine thread say to each other: commands in, events out, each naming
 //! its tab. The UI sees only this module.
 
-use crate::config::resolve::SamplingLayer;
-pub use crate::engine::session::{Reuse, Tier, TurnEnd, TurnStats};
+use crate::sampling::SamplingLayer;
 use crate::sampling::SamplingParams;
+
+/// Why a turn prefilled what it did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reuse {
+    /// Nothing was resident: full prefill.
+    New,
+    /// The prompt extends the resident ids: only the suffix is prefilled.
+    ExactPrefix,
+    /// The prompt diverges from the resident ids: rewound to the longest common prefix.
+    Rewind,
+    /// The prompt equals the resident ids: the last token is prefilled again for fresh logits.
+    Equal,
+    /// The session was marked dirty by an earlier failure: full prefill.
+    Dirty,
+    /// The session had been dropped to text to free memory: full prefill.
+    Evicted,
+    /// The tab came back from disk without its KV state: full prefill.
+    Restored,
+    /// The prompt diverges where the sliding window can no longer rewind: full prefill.
+    Mismatch,
+}
+
+impl Reuse {
+    /// The name shown to users and in stats.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reuse::New => "new",
+            Reuse::ExactPrefix => "exact_prefix",
+            Reuse::Rewind => "rewind",
+            Reuse::Equal => "equal",
+            Reuse::Dirty => "dirty",
+            Reuse::Evicted => "evicted",
+            Reuse::Restored => "restored",
+            Reuse::Mismatch => "mismatch",
+        }
+    }
+}
+
+/// What a turn cost.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnStats {
+    /// How the resident ids were reused.
+    pub reuse: Reuse,
+    /// Prompt tokens that were already resident.
+    pub reused_tokens: usize,
+    /// Prompt tokens that were prefilled.
+    pub prefilled_tokens: usize,
+    /// Prefill speed.
+    pub prefill_tok_s: f64,
+    /// Decode speed.
+    pub decode_tok_s: f64,
+    /// Seconds from the start of the turn to the first sampled token.
+    pub ttft_s: f64,
+    /// Tokens generated (the stop id excluded).
+    pub generated_tokens: usize,
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TurnEnd {
+    /// The model ended its turn with this id (not resident: the next turn's template closes
+    /// the turn).
+    EndOfTurn(u32),
+    /// The token budget ran out.
+    Length,
+    /// The user (or the caller) cancelled it.
+    Cancelled,
+    /// A stop string appeared in the text; the tokens that made it are not resident.
+    StopString,
+    /// The context limit was reached: the answer is cut there, visibly.
+    ContextFull,
+}
+
+impl TurnEnd {
+    /// A short description for users.
+    pub fn describe(self) -> &'static str {
+        match self {
+            TurnEnd::EndOfTurn(_) => "done",
+            TurnEnd::Length => "token limit reached",
+            TurnEnd::Cancelled => "stopped",
+            TurnEnd::StopString => "stop string",
+            TurnEnd::ContextFull => "context full",
+        }
+    }
+}
+
+/// Where a session's KV state lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tier {
+    /// On the compute device, ready to run.
+    Device,
+    /// Copied to host memory; restored before its next turn without any prefill.
+    Host,
+    /// Dropped to text to free memory; the next turn prefills the history again.
+    Cold,
+}
 
 /// A conversation tab, numbered by the UI.
 pub type TabId = u64;
@@ -18,8 +113,8 @@ pub enum Command {
         /// The user's message.
         text: String,
     },
-    /// Stop the tab's generation within one prefill chunk or decode step.
-    Stop {
+    /// Cancel the tab's running turn within one prefill chunk or decode step.
+    Cancel {
         /// The tab.
         tab: TabId,
     },

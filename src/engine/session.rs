@@ -2,114 +2,18 @@
 //! length. A new turn reuses the longest prefix the session already holds and prefills only the
 //! rest; it re-prefills the history only when it must, and says why ([`Reuse`]).
 //!
-//! The contract is `shared/docs/sessions.md`: `resident.len() == position()` after every call,
-//! failed and stopped ones included; never an empty prefill; a failure leaves the session empty
-//! and marked, never half-updated.
+//! The contract: `resident.len() == position()` after every call, failed and cancelled ones
+//! included; never an empty prefill; a failure leaves the session empty and marked, never
+//! half-updated (`tests/sessions.rs`). A turn drives a session through [`super::turn::Turn`].
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use burn::tensor::{Device, Tensor};
 
-use burn::tensor::Device;
+use super::protocol::{Reuse, Tier};
 
 use crate::error::{Error, Result};
 use crate::model::kv_cache::{HostKv, SlidingSnapshot};
 use crate::model::{Gemma, KvCache, Logits};
-use crate::sampling::{NextLogits, Sampler, SamplingParams};
-
-/// Why a turn prefilled what it did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reuse {
-    /// Nothing was resident: full prefill.
-    New,
-    /// The prompt extends the resident ids: only the suffix is prefilled.
-    ExactPrefix,
-    /// The prompt diverges from the resident ids: rewound to the longest common prefix.
-    Rewind,
-    /// The prompt equals the resident ids: the last token is prefilled again for fresh logits.
-    Equal,
-    /// The session was marked dirty by an earlier failure: full prefill.
-    Dirty,
-    /// The session had been dropped to text to free memory: full prefill.
-    Evicted,
-    /// The tab came back from disk without its KV state: full prefill.
-    Restored,
-    /// The prompt diverges where the sliding window can no longer rewind: full prefill.
-    Mismatch,
-}
-
-impl Reuse {
-    /// The name shown to users and in stats.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Reuse::New => "new",
-            Reuse::ExactPrefix => "exact_prefix",
-            Reuse::Rewind => "rewind",
-            Reuse::Equal => "equal",
-            Reuse::Dirty => "dirty",
-            Reuse::Evicted => "evicted",
-            Reuse::Restored => "restored",
-            Reuse::Mismatch => "mismatch",
-        }
-    }
-}
-
-/// What a turn cost.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TurnStats {
-    /// How the resident ids were reused.
-    pub reuse: Reuse,
-    /// Prompt tokens that were already resident.
-    pub reused_tokens: usize,
-    /// Prompt tokens that were prefilled.
-    pub prefilled_tokens: usize,
-    /// Prefill speed.
-    pub prefill_tok_s: f64,
-    /// Decode speed.
-    pub decode_tok_s: f64,
-    /// Seconds from the start of the turn to the first sampled token.
-    pub ttft_s: f64,
-    /// Tokens generated (the stop id excluded).
-    pub generated_tokens: usize,
-}
-
-/// How a turn ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TurnEnd {
-    /// A stop id ended it (not resident: the next turn decides how the turn is closed).
-    Stop(u32),
-    /// The token budget ran out.
-    Length,
-    /// The caller stopped it.
-    Stopped,
-    /// A stop string appeared in the text; the tokens that made it are not resident.
-    StopString,
-    /// The context limit was reached: the answer is cut there, visibly.
-    ContextFull,
-}
-
-impl TurnEnd {
-    /// A short description for users.
-    pub fn describe(self) -> &'static str {
-        match self {
-            TurnEnd::Stop(_) => "done",
-            TurnEnd::Length => "token limit reached",
-            TurnEnd::Stopped => "stopped",
-            TurnEnd::StopString => "stop string",
-            TurnEnd::ContextFull => "context full",
-        }
-    }
-}
-
-/// Where a session's KV state lives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Tier {
-    /// On the compute device, ready to run.
-    Device,
-    /// Copied to host memory; restored before its next turn without any prefill.
-    Host,
-    /// Dropped to text to free memory; the next turn prefills the history again.
-    Cold,
-}
+use crate::sampling::NextLogits;
 
 /// A conversation's KV cache and resident ids.
 #[derive(Debug, Clone)]
@@ -298,6 +202,16 @@ impl Session {
         }
     }
 
+    /// Rewinds to `pos`, or where the sliding window cannot go back that far, to the latest
+    /// turn-boundary snapshot before it: the position reached (what lies between must be fed
+    /// again), or `None` (and unchanged) when neither is possible.
+    pub fn rewind_near(&mut self, pos: usize) -> Option<usize> {
+        if self.rewind(pos) {
+            return Some(pos);
+        }
+        self.rewind_to_snapshot(pos)
+    }
+
     /// Rewinds to the latest snapshot at or before `pos`; its position, or `None` when none is
     /// usable.
     fn rewind_to_snapshot(&mut self, pos: usize) -> Option<usize> {
@@ -360,41 +274,37 @@ impl Session {
         }
     }
 
-    /// Prefills `ids` at the current position in chunks, checking `stop` between chunks.
-    /// Returns the last position's logits (where the model computed them), or `None` when
-    /// stopped. On failure the session is emptied and marked dirty.
-    pub fn prefill(
-        &mut self,
-        model: &Gemma,
-        ids: &[u32],
-        chunk: usize,
-        stop: &AtomicBool,
-        progress: &mut dyn FnMut(usize, usize),
-    ) -> Result<Option<NextLogits>> {
+    /// Prefills `ids` at the current position in chunks of `chunk` and returns the last
+    /// position's logits. On failure the session is emptied and marked dirty. (A turn prefills
+    /// through [`super::turn::Turn`], a chunk per step; this is for whole histories.)
+    pub fn prefill(&mut self, model: &Gemma, ids: &[u32], chunk: usize) -> Result<NextLogits> {
         if ids.is_empty() {
             return Err(Error::Invalid("prefill needs at least one token".into()));
         }
-        self.restore();
         let chunks: Vec<&[u32]> = ids.chunks(chunk.max(1)).collect();
-        let mut done = 0;
+        let mut last = None;
         for (i, part) in chunks.iter().enumerate() {
-            if stop.load(Ordering::Relaxed) {
-                return Ok(None);
-            }
-            let last = i + 1 == chunks.len();
-            let mode = if last { Logits::Last } else { Logits::None };
-            let out = self.step(model, part, mode)?;
-            done += part.len();
-            progress(done, ids.len());
-            if last {
-                return Ok(out);
-            }
+            let mode = if i + 1 == chunks.len() {
+                Logits::Last
+            } else {
+                Logits::None
+            };
+            last = self.feed(model, part, mode)?;
         }
-        Ok(None)
+        let last = last.ok_or_else(|| Error::Backend("the last chunk gave no logits".into()))?;
+        Ok(NextLogits::last_of(last))
     }
 
-    /// Feeds one chunk, keeping the invariant whatever happens.
-    fn step(&mut self, model: &Gemma, ids: &[u32], mode: Logits) -> Result<Option<NextLogits>> {
+    /// Feeds `ids` at the current position in one forward step, keeping the invariant whatever
+    /// happens: on success they are resident; on failure the session is emptied and marked
+    /// dirty. Returns the logits `mode` asks for.
+    pub fn feed(&mut self, model: &Gemma, ids: &[u32], mode: Logits) -> Result<Option<Tensor<2>>> {
+        if ids.is_empty() {
+            return Err(Error::Invalid(
+                "a forward step needs at least one token".into(),
+            ));
+        }
+        self.restore();
         let pos = self.position();
         let injected = match self.fail_in {
             Some(0) => {
@@ -410,9 +320,7 @@ impl Session {
         let result = if injected {
             Err(Error::Backend("injected failure".into()))
         } else {
-            model
-                .forward(ids, &mut self.cache, pos, mode)
-                .map(|out| out.map(NextLogits::last_of))
+            model.forward(ids, &mut self.cache, pos, mode)
         };
         match result {
             Ok(out) => {
@@ -424,82 +332,6 @@ impl Session {
                 Err(e)
             }
         }
-    }
-
-    /// Runs one turn: reuses what it can of `prompt` (the whole conversation in ids), prefills
-    /// the rest, then samples up to `max_new_tokens`. Every sampled token but a stop id becomes
-    /// resident. `on_token` sees each kept token; `stop` ends the turn within one chunk or step.
-    #[allow(clippy::too_many_arguments)]
-    pub fn run_turn(
-        &mut self,
-        model: &Gemma,
-        prompt: &[u32],
-        sampling: &SamplingParams,
-        max_new_tokens: usize,
-        stop_ids: &[u32],
-        chunk: usize,
-        stop: &AtomicBool,
-        on_token: &mut dyn FnMut(u32),
-    ) -> Result<(TurnEnd, TurnStats)> {
-        let limit = model.config().max_position_embeddings;
-        let needed = prompt.len() + max_new_tokens;
-        if needed > limit {
-            // Refused before anything changes: the session stays as it was.
-            return Err(Error::ContextLengthExceeded { needed, limit });
-        }
-        let start = Instant::now();
-        let reuse = self.prepare(prompt)?;
-        let reused = self.position();
-        let todo = &prompt[reused..];
-        // The snapshot goes one token before the end of the prompt, so that a regenerate rewinds
-        // there and prefills just that token for fresh logits.
-        let (head, last) = todo.split_at(todo.len() - 1);
-        let mut logits = None;
-        if !head.is_empty() {
-            self.prefill(model, head, chunk, stop, &mut |_, _| {})?;
-        }
-        if self.position() == prompt.len() - 1 {
-            self.snapshot();
-            logits = self.prefill(model, last, chunk, stop, &mut |_, _| {})?;
-        }
-        let prefill_s = start.elapsed().as_secs_f64();
-        let mut stats = TurnStats {
-            reuse,
-            reused_tokens: reused,
-            prefilled_tokens: todo.len(),
-            prefill_tok_s: todo.len() as f64 / prefill_s.max(1e-9),
-            decode_tok_s: 0.0,
-            ttft_s: 0.0,
-            generated_tokens: 0,
-        };
-        let Some(mut logits) = logits else {
-            return Ok((TurnEnd::Stopped, stats));
-        };
-        let mut sampler = Sampler::new(sampling.clone());
-        let decode_start = Instant::now();
-        let mut end = TurnEnd::Length;
-        for n in 0..max_new_tokens {
-            let id = sampler.pick(logits).inspect_err(|_| self.discard())?;
-            if n == 0 {
-                stats.ttft_s = start.elapsed().as_secs_f64();
-            }
-            if stop_ids.contains(&id) {
-                end = TurnEnd::Stop(id);
-                break;
-            }
-            on_token(id);
-            stats.generated_tokens += 1;
-            let out = self.step(model, &[id], Logits::Last)?;
-            logits =
-                out.ok_or_else(|| Error::Backend("a decode step returned no logits".into()))?;
-            if stop.load(Ordering::Relaxed) {
-                end = TurnEnd::Stopped;
-                break;
-            }
-        }
-        stats.decode_tok_s =
-            stats.generated_tokens as f64 / decode_start.elapsed().as_secs_f64().max(1e-9);
-        Ok((end, stats))
     }
 }
 

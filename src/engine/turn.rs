@@ -1,290 +1,335 @@
-//! One running turn on the engine thread ([`Job`]): prefill in chunks, then decode a token at a
-//! time, streaming answer and thought text, holding back what may become a stop string, and
-//! committing the turn to the tab's conversation when it ends. A quiet job only prefills: it is
-//! how the `strip` thinking policy re-prefills an answer without its thought.
+//! One turn of a conversation as a resumable state machine ([`Turn`]): reuse what the session
+//! holds, prefill the rest a chunk per [`Turn::step`], then sample and feed a token per step until
+//! an end-of-turn id, the token budget, the context limit or a cancel. Every caller drives this
+//! one loop: the engine thread (a step at a time, round-robin over tabs), the line chat, `bench`,
+//! `generate` and the tests ([`Turn::run`]). The turn's text (thoughts, stop strings) is
+//! [`super::reply`]'s business; this module deals in ids.
+//!
+//! Context policy, the only one: a turn starts when its prompt fits with room for one answer
+//! token (`prompt + 1 ≤ context`), else it is refused before the session changes; an answer
+//! that reaches the limit ends there ([`TurnEnd::ContextFull`]), the history never truncated.
 
-use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
-use super::protocol::{Event, TabId};
-use super::session::{Reuse, TurnEnd, TurnStats};
-use super::stop;
-use super::thinking::{self, Route, Router, ThinkingPolicy};
-use super::worker::Worker;
+use burn::tensor::Tensor;
+
+use super::protocol::{Reuse, TurnEnd, TurnStats};
+use super::session::Session;
 use crate::error::{Error, Result};
-use crate::sampling::{NextLogits, Sampler};
-use crate::tokenizer::stream::TextStream;
+use crate::model::{Gemma, Logits};
+use crate::sampling::{NextLogits, Sampler, SamplingParams};
 
-/// Prompt tokens per prefill step.
-pub(super) const CHUNK: usize = 128;
-
-/// A turn in progress.
-pub(super) struct Job {
-    /// The whole conversation this turn answers, in ids.
-    pub prompt: Vec<u32>,
-    /// The conversation header (after BOS) this prompt was built with.
-    pub header: Vec<u32>,
-    pub reuse: Reuse,
-    pub reused: usize,
-    pub prefilled: usize,
-    pub logits: Option<NextLogits>,
-    pub sampler: Sampler,
-    pub router: Router,
-    pub stream: TextStream,
-    pub thought: TextStream,
-    /// Whether the thought's channel name line is still being skipped.
-    pub naming: bool,
-    pub answer: Vec<u32>,
-    /// Decoded answer text not shown yet (it may be the start of a stop string).
-    pub pending: String,
-    /// Bytes of answer text shown so far.
-    pub shown: usize,
-    pub started: Instant,
-    pub prefill_s: f64,
-    pub ttft_s: f64,
-    pub stop: bool,
-    /// Prefill only, silently, then end (no sampling, no events).
-    pub quiet: bool,
+/// How a turn runs.
+#[derive(Debug, Clone)]
+pub struct TurnOptions {
+    /// Sampling for the answer.
+    pub sampling: SamplingParams,
+    /// Most answer tokens.
+    pub max_new_tokens: usize,
+    /// Ids that end the answer (never resident: the next turn's template closes the turn).
+    pub end_ids: Vec<u32>,
+    /// The context limit in tokens (prompt and answer).
+    pub context: usize,
+    /// Prompt tokens per prefill step.
+    pub chunk: usize,
+    /// Snapshot the sliding-window state one token before the end of the prompt (a user-turn
+    /// boundary: regenerate and edits rewind there), prefilling that last token on its own.
+    pub boundary_snapshot: bool,
+    /// Keep the logits of every prefilled position (`generate --dump-logits`).
+    pub prompt_logits: bool,
 }
 
-impl Job {
-    pub fn new(prompt: Vec<u32>, header: Vec<u32>, reuse: Reuse, reused: usize) -> Self {
+impl TurnOptions {
+    /// Greedy, `max_new_tokens` answer tokens with no end ids, within `context`: the options of
+    /// benchmarks and tests.
+    pub fn greedy(max_new_tokens: usize, context: usize) -> Self {
         Self {
+            sampling: SamplingParams::default(),
+            max_new_tokens,
+            end_ids: Vec::new(),
+            context,
+            chunk: 128,
+            boundary_snapshot: false,
+            prompt_logits: false,
+        }
+    }
+}
+
+/// What one [`Turn::step`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// A prefill chunk: `done` of `total` prompt tokens to prefill.
+    Prefill {
+        /// Tokens prefilled so far.
+        done: usize,
+        /// Tokens to prefill in all.
+        total: usize,
+    },
+    /// A sampled answer token (fed to the model at the next step, or when the turn ends).
+    Token(u32),
+    /// The turn is over (every later step says the same).
+    Finished(TurnEnd),
+}
+
+/// A turn in progress: its prompt (the whole conversation in ids), its answer so far and where
+/// it stands.
+#[derive(Debug)]
+pub struct Turn {
+    prompt: Vec<u32>,
+    opts: TurnOptions,
+    reuse: Reuse,
+    reused: usize,
+    prefilled: usize,
+    logits: Option<NextLogits>,
+    sampler: Sampler,
+    answer: Vec<u32>,
+    /// The last answer token has not been fed yet.
+    unfed: bool,
+    cancelled: bool,
+    end: Option<TurnEnd>,
+    all_logits: Option<Vec<f32>>,
+    started: Instant,
+    prefill_s: Option<f64>,
+    ttft_s: f64,
+    finished_s: Option<f64>,
+}
+
+impl Turn {
+    /// Starts a turn answering `prompt` in `session`: refuses a prompt with no room for an answer
+    /// (the session unchanged), else makes the session's resident ids a prefix of `prompt`
+    /// (see [`Session::prepare`]).
+    pub fn start(session: &mut Session, prompt: Vec<u32>, opts: TurnOptions) -> Result<Self> {
+        let (needed, limit) = (prompt.len() + 1, opts.context);
+        if needed > limit {
+            return Err(Error::ContextLengthExceeded { needed, limit });
+        }
+        let started = Instant::now();
+        let reuse = session.prepare(&prompt)?;
+        Ok(Self {
+            reused: session.position(),
             prompt,
-            header,
             reuse,
-            reused,
             prefilled: 0,
             logits: None,
-            sampler: Sampler::new(Default::default()),
-            router: Router::default(),
-            stream: TextStream::new(),
-            thought: TextStream::new(),
-            naming: true,
+            sampler: Sampler::new(opts.sampling.clone()),
             answer: Vec::new(),
-            pending: String::new(),
-            shown: 0,
-            started: Instant::now(),
-            prefill_s: 0.0,
+            unfed: false,
+            cancelled: false,
+            end: None,
+            all_logits: opts.prompt_logits.then(Vec::new),
+            started,
+            prefill_s: None,
             ttft_s: 0.0,
-            stop: false,
-            quiet: false,
-        }
-    }
-}
-
-impl Worker<'_> {
-    /// Advances the next running turn by one prefill chunk or one decode step.
-    pub(super) fn step(&mut self) {
-        let next = self
-            .tabs
-            .iter()
-            .filter(|(_, t)| t.job.is_some())
-            .map(|(id, _)| *id)
-            .find(|id| self.last.is_none_or(|l| *id > l))
-            .or_else(|| {
-                self.tabs
-                    .iter()
-                    .find(|(_, t)| t.job.is_some())
-                    .map(|(id, _)| *id)
-            });
-        let Some(tab) = next else { return };
-        self.last = Some(tab);
-        if let Err(e) = self.advance(tab) {
-            let quiet = match self.tabs.get_mut(&tab) {
-                Some(t) => t.job.take().is_some_and(|j| j.quiet),
-                None => false,
-            };
-            // A failed quiet re-prefill has left the session dirty; the next turn says so.
-            if !quiet {
-                self.emit(Event::Failed {
-                    tab,
-                    error: e.to_string(),
-                });
-            }
-        }
+            finished_s: None,
+            opts,
+        })
     }
 
-    fn advance(&mut self, tab: TabId) -> Result<()> {
-        let (model, tok) = (&self.lm.model, self.tok);
-        let never = AtomicBool::new(false);
-        let Some(t) = self.tabs.get_mut(&tab) else {
-            return Ok(());
-        };
-        let (max_new, context) = (t.max_new_tokens, t.context);
-        let Some(job) = t.job.as_mut() else {
-            return Ok(());
-        };
-        if job.stop {
-            return self.finish(tab, TurnEnd::Stopped);
+    /// The conversation this turn answers, in ids.
+    pub fn prompt(&self) -> &[u32] {
+        &self.prompt
+    }
+
+    /// The answer's ids so far (an end-of-turn id is never part of it).
+    pub fn answer(&self) -> &[u32] {
+        &self.answer
+    }
+
+    /// How it ended, once it has.
+    pub fn end(&self) -> Option<TurnEnd> {
+        self.end
+    }
+
+    /// Whether the whole prompt was prefilled (the turn happened, whatever its answer).
+    pub fn prompt_done(&self) -> bool {
+        self.reused + self.prefilled == self.prompt.len()
+    }
+
+    /// The logits for the token after everything resident, once the turn has them (after its
+    /// prefill; at its end, after the last answer token was fed).
+    pub fn next_logits(&self) -> Option<&NextLogits> {
+        self.logits.as_ref()
+    }
+
+    /// Takes the logits of every prefilled position, `[n, vocab]` row-major, when
+    /// [`TurnOptions::prompt_logits`] asked for them.
+    pub fn take_prompt_logits(&mut self) -> Option<Vec<f32>> {
+        self.all_logits.take()
+    }
+
+    /// Asks the turn to end at its next step (within one chunk or decode step).
+    pub fn cancel(&mut self) {
+        self.cancelled = true;
+    }
+
+    /// What the turn cost so far; right at any point, mid-prefill included.
+    pub fn stats(&self) -> TurnStats {
+        let now = self.finished_s.unwrap_or_else(|| self.seconds());
+        let prefill_s = self.prefill_s.unwrap_or(now);
+        TurnStats {
+            reuse: self.reuse,
+            reused_tokens: self.reused,
+            prefilled_tokens: self.prefilled,
+            prefill_tok_s: self.prefilled as f64 / prefill_s.max(1e-9),
+            decode_tok_s: self.answer.len() as f64 / (now - prefill_s).max(1e-9),
+            ttft_s: self.ttft_s,
+            generated_tokens: self.answer.len(),
         }
-        let todo = job.prompt.len() - job.reused;
-        if job.prefilled < todo {
-            let from = job.reused + job.prefilled;
-            let end = job.prompt.len();
-            let mut to = (from + CHUNK).min(end);
-            if to == end && to - from > 1 {
-                // The last prompt token gets a step of its own, after a snapshot (below).
-                to -= 1;
-            }
-            if from == end - 1 {
-                // A user-turn boundary: regenerate and edits rewind here.
-                t.session.snapshot();
-            }
-            let out =
-                t.session
-                    .prefill(model, &job.prompt[from..to], CHUNK, &never, &mut |_, _| {})?;
-            job.prefilled += to - from;
-            job.logits = out;
-            if job.prefilled == todo {
-                job.prefill_s = job.started.elapsed().as_secs_f64();
-                if job.quiet {
-                    t.job = None;
-                    return Ok(());
+    }
+
+    /// Runs the turn to its end: `on_token` sees each answer token and returns false to cancel.
+    pub fn run(
+        &mut self,
+        model: &Gemma,
+        session: &mut Session,
+        on_token: &mut dyn FnMut(u32) -> bool,
+    ) -> Result<TurnEnd> {
+        loop {
+            match self.step(model, session)? {
+                Step::Prefill { .. } => {}
+                Step::Token(id) => {
+                    if !on_token(id) {
+                        self.cancel();
+                    }
                 }
+                Step::Finished(end) => return Ok(end),
             }
-            if !job.quiet {
-                let event = Event::Prefill {
-                    tab,
-                    done: job.prefilled,
-                    total: todo,
-                    reused: job.reused,
-                };
-                let _ = self.events.send(event);
-            }
-            return Ok(());
         }
-        if job.answer.len() >= max_new {
-            return self.finish(tab, TurnEnd::Length);
+    }
+
+    /// One prefill chunk or one decode step. On an error the session is left empty and dirty
+    /// (see [`Session::discard`]) and the turn is over.
+    pub fn step(&mut self, model: &Gemma, session: &mut Session) -> Result<Step> {
+        if let Some(end) = self.end {
+            return Ok(Step::Finished(end));
         }
-        if job.prompt.len() + job.answer.len() >= context {
-            return self.finish(tab, TurnEnd::ContextFull);
+        let result = self.advance(model, session);
+        if result.is_err() {
+            self.end = Some(TurnEnd::Cancelled);
+            self.finished_s = Some(self.seconds());
         }
-        let logits = job
+        result
+    }
+
+    fn advance(&mut self, model: &Gemma, session: &mut Session) -> Result<Step> {
+        if self.cancelled {
+            // What was shown stays resident, so the next turn continues from it.
+            self.feed_unfed(model, session)?;
+            return Ok(self.finish(TurnEnd::Cancelled));
+        }
+        if !self.prompt_done() {
+            return self.prefill_chunk(model, session);
+        }
+        self.feed_unfed(model, session)?;
+        if self.answer.len() >= self.opts.max_new_tokens {
+            return Ok(self.finish(TurnEnd::Length));
+        }
+        if session.position() >= self.opts.context {
+            return Ok(self.finish(TurnEnd::ContextFull));
+        }
+        let logits = self
             .logits
             .take()
             .ok_or_else(|| Error::Backend("no logits to sample from".into()))?;
-        let id = job
+        let id = self
             .sampler
             .pick(logits)
-            .inspect_err(|_| t.session.discard())?;
-        if job.answer.is_empty() {
-            job.ttft_s = job.started.elapsed().as_secs_f64();
+            .inspect_err(|_| session.discard())?;
+        if self.answer.is_empty() {
+            self.ttft_s = self.seconds();
         }
-        if self.stop_ids.contains(&id) {
-            return self.finish(tab, TurnEnd::Stop(id));
+        if self.opts.end_ids.contains(&id) {
+            return Ok(self.finish(TurnEnd::EndOfTurn(id)));
         }
-        job.answer.push(id);
-        match job.router.route(id) {
-            Route::Marker => {}
-            Route::Thought => {
-                let piece = job.thought.push(tok, id)?;
-                let text = thinking::skip_channel_name(&piece, &mut job.naming);
-                if !text.is_empty() {
-                    let _ = self.events.send(Event::Thought { tab, text });
-                }
+        self.answer.push(id);
+        self.unfed = true;
+        Ok(Step::Token(id))
+    }
+
+    fn prefill_chunk(&mut self, model: &Gemma, session: &mut Session) -> Result<Step> {
+        let total = self.prompt.len() - self.reused;
+        let from = self.reused + self.prefilled;
+        let end = self.prompt.len();
+        let mut to = (from + self.opts.chunk.max(1)).min(end);
+        if self.opts.boundary_snapshot {
+            if to == end && to - from > 1 {
+                // The last prompt token gets a step of its own, after the snapshot.
+                to -= 1;
             }
-            Route::Answer => {
-                let delta = job.stream.push(tok, id)?;
-                job.pending.push_str(&delta);
-                let (show, stop_at) = stop::scan(&job.pending, &t.stop_strings);
-                if show > 0 {
-                    let text: String = job.pending.drain(..show).collect();
-                    job.shown += text.len();
-                    let _ = self.events.send(Event::Token { tab, text });
-                }
-                if stop_at.is_some() {
-                    return self.finish(tab, TurnEnd::StopString);
-                }
+            if from == end - 1 {
+                session.snapshot();
             }
         }
-        job.logits = t.session.prefill(model, &[id], 1, &never, &mut |_, _| {})?;
+        let mode = match (self.all_logits.is_some(), to == end) {
+            (true, _) => Logits::All,
+            (false, true) => Logits::Last,
+            (false, false) => Logits::None,
+        };
+        let out = session.feed(model, &self.prompt[from..to], mode)?;
+        if let (Some(all), Some(l)) = (self.all_logits.as_mut(), out.as_ref()) {
+            all.extend(to_vec(l.clone())?);
+        }
+        self.prefilled += to - from;
+        if to == end {
+            let last =
+                out.ok_or_else(|| Error::Backend("the last prefill chunk gave no logits".into()))?;
+            self.logits = Some(NextLogits::last_of(last));
+            self.prefill_s = Some(self.seconds());
+        }
+        Ok(Step::Prefill {
+            done: self.prefilled,
+            total,
+        })
+    }
+
+    /// Feeds the last sampled token, making the whole answer resident.
+    fn feed_unfed(&mut self, model: &Gemma, session: &mut Session) -> Result<()> {
+        if !std::mem::take(&mut self.unfed) {
+            return Ok(());
+        }
+        let id = *self.answer.last().expect("an unfed token is in the answer");
+        let out = session.feed(model, &[id], Logits::Last)?;
+        let last = out.ok_or_else(|| Error::Backend("a decode step gave no logits".into()))?;
+        self.logits = Some(NextLogits::last_of(last));
         Ok(())
     }
 
-    pub(super) fn finish(&mut self, tab: TabId, end: TurnEnd) -> Result<()> {
-        let tok = self.tok;
-        let strip = self.options.thinking_policy == ThinkingPolicy::Strip;
-        let channels = self.channels;
-        let Some(t) = self.tabs.get_mut(&tab) else {
+    /// Ends the answer after its first `keep` tokens, which is where a stop string began: the
+    /// session is rewound past the rest. Where the sliding window has moved past that point, it
+    /// goes back to the turn's boundary snapshot and feeds the kept tokens again; only without
+    /// one is it marked dirty (the next turn starts over and says so).
+    pub fn cut(&mut self, keep: usize, model: &Gemma, session: &mut Session) -> Result<()> {
+        self.answer.truncate(keep);
+        self.unfed = false;
+        self.finish(TurnEnd::StopString);
+        let resident = self.prompt.len() + keep;
+        if session.position() <= resident {
             return Ok(());
-        };
-        let Some(mut job) = t.job.take() else {
-            return Ok(());
-        };
-        if job.quiet {
-            return Ok(());
         }
-        if end == TurnEnd::StopString {
-            // Keep only the tokens whose answer text was shown; rewind the session past the rest.
-            let shown = |ids: &[u32]| -> Result<usize> {
-                let answer = match channels {
-                    Some(ch) => thinking::strip(ids, ch),
-                    None => ids.to_vec(),
-                };
-                Ok(tok.decode(&answer, true)?.len())
-            };
-            let mut keep = job.answer.len();
-            while keep > 0 && shown(&job.answer[..keep])? > job.shown {
-                keep -= 1;
+        match session.rewind_near(resident) {
+            Some(at) if at < resident => {
+                let again = [&self.prompt[..], &self.answer[..]].concat();
+                session.prefill(model, &again[at..resident], self.opts.chunk)?;
             }
-            job.answer.truncate(keep);
-            let resident = job.prompt.len() + keep;
-            if t.session.position() > resident && !t.session.rewind(resident) {
-                t.session.mark_dirty();
-            }
-        } else {
-            job.pending.push_str(&job.stream.finish(tok)?);
-            if !job.pending.is_empty() {
-                let text = std::mem::take(&mut job.pending);
-                let _ = self.events.send(Event::Token { tab, text });
-            }
+            Some(_) => {}
+            None => session.mark_dirty(),
         }
-        let todo = job.prompt.len() - job.reused;
-        let decode_s = (job.started.elapsed().as_secs_f64() - job.prefill_s).max(1e-9);
-        let stats = TurnStats {
-            reuse: job.reuse,
-            reused_tokens: job.reused,
-            prefilled_tokens: job.prefilled,
-            prefill_tok_s: job.prefilled as f64 / job.prefill_s.max(1e-9),
-            decode_tok_s: job.answer.len() as f64 / decode_s,
-            ttft_s: job.ttft_s,
-            generated_tokens: job.answer.len(),
-        };
-        let mut settle = None;
-        if job.prefilled == todo {
-            // The turn happened: commit it to the conversation (the next turn's template text
-            // closes it). Under `strip`, the history holds the answer without its thought, as
-            // the template renders it, and the session is re-prefilled to match in the
-            // background.
-            let at = job.prompt.len();
-            let mut convo = std::mem::take(&mut job.prompt);
-            match channels.filter(|_| strip && job.router.seen) {
-                Some(ch) => {
-                    convo.extend(thinking::strip(&job.answer, ch));
-                    settle = Some(convo.clone());
-                }
-                None => convo.append(&mut job.answer),
-            }
-            t.convo = convo;
-            t.header = job.header;
-            t.last_answer = Some(at);
-            let _ = self.events.send(Event::Committed {
-                tab,
-                ids: t.convo.clone(),
-                header: t.header.len(),
-                last_answer: t.last_answer,
-            });
-        }
-        let _ = self.events.send(Event::Finished { tab, end, stats });
-        if let Some(ids) = settle {
-            let reuse = t.session.prepare(&ids)?;
-            let reused = t.session.position();
-            let mut quiet = Job::new(ids, t.header.clone(), reuse, reused);
-            quiet.quiet = true;
-            t.job = Some(quiet);
-        }
-        self.enforce_budget(tab);
         Ok(())
     }
+
+    fn finish(&mut self, end: TurnEnd) -> Step {
+        self.end = Some(end);
+        self.finished_s = Some(self.seconds());
+        Step::Finished(end)
+    }
+
+    fn seconds(&self) -> f64 {
+        self.started.elapsed().as_secs_f64()
+    }
+}
+
+fn to_vec(t: Tensor<2>) -> Result<Vec<f32>> {
+    t.into_data()
+        .try_to_vec::<f32>()
+        .map_err(|e| Error::Backend(format!("cannot read logits: {e:?}")))
 }

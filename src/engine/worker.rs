@@ -1,250 +1,72 @@
-//! The engine thread: owns the one copy of the weights and every tab's session, serves
-//! [`Command`]s and streams [`Event`]s. Work advances one prefill chunk or one decode step at a
-//! time, round-robin over the tabs that have a turn running, and commands are read between
-//! steps: a stop lands within one chunk or step, and a long prefill in one tab never freezes
-//! another.
+//! The engine thread's loop ([`Worker`]): owns the one copy of the weights and every tab
+//! ([`Tabs`]), serves [`Command`]s and streams [`Event`]s. Work advances one prefill chunk or one
+//! decode step at a time, round-robin over the tabs that have a turn running, and commands are
+//! read between steps: a cancel lands within one chunk or step, and a long prefill in one tab
+//! never freezes another. One place assembles a conversation turn: [`LoadedModel::prompt_ids`].
 
-use std::collections::BTreeMap;
-use std::sync::mpsc::{Receiver, Sender, TryRecvError, channel};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::sync::mpsc::{Receiver, Sender, TryRecvError};
 
+use super::handle::EngineOptions;
+use super::job::{CHUNK, Ctx, Job};
 use super::kv_store::KvStore;
-use super::protocol::{Command, Event, TabId};
-use super::session::{Session, Tier};
-use super::thinking::{Channels, Router, ThinkingPolicy};
-use super::turn::Job;
+use super::protocol::{Command, Event, TabId, TurnEnd};
+use super::reply::Reply;
+use super::tabs::{TabState, Tabs};
+use super::thinking::{self, Channels, ThinkingPolicy};
+use super::turn::{Turn, TurnOptions};
 use crate::error::{Error, Result};
-use crate::generate::LoadedModel;
-use crate::sampling::{Sampler, SamplingParams};
+use crate::load::LoadedModel;
 use crate::tokenizer::Tokenizer;
-use crate::tokenizer::template::{Conversation, TemplateError};
-
-/// The UI's end of the engine: commands in, events out.
-#[derive(Debug)]
-pub struct EngineHandle {
-    /// Where commands go; dropping it shuts the engine down.
-    pub control: EngineControl,
-    /// Events from the engine, in order.
-    pub events: Receiver<Event>,
-}
-
-impl EngineHandle {
-    /// Sends a command; false when the engine thread has ended.
-    pub fn send(&self, command: Command) -> bool {
-        self.control.send(command)
-    }
-}
-
-/// The command side of the engine. Dropping it sends [`Command::Shutdown`] and waits a moment
-/// for the thread to end (not for a model load, which cannot be interrupted).
-#[derive(Debug)]
-pub struct EngineControl {
-    commands: Sender<Command>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl EngineControl {
-    /// Sends a command; false when the engine thread has ended.
-    pub fn send(&self, command: Command) -> bool {
-        self.commands.send(command).is_ok()
-    }
-}
-
-impl Drop for EngineControl {
-    fn drop(&mut self) {
-        let _ = self.commands.send(Command::Shutdown);
-        if let Some(t) = self.thread.take() {
-            // A step takes at most one prefill chunk; a load may take much longer, and then the
-            // thread is left to end with the process.
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while !t.is_finished() && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            if t.is_finished() {
-                let _ = t.join();
-            }
-        }
-    }
-}
-
-/// Start-up progress reports, for the `load` function given to [`spawn`].
-#[derive(Debug)]
-pub struct Progress {
-    events: Sender<Event>,
-}
-
-impl Progress {
-    /// Reports a stage of start-up, e.g. fetching the demo model.
-    pub fn stage(&self, text: &str) {
-        let _ = self.events.send(Event::Loading {
-            stage: text.to_string(),
-            done: 0,
-            total: 0,
-        });
-    }
-
-    /// Reports `done` of `total` layers loaded.
-    pub fn layers(&self, done: usize, total: usize) {
-        let _ = self.events.send(Event::Loading {
-            stage: "loading weights".into(),
-            done,
-            total,
-        });
-    }
-}
-
-/// Memory limits for the sessions' KV state, and what becomes of thoughts.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct EngineOptions {
-    /// Bytes of KV state allowed on the compute device (`None`: no limit). Past it, the least
-    /// recently used idle tab moves to host memory.
-    pub memory_budget: Option<usize>,
-    /// Bytes of KV state allowed in host memory (`None`: no limit). Past it, a tab drops to text.
-    pub host_budget: Option<usize>,
-    /// Context limit per tab in tokens (`None`: the model's maximum; never more than it).
-    pub context_length: Option<usize>,
-    /// Whether the user asked for `context_length` explicitly: then a value over the model's
-    /// maximum is refused (at load) instead of capped.
-    pub context_strict: bool,
-    /// Where warm tabs' KV state is saved on shutdown and found again on restore (`None`: no
-    /// warm restart).
-    pub kv_dir: Option<std::path::PathBuf>,
-    /// Most bytes of disk for those snapshots.
-    pub kv_disk_bytes: u64,
-    /// What a finished turn keeps of its thought (Gemma 4 thinking).
-    pub thinking_policy: ThinkingPolicy,
-    /// Tests only: the tab's next turn fails after this many forward steps.
-    #[doc(hidden)]
-    pub inject_failure: Option<(TabId, usize)>,
-}
-
-/// Starts the engine thread. `load` runs on it and reports its progress.
-pub fn spawn<F>(options: EngineOptions, load: F) -> EngineHandle
-where
-    F: FnOnce(&Progress) -> Result<LoadedModel> + Send + 'static,
-{
-    let (commands, command_rx) = channel();
-    let (event_tx, events) = channel();
-    let thread = std::thread::Builder::new()
-        .name("gemma-engine".into())
-        .spawn(move || {
-            let progress = Progress {
-                events: event_tx.clone(),
-            };
-            let lm = match load(&progress) {
-                Ok(lm) => lm,
-                Err(e) => {
-                    let _ = event_tx.send(Event::LoadFailed {
-                        error: e.to_string(),
-                    });
-                    return;
-                }
-            };
-            let Some(tok) = lm.tokenizer.as_ref() else {
-                let _ = event_tx.send(Event::LoadFailed {
-                    error: "this model has no tokenizer, so it cannot chat".into(),
-                });
-                return;
-            };
-            let cfg = lm.model.config();
-            let max = cfg.max_position_embeddings;
-            if let Some(c) = options
-                .context_length
-                .filter(|c| options.context_strict && *c > max)
-            {
-                let _ = event_tx.send(Event::LoadFailed {
-                    error: format!(
-                        "model.context_length = {c} is over this model's maximum ({max}); set \
-                         it to {max} or less in the config"
-                    ),
-                });
-                return;
-            }
-            let context = options.context_length.map_or(max, |c| c.clamp(1, max));
-            let _ = event_tx.send(Event::Ready {
-                model: cfg.model_type.clone(),
-                context_length: context,
-                thinking: lm.supports_thinking(),
-                generation: crate::config::resolve::generation_defaults(&lm.path),
-            });
-            let kv = options
-                .kv_dir
-                .clone()
-                .filter(|_| options.kv_disk_bytes > 0)
-                .map(|dir| KvStore::new(dir, &lm.path, &lm.model, options.kv_disk_bytes));
-            Worker {
-                lm: &lm,
-                kv,
-                tok,
-                events: event_tx,
-                tabs: BTreeMap::new(),
-                stop_ids: lm.chat_stop_ids(),
-                channels: Channels::of(tok).filter(|_| lm.supports_thinking()),
-                last: None,
-                options,
-                context,
-                clock: 0,
-                template_warned: false,
-            }
-            .run(command_rx);
-        })
-        .ok();
-    EngineHandle {
-        control: EngineControl { commands, thread },
-        events,
-    }
-}
-
-pub(super) struct Tab {
-    pub session: Session,
-    /// The conversation in ids, up to the end of the last answer (the template closes it when
-    /// the next turn comes); the session holds all of it once a turn has settled.
-    pub convo: Vec<u32>,
-    /// The ids of the conversation header in `convo`, right after BOS.
-    pub header: Vec<u32>,
-    /// Where the last model answer starts in `convo`, for regenerate.
-    pub last_answer: Option<usize>,
-    pub sampling: SamplingParams,
-    pub max_new_tokens: usize,
-    pub stop_strings: Vec<String>,
-    /// Gemma 4 thinking for the next turns.
-    pub thinking: bool,
-    /// The system prompt for the next turns.
-    pub system: Option<String>,
-    pub job: Option<Job>,
-    /// When the tab last started a turn (LRU order for eviction).
-    pub last_used: u64,
-    /// The tier last reported to the UI.
-    pub tier: Tier,
-    /// Its context limit in tokens.
-    pub context: usize,
-}
+use crate::tokenizer::template::TemplateError;
 
 pub(super) struct Worker<'a> {
-    pub lm: &'a LoadedModel,
-    pub tok: &'a Tokenizer,
-    pub events: Sender<Event>,
-    pub tabs: BTreeMap<TabId, Tab>,
-    pub stop_ids: Vec<u32>,
+    lm: &'a LoadedModel,
+    tok: &'a Tokenizer,
+    events: Sender<Event>,
+    tabs: Tabs,
+    /// Ids that end a model turn.
+    end_ids: Vec<u32>,
     /// Channel markers when the model thinks.
-    pub channels: Option<Channels>,
+    channels: Option<Channels>,
     /// The tab served last (round-robin).
-    pub last: Option<TabId>,
-    pub options: EngineOptions,
+    last: Option<TabId>,
+    options: EngineOptions,
     /// Warm-restart snapshots.
     kv: Option<KvStore>,
     /// Context limit per tab, in tokens.
-    pub context: usize,
-    clock: u64,
+    context: usize,
     /// The checkpoint's chat template failed and the user was told.
     template_warned: bool,
 }
 
-impl Worker<'_> {
-    fn run(mut self, commands: Receiver<Command>) {
+impl<'a> Worker<'a> {
+    pub fn new(
+        lm: &'a LoadedModel,
+        tok: &'a Tokenizer,
+        events: Sender<Event>,
+        options: EngineOptions,
+        context: usize,
+        kv: Option<KvStore>,
+        channels: Option<Channels>,
+    ) -> Self {
+        Self {
+            lm,
+            tok,
+            events,
+            tabs: Tabs::default(),
+            end_ids: lm.chat_end_ids(),
+            channels,
+            last: None,
+            options,
+            kv,
+            context,
+            template_warned: false,
+        }
+    }
+
+    pub fn run(mut self, commands: Receiver<Command>) {
         loop {
-            let busy = self.tabs.values().any(|t| t.job.is_some());
+            let busy = self.tabs.busy();
             let first = if busy {
                 match commands.try_recv() {
                     Ok(c) => Some(c),
@@ -260,7 +82,9 @@ impl Worker<'_> {
             let mut next = first;
             while let Some(c) = next {
                 if c == Command::Shutdown {
-                    self.persist();
+                    if let Some(kv) = &self.kv {
+                        self.tabs.persist(kv);
+                    }
                     return;
                 }
                 self.command(c);
@@ -270,28 +94,12 @@ impl Worker<'_> {
         }
     }
 
-    pub(super) fn emit(&self, e: Event) {
+    fn emit(&self, e: Event) {
         let _ = self.events.send(e);
     }
 
-    fn tab(&mut self, tab: TabId) -> &mut Tab {
-        let model = &self.lm.model;
-        let context = self.context;
-        self.tabs.entry(tab).or_insert_with(|| Tab {
-            session: Session::new(model),
-            convo: Vec::new(),
-            header: Vec::new(),
-            last_answer: None,
-            sampling: SamplingParams::default(),
-            max_new_tokens: 512,
-            stop_strings: Vec::new(),
-            thinking: false,
-            system: None,
-            job: None,
-            last_used: 0,
-            context,
-            tier: Tier::Device,
-        })
+    fn tab(&mut self, tab: TabId) -> &mut TabState {
+        self.tabs.get_or_insert(tab, &self.lm.model, self.context)
     }
 
     fn command(&mut self, c: Command) {
@@ -312,14 +120,12 @@ impl Worker<'_> {
                     });
                 }
             }
-            Command::Stop { tab } => {
-                if let Some(job) = self.tabs.get_mut(&tab).and_then(|t| t.job.as_mut()) {
-                    job.stop = true;
+            Command::Cancel { tab } => {
+                if let Some(job) = self.tabs.get_mut(tab).and_then(|t| t.job.as_mut()) {
+                    job.turn.cancel();
                 }
             }
-            Command::CloseTab { tab } => {
-                self.tabs.remove(&tab);
-            }
+            Command::CloseTab { tab } => self.tabs.remove(tab),
             Command::SetSampling {
                 tab,
                 sampling,
@@ -368,7 +174,7 @@ impl Worker<'_> {
     }
 
     /// The tab's job, unless a turn is running: a quiet re-prefill gives way to a new turn.
-    fn idle_tab(&mut self, tab: TabId) -> Result<&mut Tab> {
+    fn idle_tab(&mut self, tab: TabId) -> Result<&mut TabState> {
         let t = self.tab(tab);
         if t.job.as_ref().is_some_and(|j| j.quiet) {
             t.job = None;
@@ -430,16 +236,10 @@ impl Worker<'_> {
     /// is not followed by the first user turn.
     fn normalize(&self, ids: &[u32], header: usize) -> Option<(Vec<u32>, usize)> {
         let mut convo = ids.to_vec();
-        if convo.len() > 1 + header && convo.last().is_some_and(|i| self.stop_ids.contains(i)) {
+        if convo.len() > 1 + header && convo.last().is_some_and(|i| self.end_ids.contains(i)) {
             convo.pop();
         }
-        let c = Conversation {
-            system: None,
-            thinking: false,
-            continues: false,
-        };
-        let (bare, _) = self.lm.next_turn(&c, "").ok()?;
-        let opening = self.tok.encode(&bare.header).ok()?;
+        let opening = self.lm.user_turn(&[], 0, None, false, "").ok()?.header;
         let after = convo.get(1 + header..)?;
         let header = if !opening.is_empty() && after.starts_with(&opening) {
             header + opening.len()
@@ -450,24 +250,20 @@ impl Worker<'_> {
     }
 
     fn submit(&mut self, tab: TabId, text: &str) -> Result<()> {
-        let t = self.tab(tab);
-        let system = t.system.clone();
-        let c = Conversation {
-            system: system.as_deref(),
-            thinking: t.thinking,
-            continues: !t.convo.is_empty(),
-        };
-        let (turn, failed) = self.lm.next_turn(&c, text)?;
-        if let Some(e) = failed {
-            self.template_failed(tab, e);
-        }
         let lm = self.lm;
         let t = self.idle_tab(tab)?;
-        // History stays in ids; only the header (when it changed: thinking toggled, a new system
-        // prompt) and the new turn are rendered. A changed header rewinds the session to it, and
-        // the turn says so.
-        let (prompt, header) = lm.prompt_ids(&t.convo, t.header.len(), &turn)?;
-        self.start(tab, prompt, header)
+        // A changed header rewinds the session to it, and the turn says so.
+        let turn = lm.user_turn(
+            &t.convo,
+            t.header.len(),
+            t.system.as_deref(),
+            t.thinking,
+            text,
+        )?;
+        if let Some(e) = turn.template_error {
+            self.template_failed(tab, e);
+        }
+        self.start(tab, turn.prompt, turn.header)
     }
 
     /// The checkpoint's template failed and the built-in layout stood in: said once, in full.
@@ -493,101 +289,142 @@ impl Worker<'_> {
 
     /// Starts a turn whose whole conversation is `prompt`.
     fn start(&mut self, tab: TabId, prompt: Vec<u32>, header: Vec<u32>) -> Result<()> {
-        let limit = self.tab(tab).context;
-        self.clock += 1;
-        let now = self.clock;
         let inject = self
             .options
             .inject_failure
             .take_if(|(t, _)| *t == tab)
             .map(|(_, n)| n);
-        let channels = self.channels;
+        let (channels, end_ids) = (self.channels, self.end_ids.clone());
+        let now = self.tabs.touch(tab);
         let t = self.tab(tab);
-        // The prompt must fit with room for an answer; an answer that then reaches the limit
-        // ends there and says so (`context full`), never truncating the history.
-        let needed = prompt.len() + 1;
-        if needed > limit {
-            return Err(Error::ContextLengthExceeded { needed, limit });
-        }
-        t.last_used = now;
-        let reuse = t.session.prepare(&prompt)?;
-        if let Some(n) = inject {
-            t.session.fail_after(n);
-        }
-        let reused = t.session.position();
-        let mut job = Job::new(prompt, header, reuse, reused);
         // A new seed per turn (from the tab's), so that a regenerate can answer differently.
         let mut sampling = t.sampling.clone();
         sampling.seed = sampling.seed.wrapping_add(now);
-        job.sampler = Sampler::new(sampling);
-        job.router = Router::new(channels);
-        t.job = Some(job);
+        let opts = TurnOptions {
+            sampling,
+            max_new_tokens: t.max_new_tokens,
+            end_ids,
+            context: t.context,
+            chunk: CHUNK,
+            boundary_snapshot: true,
+            prompt_logits: false,
+        };
+        let turn = Turn::start(&mut t.session, prompt, opts)?;
+        if let Some(n) = inject {
+            t.session.fail_after(n);
+        }
+        t.job = Some(Job {
+            turn,
+            reply: Reply::new(channels, t.stop_strings.clone()),
+            header,
+            quiet: false,
+        });
         self.enforce_budget(tab);
         Ok(())
     }
 
-    /// Saves the idle tabs' KV state for a warm restart, most recently used first, within the
-    /// disk cap. Snapshots of earlier runs are removed first.
-    fn persist(&mut self) {
-        let Some(kv) = &self.kv else { return };
-        kv.clear();
-        let mut tabs: Vec<&Tab> = self
-            .tabs
-            .values()
-            .filter(|t| t.job.is_none() && !t.convo.is_empty())
-            .collect();
-        tabs.sort_by_key(|t| std::cmp::Reverse(t.last_used));
-        let mut used = 0;
-        for t in tabs {
-            used += kv.save(&t.convo, &t.session, used).unwrap_or(0);
+    /// Advances the next running turn, round-robin, by one prefill chunk or one decode step.
+    fn step(&mut self) {
+        let Some(tab) = self.tabs.next_busy(self.last) else {
+            return;
+        };
+        self.last = Some(tab);
+        let cx = Ctx {
+            tab,
+            model: &self.lm.model,
+            tok: self.tok,
+            events: &self.events,
+        };
+        let Some(t) = self.tabs.get_mut(tab) else {
+            return;
+        };
+        let Some(job) = t.job.as_mut() else { return };
+        let result = job.advance(&cx, &mut t.session);
+        let quiet = job.quiet;
+        let failed = match result {
+            Ok(None) => None,
+            Ok(Some(end)) => {
+                let job = t.job.take().expect("the job just advanced");
+                if quiet {
+                    None
+                } else {
+                    self.finish(tab, job, end).err()
+                }
+            }
+            Err(e) => {
+                t.job = None;
+                // A failed quiet re-prefill has left the session dirty; the next turn says so.
+                (!quiet).then_some(e)
+            }
+        };
+        if let Some(e) = failed {
+            self.emit(Event::Failed {
+                tab,
+                error: e.to_string(),
+            });
         }
     }
 
-    /// Moves least recently used idle tabs to host memory, or to text when host memory is full
-    /// too, until the device budget holds. The active and generating tabs never move.
-    pub(super) fn enforce_budget(&mut self, active: TabId) {
-        if let Some(budget) = self.options.memory_budget {
-            loop {
-                let used: usize = self.tabs.values().map(|t| t.session.device_bytes()).sum();
-                if used <= budget {
-                    break;
+    /// Ends a turn: commits it to the tab's conversation when its prompt was prefilled (the
+    /// next turn's template text closes it), and tells the UI. Under the `strip` thinking
+    /// policy the history holds the answer without its thought, as the template renders it,
+    /// and the session is re-prefilled to match by a quiet job.
+    fn finish(&mut self, tab: TabId, mut job: Job, end: TurnEnd) -> Result<()> {
+        let strip = self.options.thinking_policy == ThinkingPolicy::Strip;
+        let channels = self.channels.filter(|_| strip && job.reply.thought_seen());
+        let Some(t) = self.tabs.get_mut(tab) else {
+            return Ok(());
+        };
+        let stats = job.turn.stats();
+        let mut settle = None;
+        if job.turn.prompt_done() {
+            let at = job.turn.prompt().len();
+            let mut convo = job.turn.prompt().to_vec();
+            match channels {
+                Some(ch) => {
+                    convo.extend(thinking::strip(job.turn.answer(), ch));
+                    settle = Some(convo.clone());
                 }
-                let victim = self
-                    .tabs
-                    .iter()
-                    .filter(|(id, t)| {
-                        **id != active && t.job.is_none() && t.session.device_bytes() > 0
-                    })
-                    .min_by_key(|(_, t)| t.last_used)
-                    .map(|(id, _)| *id);
-                let Some(victim) = victim else { break };
-                let host_used: usize = self.tabs.values().map(|t| t.session.host_bytes()).sum();
-                let t = self.tabs.get_mut(&victim).expect("victim exists");
-                let fits = self
-                    .options
-                    .host_budget
-                    .is_none_or(|h| host_used + t.session.device_bytes() <= h);
-                if fits {
-                    t.session.offload();
-                } else {
-                    t.session.evict();
-                }
+                None => convo.extend(job.turn.answer()),
             }
+            t.convo = convo;
+            t.header = std::mem::take(&mut job.header);
+            t.last_answer = Some(at);
+            let _ = self.events.send(Event::Committed {
+                tab,
+                ids: t.convo.clone(),
+                header: t.header.len(),
+                last_answer: t.last_answer,
+            });
         }
+        let _ = self.events.send(Event::Finished { tab, end, stats });
+        if let Some(ids) = settle {
+            let opts = TurnOptions {
+                chunk: CHUNK,
+                boundary_snapshot: true,
+                ..TurnOptions::greedy(0, usize::MAX)
+            };
+            t.job = Some(Job {
+                turn: Turn::start(&mut t.session, ids, opts)?,
+                reply: Reply::new(None, Vec::new()),
+                header: t.header.clone(),
+                quiet: true,
+            });
+        }
+        self.enforce_budget(tab);
+        Ok(())
+    }
+
+    /// Keeps the device budget (see [`Tabs::enforce_budget`]) and reports tier changes.
+    fn enforce_budget(&mut self, active: TabId) {
+        let (device, host) = (self.options.memory_budget, self.options.host_budget);
+        self.tabs.enforce_budget(active, device, host);
         self.report_tiers();
     }
 
     /// Tells the UI about every tab whose tier changed.
     fn report_tiers(&mut self) {
-        let mut changed = Vec::new();
-        for (id, t) in self.tabs.iter_mut() {
-            let tier = t.session.tier();
-            if tier != t.tier {
-                t.tier = tier;
-                changed.push((*id, tier));
-            }
-        }
-        for (tab, tier) in changed {
+        for (tab, tier) in self.tabs.changed_tiers() {
             self.emit(Event::TabState { tab, tier });
         }
     }

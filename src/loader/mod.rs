@@ -6,7 +6,6 @@
 
 pub mod bytes;
 pub mod gguf;
-pub mod gguf_config;
 pub mod quant;
 pub mod safetensors;
 

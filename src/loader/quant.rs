@@ -1,5 +1,5 @@
 //! GGML tensor types and their block layouts, with dequantization to f32. Kept apart from the
-//! GGUF container so that quantized matvec kernels can reuse the layouts later.
+//! GGUF container: the model's quantized kernels (`model::qmatmul`) read the same layouts.
 //!
 //! Layouts follow ggml's `ggml-common.h`; each function turns whole blocks into values in the
 //! order ggml's reference `dequantize_row_*` produces them.

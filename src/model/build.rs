@@ -10,9 +10,10 @@ use burn::tensor::{DType, Device, Tensor};
 use super::attention::Attention;
 use super::config::{AttnKind, ModelConfig};
 use super::ffn::{Experts, Mlp, Moe};
-use super::ops::{ComputeDtype, Linear, RmsNorm, tensor};
+use super::ops::{Linear, RmsNorm, tensor};
 use super::qmatmul::QMatrix;
-use super::{Gemma, Layer, LayerPle, Ple};
+use super::{Gemma, Layer, LayerPle, MoeBranch, Ple};
+use crate::backend::ComputeDtype;
 use crate::error::{Error, Result};
 use crate::loader::{RawTensor, TensorSource};
 
@@ -196,12 +197,13 @@ impl Builder<'_> {
         };
         let moe = match &cfg.moe {
             None => None,
-            Some(m) => Some((
-                self.moe(&p, m.num_experts, m.top_k, m.width)?,
-                self.norm(&format!("{p}.pre_feedforward_layernorm_2.weight"), h)?,
-                self.norm(&format!("{p}.post_feedforward_layernorm_1.weight"), h)?,
-                self.norm(&format!("{p}.post_feedforward_layernorm_2.weight"), h)?,
-            )),
+            Some(m) => Some(MoeBranch {
+                experts: self.moe(&p, m.num_experts, m.top_k, m.width)?,
+                pre_norm: self.norm(&format!("{p}.pre_feedforward_layernorm_2.weight"), h)?,
+                post_dense_norm: self
+                    .norm(&format!("{p}.post_feedforward_layernorm_1.weight"), h)?,
+                post_norm: self.norm(&format!("{p}.post_feedforward_layernorm_2.weight"), h)?,
+            }),
         };
         let ple = match &cfg.ple {
             None => None,

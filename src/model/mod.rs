@@ -7,6 +7,7 @@ pub mod build;
 pub mod config;
 pub mod ffn;
 mod fused;
+pub mod gguf_config;
 pub mod kv_cache;
 pub mod ops;
 pub mod qmatmul;
@@ -19,8 +20,8 @@ use self::config::{AttnKind, ModelConfig};
 use self::ffn::{Mlp, Moe};
 pub use self::fused::FUSED_MAX_ROWS;
 pub use self::kv_cache::KvCache;
-pub use self::ops::ComputeDtype;
 use self::ops::{RmsNorm, cast, rope_tables};
+pub use crate::backend::ComputeDtype;
 use crate::error::{Error, Result};
 
 /// Which positions' logits a forward returns.
@@ -52,6 +53,18 @@ pub(crate) struct LayerPle {
     pub post_norm: RmsNorm,
 }
 
+/// A layer's mixture-of-experts branch (26B-A4B), beside the dense MLP, with its norms.
+#[derive(Debug, Clone)]
+pub(crate) struct MoeBranch {
+    pub experts: Moe,
+    /// `pre_feedforward_layernorm_2`: on the branch's input.
+    pub pre_norm: RmsNorm,
+    /// `post_feedforward_layernorm_1`: on the dense MLP's output.
+    pub post_dense_norm: RmsNorm,
+    /// `post_feedforward_layernorm_2`: on the experts' output.
+    pub post_norm: RmsNorm,
+}
+
 /// One decoder layer.
 #[derive(Debug, Clone)]
 pub(crate) struct Layer {
@@ -61,8 +74,7 @@ pub(crate) struct Layer {
     pub pre_ffn_norm: RmsNorm,
     pub mlp: Mlp,
     pub post_ffn_norm: RmsNorm,
-    /// MoE branch with its norms: pre_ffn_2, post_ffn_1, post_ffn_2.
-    pub moe: Option<(Moe, RmsNorm, RmsNorm, RmsNorm)>,
+    pub moe: Option<MoeBranch>,
     pub ple: Option<LayerPle>,
     /// `layer_scalar`, multiplies the whole stream at the end of the layer.
     pub scalar: Option<f32>,
@@ -299,9 +311,9 @@ impl Layer {
         let dense = self.mlp.forward(self.pre_ffn_norm.forward(h.clone()));
         let f = match &self.moe {
             None => dense,
-            Some((moe, pre2, post1, post2)) => {
-                let experts = moe.forward(pre2.forward(h.clone()), h.clone());
-                post1.forward(dense) + post2.forward(experts)
+            Some(m) => {
+                let experts = m.experts.forward(m.pre_norm.forward(h.clone()), h.clone());
+                m.post_dense_norm.forward(dense) + m.post_norm.forward(experts)
             }
         };
         let mut h = h + self.post_ffn_norm.forward(f);

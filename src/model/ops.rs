@@ -10,51 +10,6 @@ use super::qmatmul::{QMatrix, matmul_many};
 
 use crate::loader::RawTensor;
 
-/// The dtype the model computes in. Norms, softmax and the router always run in f32.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ComputeDtype {
-    /// 32-bit floats everywhere: the reference precision.
-    #[default]
-    F32,
-    /// 16-bit floats for weights and activations; f32 for norms and softmax.
-    F16,
-    /// bfloat16 (f32's range, 8 bits of mantissa) for weights and activations; f32 for norms
-    /// and softmax. For GPUs: the CPU backend computes it slowly.
-    BF16,
-}
-
-impl ComputeDtype {
-    /// The burn dtype.
-    pub fn dtype(self) -> DType {
-        match self {
-            ComputeDtype::F32 => DType::F32,
-            ComputeDtype::F16 => DType::F16,
-            ComputeDtype::BF16 => DType::BF16,
-        }
-    }
-
-    /// Its name, as the config and `--dtype` write it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ComputeDtype::F32 => "f32",
-            ComputeDtype::F16 => "f16",
-            ComputeDtype::BF16 => "bf16",
-        }
-    }
-}
-
-impl std::str::FromStr for ComputeDtype {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "f32" | "float32" => Ok(ComputeDtype::F32),
-            "f16" | "float16" => Ok(ComputeDtype::F16),
-            "bf16" | "bfloat16" => Ok(ComputeDtype::BF16),
-            other => Err(format!("unknown dtype `{other}`: use f32, f16 or bf16")),
-        }
-    }
-}
-
 /// Creates a device tensor from host data in the given dtype.
 pub fn tensor<const D: usize>(raw: RawTensor, device: &Device, dtype: DType) -> Tensor<D> {
     let mut shape = raw.shape;

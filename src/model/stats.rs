@@ -75,8 +75,11 @@ impl WeightStats {
         .for_each(|n| self.norm(n));
         a.k_norm.iter().for_each(|n| self.norm(n));
         self.mlp(&l.mlp);
-        if let Some((moe, a, b, c)) = &l.moe {
-            [a, b, c].into_iter().for_each(|n| self.norm(n));
+        if let Some(m) = &l.moe {
+            let moe = &m.experts;
+            [&m.pre_norm, &m.post_dense_norm, &m.post_norm]
+                .into_iter()
+                .for_each(|n| self.norm(n));
             self.device(&moe.router_proj);
             self.device(&moe.router_scale);
             match &moe.experts {

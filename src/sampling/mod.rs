@@ -28,6 +28,21 @@ pub struct SamplingParams {
     pub seed: u64,
 }
 
+/// Sampling values one layer sets (`None`: not set there).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SamplingLayer {
+    /// 0 to 2.
+    pub temperature: Option<f32>,
+    /// 0 is off.
+    pub top_k: Option<usize>,
+    /// In (0, 1].
+    pub top_p: Option<f32>,
+    /// In [0, 1].
+    pub min_p: Option<f32>,
+    /// 0 is random.
+    pub seed: Option<u64>,
+}
+
 impl Default for SamplingParams {
     fn default() -> Self {
         Self {
@@ -252,8 +267,51 @@ mod tests {
             let mut s = Sampler::new(p.clone());
             (0..20).map(|_| s.sample(&logits)).collect()
         };
-        let mut s = Sampler::new(p);
+        let mut s = Sampler::new(p.clone());
         let b: Vec<u32> = (0..20).map(|_| s.sample(&logits)).collect();
         assert_eq!(a, b);
+        // Another seed draws another sequence (a constant sampler fails here).
+        let mut s = Sampler::new(SamplingParams { seed: 8, ..p });
+        let c: Vec<u32> = (0..20).map(|_| s.sample(&logits)).collect();
+        assert_ne!(a, c);
+    }
+
+    /// Draws follow softmax(logits / temperature): frequencies within four standard errors of
+    /// the probabilities, for two temperatures.
+    #[test]
+    fn draws_follow_the_tempered_distribution() {
+        let probs = [0.5f64, 0.3, 0.15, 0.05];
+        let logits: Vec<f32> = probs.iter().map(|p| p.ln() as f32).collect();
+        for temperature in [1.0f32, 0.5] {
+            let p = SamplingParams {
+                temperature,
+                top_k: 0,
+                top_p: 1.0,
+                min_p: 0.0,
+                seed: 11,
+            };
+            let want: Vec<f64> = {
+                let w: Vec<f64> = probs
+                    .iter()
+                    .map(|q| q.powf(1.0 / temperature as f64))
+                    .collect();
+                let sum: f64 = w.iter().sum();
+                w.iter().map(|x| x / sum).collect()
+            };
+            let n = 20_000;
+            let mut counts = [0usize; 4];
+            let mut s = Sampler::new(p);
+            for _ in 0..n {
+                counts[s.sample(&logits) as usize] += 1;
+            }
+            for (i, (&c, &q)) in counts.iter().zip(&want).enumerate() {
+                let got = c as f64 / n as f64;
+                let se = (q * (1.0 - q) / n as f64).sqrt();
+                assert!(
+                    (got - q).abs() < 4.0 * se,
+                    "T={temperature}: token {i} drawn {got:.4}, expected {q:.4}"
+                );
+            }
+        }
     }
 }

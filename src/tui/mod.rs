@@ -1,6 +1,7 @@
 //! The terminal side: raw mode and the alternate screen (restored on every exit, a panic
 //! included), one inbox fed by an input thread and the engine's events, and the loop that calls
-//! [`App::update`], sends its commands and draws on a tick when something changed.
+//! [`App::update`], sends its commands and draws at least every tick while something changed
+//! (a busy inbox never starves the frames).
 
 use std::io::{Stdout, Write, stdout};
 use std::path::{Path, PathBuf};
@@ -25,9 +26,10 @@ use ratatui::backend::CrosstermBackend;
 
 use crate::app::persist::saver;
 use crate::app::{App, Msg};
+use crate::engine::EngineHandle;
 use crate::engine::protocol::Command;
-use crate::engine::worker::EngineHandle;
 use crate::error::{Error, Result};
+use crate::ui::view::View;
 
 /// How often the screen may be redrawn.
 const TICK: Duration = Duration::from_millis(33);
@@ -70,6 +72,7 @@ pub fn run(
     spawn_input(tx);
     let size = term.terminal.size().map_err(io)?;
     app.update(Msg::Resize(size.width, size.height));
+    let mut view = View::default();
     let mut next_tick = Instant::now();
     while !app.quit {
         match inbox.recv_timeout(next_tick.saturating_duration_since(Instant::now())) {
@@ -81,20 +84,26 @@ pub fn run(
                     let _ = saver.send(job);
                 }
             }
-            Err(RecvTimeoutError::Timeout) => {
-                next_tick = Instant::now() + TICK;
-                app.update(Msg::Tick(Instant::now()));
-                if let Some(text) = app.clipboard.take() {
-                    osc52(&text);
-                }
-                if app.dirty {
-                    term.terminal
-                        .draw(|f| crate::ui::render(f, &app))
-                        .map_err(io)?;
-                    app.dirty = false;
-                }
-            }
+            Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => break,
+        }
+        // A frame at least every tick while anything changed, however busy the inbox is.
+        if Instant::now() >= next_tick {
+            next_tick = Instant::now() + TICK;
+            app.update(Msg::Tick(Instant::now()));
+            if let Some(text) = app.clipboard.take() {
+                osc52(&text);
+            }
+            if app.dirty {
+                let mut measured = None;
+                term.terminal
+                    .draw(|f| measured = crate::ui::render(f, &app, &mut view))
+                    .map_err(io)?;
+                if let Some((tab, lines)) = measured {
+                    app.measured(tab, lines);
+                }
+                app.dirty = false;
+            }
         }
     }
     drop(term);

@@ -1,10 +1,12 @@
-//! Drawing: a pure function of the [`App`]. The screen is a tab bar, the transcript, the input
-//! box and a status line, with popups (help, confirm close, rename) on top. Nothing here changes
-//! the app.
+//! Drawing: a pure function of the [`App`] (with [`view::View`], the renderer's cache of laid-out
+//! transcripts). The screen is a tab bar, the transcript, the input box and a status line, with
+//! popups (help, confirm close, rename) on top. Nothing here changes the app; what it measures
+//! (the transcript's length) is handed back through [`App::measured`].
 
 pub mod markdown;
 pub mod theme;
 pub mod transcript;
+pub mod view;
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -14,9 +16,11 @@ use ratatui::widgets::{Block, Borders, Clear, Paragraph};
 
 use unicode_width::UnicodeWidthStr;
 
-use crate::app::action::Action;
+use self::theme::Theme;
+use self::view::View;
 use crate::app::{App, Overlay};
-use crate::engine::protocol::Tier;
+use crate::config::action::Action;
+use crate::engine::protocol::{TabId, Tier};
 
 /// Where each part of the screen goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,24 +35,17 @@ pub struct Areas {
     pub status: Rect,
 }
 
-/// Most input rows shown before the input scrolls.
-const INPUT_ROWS: u16 = 8;
-
-/// The layout for the app's terminal size (the input grows with its text).
+/// The layout for the app's terminal size (the input's height is the app's:
+/// [`App::input_height`]).
 pub fn areas(app: &App) -> Areas {
     let (w, h) = app.size;
-    let full = Rect::new(0, 0, w, h);
-    let rows = app
-        .tab()
-        .map_or(1, |t| t.editor.layout(w.saturating_sub(2) as usize).0.len()) as u16;
-    let input_h = rows.clamp(1, INPUT_ROWS) + 2;
     let [tabs, transcript, input, status] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Min(1),
-        Constraint::Length(input_h),
+        Constraint::Length(app.input_height()),
         Constraint::Length(1),
     ])
-    .areas(full);
+    .areas(Rect::new(0, 0, w, h));
     Areas {
         tabs,
         transcript,
@@ -57,11 +54,14 @@ pub fn areas(app: &App) -> Areas {
     }
 }
 
-/// Draws the whole app.
-pub fn render(f: &mut Frame, app: &App) {
+/// Draws the whole app; `view` keeps the laid-out transcripts between frames. Returns the shown
+/// tab and its transcript's length in lines, for [`App::measured`].
+pub fn render(f: &mut Frame, app: &App, view: &mut View) -> Option<(TabId, usize)> {
+    let theme = &Theme::named(&app.theme);
     let a = areas(app);
+    view.retain(|id| app.tabs.iter().any(|t| t.id == id));
     tab_bar(f, a.tabs, app);
-    transcript::render(f, a.transcript, app);
+    let measured = transcript::render(f, a.transcript, app, view);
     input(f, a.input, app);
     status(f, a.status, app);
     match &app.overlay {
@@ -80,27 +80,24 @@ pub fn render(f: &mut Frame, app: &App) {
             let mut lines = Vec::new();
             for (i, (name, value, source)) in app.settings_rows(e).into_iter().enumerate() {
                 let style = if i == e.field {
-                    app.theme.tab_active
+                    theme.tab_active
                 } else {
                     Default::default()
                 };
                 lines.push(Line::from(vec![
                     Span::styled(format!(" {name:<12} {value:>6} "), style),
-                    Span::styled(format!(" from {}", source.as_str()), app.theme.dim),
+                    Span::styled(format!(" from {}", source.as_str()), theme.dim),
                 ]));
             }
             lines.push(Line::default());
             lines.push(Line::from(Span::styled(
                 " ←/→ change · r inherit · Enter apply · Esc cancel",
-                app.theme.dim,
+                theme.dim,
             )));
             popup(f, app, " This tab's sampling ", lines, 54, 7);
         }
         Overlay::Rename(e) => {
-            let line = Line::from(vec![
-                Span::raw(e.text()),
-                Span::styled("▏", app.theme.accent),
-            ]);
+            let line = Line::from(vec![Span::raw(e.text()), Span::styled("▏", theme.accent)]);
             popup(
                 f,
                 app,
@@ -111,9 +108,11 @@ pub fn render(f: &mut Frame, app: &App) {
             );
         }
     }
+    measured.map(|lines| (app.tab().map_or(0, |t| t.id), lines))
 }
 
 fn tab_bar(f: &mut Frame, area: Rect, app: &App) {
+    let theme = &Theme::named(&app.theme);
     let mut spans = Vec::new();
     for (i, t) in app.tabs.iter().enumerate() {
         // ◆ generating, ✗ failed, then where the session lives: ● warm, ◐ in RAM, ○ cold.
@@ -130,9 +129,9 @@ fn tab_bar(f: &mut Frame, area: Rect, app: &App) {
         };
         let label = format!(" {} {} {mark} ", i + 1, t.title);
         let style = if i == app.active {
-            app.theme.tab_active
+            theme.tab_active
         } else {
-            app.theme.dim
+            theme.dim
         };
         spans.push(Span::styled(label, style));
         spans.push(Span::raw(" "));
@@ -141,6 +140,7 @@ fn tab_bar(f: &mut Frame, area: Rect, app: &App) {
 }
 
 fn input(f: &mut Frame, area: Rect, app: &App) {
+    let theme = &Theme::named(&app.theme);
     let Some(t) = app.tab() else { return };
     let inner_w = area.width.saturating_sub(2) as usize;
     let (rows, (cx, cy)) = t.editor.layout(inner_w);
@@ -159,10 +159,10 @@ fn input(f: &mut Frame, area: Rect, app: &App) {
     let hint = " Enter send · Alt+Enter newline · Esc stop ";
     let mut block = Block::new()
         .borders(Borders::ALL)
-        .border_style(app.theme.dim)
-        .title(Span::styled(title, app.theme.accent));
+        .border_style(theme.dim)
+        .title(Span::styled(title, theme.accent));
     if area.width as usize >= hint.width() + 4 {
-        block = block.title_bottom(Line::from(Span::styled(hint, app.theme.dim)).right_aligned());
+        block = block.title_bottom(Line::from(Span::styled(hint, theme.dim)).right_aligned());
     }
     f.render_widget(Paragraph::new(lines).block(block), area);
     if matches!(app.overlay, Overlay::None) {
@@ -175,7 +175,7 @@ fn input(f: &mut Frame, area: Rect, app: &App) {
 }
 
 fn status(f: &mut Frame, area: Rect, app: &App) {
-    let theme = &app.theme;
+    let theme = &Theme::named(&app.theme);
     let mut spans = vec![Span::styled(
         format!(" {} · {} ", app.model.name, app.model.backend),
         theme.status.add_modifier(Modifier::BOLD),
@@ -235,6 +235,7 @@ fn status(f: &mut Frame, area: Rect, app: &App) {
 }
 
 fn help(f: &mut Frame, app: &App) {
+    let theme = &Theme::named(&app.theme);
     // Alt+1..Alt+9 make one entry.
     let mut entries: Vec<(String, String)> = Vec::new();
     let mut gotos = Vec::new();
@@ -266,7 +267,7 @@ fn help(f: &mut Frame, app: &App) {
         let mut spans = Vec::new();
         for c in 0..columns {
             if let Some((k, d)) = entries.get(c * rows + r) {
-                spans.push(Span::styled(format!("{k:<key_w$}"), app.theme.accent));
+                spans.push(Span::styled(format!("{k:<key_w$}"), theme.accent));
                 let pad = if c + 1 < columns {
                     entry_w - key_w + 3
                 } else {
@@ -279,7 +280,7 @@ fn help(f: &mut Frame, app: &App) {
     }
     lines.push(Line::default());
     for text in footer {
-        lines.push(Line::from(Span::styled(text, app.theme.dim)));
+        lines.push(Line::from(Span::styled(text, theme.dim)));
     }
     let w = (columns * (entry_w + 3)).max(footer[0].width()) as u16 + 2;
     let h = lines.len() as u16 + 2;
@@ -288,6 +289,7 @@ fn help(f: &mut Frame, app: &App) {
 
 /// A bordered box centred on the screen, at most `w` x `h`.
 fn popup(f: &mut Frame, app: &App, title: &str, lines: Vec<Line>, w: u16, h: u16) {
+    let theme = &Theme::named(&app.theme);
     let (sw, sh) = app.size;
     let w = w.min(sw);
     let h = h.min(sh);
@@ -295,7 +297,7 @@ fn popup(f: &mut Frame, app: &App, title: &str, lines: Vec<Line>, w: u16, h: u16
     f.render_widget(Clear, area);
     let block = Block::new()
         .borders(Borders::ALL)
-        .border_style(app.theme.accent)
+        .border_style(theme.accent)
         .title(title.to_string());
     f.render_widget(Paragraph::new(lines).block(block), area);
 }

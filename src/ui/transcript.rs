@@ -1,5 +1,5 @@
 //! The transcript: each message as styled lines (name, thought, markdown body, footer), and the
-//! visible window of the active tab's cached lines with a "new output" hint.
+//! visible window of the active tab's laid-out lines ([`View`]) with a "new output" hint.
 
 use ratatui::Frame;
 use ratatui::layout::{Alignment, Rect};
@@ -8,6 +8,7 @@ use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 
 use super::markdown;
 use super::theme::Theme;
+use super::view::View;
 use crate::app::App;
 use crate::app::tab::{Message, Role};
 
@@ -54,17 +55,19 @@ pub fn message_lines(
     (lines, fences)
 }
 
-/// Draws the active tab's transcript in `area`, or the start-up screen while there is none.
-pub fn render(f: &mut Frame, area: Rect, app: &App) {
-    let theme = &app.theme;
-    let Some(tab) = app.tab() else { return };
+/// Draws the active tab's transcript in `area`, or the start-up screen while there is none;
+/// returns the transcript's length in lines (what scrolling is bounded by).
+pub fn render(f: &mut Frame, area: Rect, app: &App, view: &mut View) -> Option<usize> {
+    let theme = &Theme::named(&app.theme);
+    let tab = app.tab()?;
     if tab.messages.is_empty() {
         f.render_widget(welcome(app), area);
-        return;
+        return Some(0);
     }
+    let layout = view.transcript(tab, area.width, &app.theme, app.show_thoughts);
     let height = area.height as usize;
-    let top = tab.view_top(height);
-    let lines = tab.layout.lines(top, height);
+    let top = tab.view_top(layout.total(), height);
+    let lines = layout.lines(top, height);
     f.render_widget(Paragraph::new(lines), area);
     if tab.pin.is_some() && tab.new_output && area.height > 0 {
         let hint = " new output ↓ (End) ";
@@ -72,11 +75,12 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
         let r = Rect::new(area.right() - w, area.bottom() - 1, w, 1);
         f.render_widget(Paragraph::new(Span::styled(hint, theme.tab_active)), r);
     }
+    Some(layout.total())
 }
 
 /// What an empty tab shows: loading progress, a load error with what to do, or a greeting.
 fn welcome(app: &App) -> Paragraph<'static> {
-    let theme = &app.theme;
+    let theme = &Theme::named(&app.theme);
     let m = &app.model;
     let mut lines: Vec<Line<'static>> = Vec::new();
     if let Some(err) = &m.load_error {

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use gemma_chat::generate::LoadedModel;
+use gemma_chat::load::LoadedModel;
 use gemma_chat::model::{KvCache, Logits};
 use safetensors::SafeTensors;
 
@@ -82,4 +82,24 @@ pub fn prompt_logits(lm: &LoadedModel, prompt: &[u32], chunk: usize) -> Vec<f32>
     }
     assert_eq!(cache.len(), prompt.len());
     out
+}
+
+/// What [`turn`] returns: how the turn ended, what it cost, and its answer.
+pub type TurnResult = (
+    gemma_chat::engine::protocol::TurnEnd,
+    gemma_chat::engine::protocol::TurnStats,
+    Vec<u32>,
+);
+
+/// Runs one turn answering `prompt` (the whole conversation) in `session`, the way every front
+/// end runs one.
+pub fn turn(
+    lm: &LoadedModel,
+    session: &mut gemma_chat::engine::session::Session,
+    prompt: &[u32],
+    opts: gemma_chat::engine::turn::TurnOptions,
+) -> gemma_chat::Result<TurnResult> {
+    let mut t = gemma_chat::engine::turn::Turn::start(session, prompt.to_vec(), opts)?;
+    let end = t.run(&lm.model, session, &mut |_| true)?;
+    Ok((end, t.stats(), t.answer().to_vec()))
 }

@@ -191,12 +191,12 @@ impl Step<'_> {
         let mut xn = x.to_vec();
         norm_rows(&layer.pre_ffn_norm, &mut xn, h);
         let mut f = self.mlp(&layer.mlp, &xn);
-        if let Some((moe, pre2, post1, post2)) = &layer.moe {
+        if let Some(m) = &layer.moe {
             let mut x2 = x.to_vec();
-            norm_rows(pre2, &mut x2, h);
-            let mut e = self.moe(moe, &x2, x)?;
-            norm_rows(post1, &mut f, h);
-            norm_rows(post2, &mut e, h);
+            norm_rows(&m.pre_norm, &mut x2, h);
+            let mut e = self.moe(&m.experts, &x2, x)?;
+            norm_rows(&m.post_dense_norm, &mut f, h);
+            norm_rows(&m.post_norm, &mut e, h);
             add(&mut f, &e);
         }
         norm_rows(&layer.post_ffn_norm, &mut f, h);

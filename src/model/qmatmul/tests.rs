@@ -288,3 +288,28 @@ fn the_largest_super_block_sums_do_not_overflow() {
         }
     }
 }
+
+/// Where CI says what this machine must run (`GEMMA_CHAT_EXPECT_SIMD`, from `/proc/cpuinfo`
+/// and the `GEMMA_CHAT_SIMD` cap; `GEMMA_CHAT_EXPECT_THREADS`, from `nproc`), the kernel and
+/// thread tests above cannot pass by running nothing: the level, every kernel up to it, the
+/// GEMM and the team's size are what was expected.
+#[test]
+fn the_expected_kernels_and_threads_are_the_ones_tested() {
+    if let Ok(want) = std::env::var("GEMMA_CHAT_EXPECT_SIMD") {
+        let level = super::simd::level();
+        assert_eq!(level.name(), want, "SIMD level");
+        let names: Vec<&str> = kernels().iter().map(|(n, _)| *n).collect();
+        let all = ["avx512-vnni", "avx512", "avx2"];
+        let expected: Vec<&str> = all.iter().copied().skip_while(|n| *n != want).collect();
+        assert_eq!(names, expected, "row kernels at {want}");
+        assert_eq!(
+            super::gemm_available(),
+            !expected.is_empty(),
+            "GEMM at {want}"
+        );
+    }
+    if let Ok(want) = std::env::var("GEMMA_CHAT_EXPECT_THREADS") {
+        let want: usize = want.parse().expect("a thread count");
+        assert_eq!(super::team::team().threads(), want, "the team's threads");
+    }
+}

@@ -11,7 +11,7 @@ use std::path::Path;
 
 use minijinja::{Environment, ErrorKind, Value, context};
 
-pub use turns::{ChatFormat, Conversation, TurnText};
+pub use turns::{Builtin, ChatFormat, Conversation, TurnText};
 
 /// A template that does not compile or fails to render: what went wrong, and where.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -23,6 +23,12 @@ pub struct TemplateError {
     pub what: String,
     /// The template's line, when known.
     pub line: Option<usize>,
+}
+
+impl From<TemplateError> for crate::error::Error {
+    fn from(e: TemplateError) -> Self {
+        crate::error::Error::Template(e.to_string())
+    }
 }
 
 /// A compiled chat template.

@@ -8,7 +8,6 @@
 use serde_json::json;
 
 use super::{ChatTemplate, TemplateError, TemplateSource};
-use crate::model::config::Family;
 
 /// The conversation a new turn joins.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,18 +88,39 @@ pub struct ChatFormat {
     builtin: ChatTemplate,
 }
 
-impl ChatFormat {
-    /// The format for a checkpoint of `family` that ships `own` (or nothing), with BOS and EOS
-    /// texts `bos` and `eos`.
-    pub fn new(own: Option<&TemplateSource>, family: Family, bos: &str, eos: &str) -> Self {
-        let builtin = TemplateSource {
-            text: match family {
-                Family::Gemma4 => include_str!("../../../assets/templates/gemma4.jinja"),
-                Family::Gemma3 => include_str!("../../../assets/templates/gemma3.jinja"),
-            }
-            .to_string(),
-            origin: format!("built-in {} layout", family_name(family)),
+/// The chat layouts built in, one per Gemma generation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Builtin {
+    /// Gemma 3: a system prompt folds into the first user turn.
+    Gemma3,
+    /// Gemma 4: system turns, thinking, `<|turn>` markers.
+    Gemma4,
+}
+
+impl Builtin {
+    fn source(self) -> TemplateSource {
+        let (text, name) = match self {
+            Builtin::Gemma4 => (
+                include_str!("../../../assets/templates/gemma4.jinja"),
+                "Gemma 4",
+            ),
+            Builtin::Gemma3 => (
+                include_str!("../../../assets/templates/gemma3.jinja"),
+                "Gemma 3",
+            ),
         };
+        TemplateSource {
+            text: text.to_string(),
+            origin: format!("built-in {name} layout"),
+        }
+    }
+}
+
+impl ChatFormat {
+    /// The format for a checkpoint that ships `own` (or nothing) over the `builtin` layout of its
+    /// generation, with BOS and EOS texts `bos` and `eos`.
+    pub fn new(own: Option<&TemplateSource>, builtin: Builtin, bos: &str, eos: &str) -> Self {
+        let builtin = builtin.source();
         let Ok(builtin) = ChatTemplate::new(&builtin, bos, eos) else {
             unreachable!("the built-in templates compile (tested)")
         };
@@ -140,18 +160,11 @@ impl ChatFormat {
     }
 }
 
-fn family_name(f: Family) -> &'static str {
-    match f {
-        Family::Gemma4 => "Gemma 4",
-        Family::Gemma3 => "Gemma 3",
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn format(family: Family, own: Option<&str>) -> ChatFormat {
+    fn format(family: Builtin, own: Option<&str>) -> ChatFormat {
         let own = own.map(|text| TemplateSource {
             text: text.into(),
             origin: "test.jinja".into(),
@@ -174,7 +187,7 @@ mod tests {
 
     #[test]
     fn gemma4_builtin_turns() {
-        let f = format(Family::Gemma4, None);
+        let f = format(Builtin::Gemma4, None);
         let t = turn(&f, None, false, false);
         assert_eq!(t.header, "<|turn>user\n");
         assert_eq!(
@@ -194,7 +207,7 @@ mod tests {
 
     #[test]
     fn gemma3_builtin_folds_the_system_prompt_into_the_first_turn() {
-        let f = format(Family::Gemma3, None);
+        let f = format(Builtin::Gemma3, None);
         let t = turn(&f, Some("Be brief."), false, false);
         assert_eq!(t.header, "<start_of_turn>user\nBe brief.\n\n");
         assert_eq!(
@@ -221,7 +234,7 @@ mod tests {
             "{% if %}",
             "{{ 'no user text' }}",
         ] {
-            let f = format(Family::Gemma3, Some(bad));
+            let f = format(Builtin::Gemma3, Some(bad));
             let (t, err) = f.next_turn(&c, "hi").expect("the built-in layout renders");
             assert_eq!(t.turn, "hi<end_of_turn>\n<start_of_turn>model\n");
             let err = err.expect("the template's error comes back");

@@ -1,20 +1,20 @@
-//! Loading a model directory and running one prompt through it: chunked prefill, then one-token
-//! decode steps until a stop id or the token budget. Shared by the command line and the engine.
+//! Loading a model ([`load`]): its weights, tokenizer, chat templates and end ids, from a Hugging
+//! Face directory or a GGUF file, each read once; and assembling a user turn in ids
+//! ([`LoadedModel::user_turn`]), the one place a conversation turn is built.
 
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
-use burn::tensor::{Device, Tensor};
+use burn::tensor::Device;
 
 use crate::error::{Error, Result};
 use crate::loader::gguf::{GgufFile, GgufSource};
-use crate::loader::gguf_config::model_config;
 use crate::loader::{self, safetensors::SafetensorsSource};
 use crate::model::config::{Family, ModelConfig, token_ids};
-use crate::model::{ComputeDtype, Gemma, KvCache, Logits, build::build};
-use crate::sampling::{NextLogits, Sampler, SamplingParams};
+use crate::model::gguf_config::model_config;
+use crate::model::{ComputeDtype, Gemma, build::build};
+use crate::sampling::SamplingLayer;
 use crate::tokenizer::template::{
-    ChatFormat, Conversation, TemplateError, TemplateSource, TurnText,
+    Builtin, ChatFormat, Conversation, TemplateError, TemplateSource, TurnText,
 };
 use crate::tokenizer::{self, Tokenizer};
 
@@ -26,22 +26,20 @@ pub struct LoadedModel {
     /// The tokenizer, when the checkpoint ships one.
     pub tokenizer: Option<Tokenizer>,
     /// Ids the checkpoint declares as ending generation (what transformers stops on).
-    pub stop_ids: Vec<u32>,
+    pub end_ids: Vec<u32>,
     /// Where it was loaded from.
     pub path: PathBuf,
     /// The chat templates: the checkpoint's own, if any, and the family's built-in layout.
     pub chat: ChatFormat,
+    /// The sampling defaults the checkpoint declares (`generation_config.json`).
+    pub generation: SamplingLayer,
 }
 
 impl LoadedModel {
     /// A new user turn in the conversation `c`, rendered with the checkpoint's template, or with
     /// the built-in layout when it has none or it fails (its error comes back beside the turn).
     /// Thinking is off for a model without a thinking mode.
-    pub fn next_turn(
-        &self,
-        c: &Conversation,
-        text: &str,
-    ) -> Result<(TurnText, Option<TemplateError>)> {
+    fn next_turn(&self, c: &Conversation, text: &str) -> Result<(TurnText, Option<TemplateError>)> {
         let c = Conversation {
             thinking: c.thinking && self.supports_thinking(),
             ..*c
@@ -53,7 +51,7 @@ impl LoadedModel {
     /// far in ids (BOS, a header of `header_len` ids, the earlier exchanges up to the end of the
     /// last answer; empty for a new conversation): its header is replaced by the turn's, its
     /// exchanges are kept as they are, and the turn's text follows.
-    pub fn prompt_ids(
+    fn prompt_ids(
         &self,
         history: &[u32],
         header_len: usize,
@@ -81,15 +79,36 @@ impl LoadedModel {
         Ok((prompt, header))
     }
 
+    /// A new user turn after `history` (the conversation so far in ids, up to the end of the
+    /// last answer, with a header of `header_len` ids after BOS; empty for a new conversation):
+    /// the one place a conversation turn is assembled. History stays in ids; only the header
+    /// (which changes when thinking is toggled or the system prompt changes) and the new turn
+    /// are rendered.
+    pub fn user_turn(
+        &self,
+        history: &[u32],
+        header_len: usize,
+        system: Option<&str>,
+        thinking: bool,
+        text: &str,
+    ) -> Result<UserTurn> {
+        let c = Conversation {
+            system,
+            thinking,
+            continues: !history.is_empty(),
+        };
+        let (turn, template_error) = self.next_turn(&c, text)?;
+        let (prompt, header) = self.prompt_ids(history, header_len, &turn)?;
+        Ok(UserTurn {
+            prompt,
+            header,
+            template_error,
+        })
+    }
+
     /// The ids of a one-turn conversation: BOS, then `text` as the first user turn.
     pub fn single_turn_ids(&self, text: &str) -> Result<Vec<u32>> {
-        let c = Conversation {
-            system: None,
-            thinking: false,
-            continues: false,
-        };
-        let (t, _) = self.next_turn(&c, text)?;
-        Ok(self.prompt_ids(&[], 0, &t)?.0)
+        Ok(self.user_turn(&[], 0, None, false, text)?.prompt)
     }
 
     /// Whether the model has a thinking mode (Gemma 4 with its channel and think tokens).
@@ -102,15 +121,76 @@ impl LoadedModel {
 
     /// Ids that end a chat turn: the declared ones plus the family's end-of-turn ids (Gemma 4:
     /// 1, 106, 50; Gemma 3: 1, 106), since base checkpoints often declare only `<eos>`.
-    pub fn chat_stop_ids(&self) -> Vec<u32> {
-        let mut ids = self.stop_ids.clone();
-        for id in family_stop_ids(self.model.config().family) {
+    pub fn chat_end_ids(&self) -> Vec<u32> {
+        let mut ids = self.end_ids.clone();
+        for id in family_end_ids(self.model.config().family) {
             if !ids.contains(&id) {
                 ids.push(id);
             }
         }
         ids
     }
+}
+
+/// What a checkpoint's `generation_config.json` declares, read once, at load.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GenerationConfig {
+    /// `eos_token_id`: the ids the reference ends generation on.
+    pub eos_token_ids: Option<Vec<u32>>,
+    /// The sampling defaults (greedy when it says `do_sample: false`, as transformers reads
+    /// it).
+    pub sampling: SamplingLayer,
+}
+
+impl GenerationConfig {
+    /// The `generation_config.json` in a model directory, or beside a GGUF file; empty when
+    /// there is none or it does not parse.
+    pub fn read(model: &Path) -> Self {
+        let file = if model.is_dir() {
+            model.join("generation_config.json")
+        } else {
+            model.with_file_name("generation_config.json")
+        };
+        let Some(json) = std::fs::read_to_string(file)
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        else {
+            return Self::default();
+        };
+        let f32_of = |k: &str| json.get(k).and_then(|v| v.as_f64()).map(|v| v as f32);
+        let sampling = if json.get("do_sample").and_then(|v| v.as_bool()) == Some(false) {
+            SamplingLayer {
+                temperature: Some(0.0),
+                ..SamplingLayer::default()
+            }
+        } else {
+            SamplingLayer {
+                temperature: f32_of("temperature"),
+                top_k: json
+                    .get("top_k")
+                    .and_then(|v| v.as_u64())
+                    .map(|v| v as usize),
+                top_p: f32_of("top_p"),
+                min_p: f32_of("min_p"),
+                seed: None,
+            }
+        };
+        Self {
+            eos_token_ids: token_ids(json.get("eos_token_id")),
+            sampling,
+        }
+    }
+}
+
+/// A user turn ready to run.
+#[derive(Debug, Clone)]
+pub struct UserTurn {
+    /// The whole conversation in ids: BOS, the header, the history's exchanges, the new turn.
+    pub prompt: Vec<u32>,
+    /// The header's ids (after BOS).
+    pub header: Vec<u32>,
+    /// The checkpoint's template failed and the built-in layout stood in.
+    pub template_error: Option<TemplateError>,
 }
 
 /// Loads a model: a Hugging Face directory (config.json, safetensors, optional tokenizer.json and
@@ -142,7 +222,8 @@ pub fn load(
     let source = SafetensorsSource::open(&dir)?;
     let model = build(config, &source, device, dtype, progress)?;
     let tokenizer = dir_tokenizer(&dir)?;
-    let stop_ids = stop_ids(&dir, model.config());
+    let generation = GenerationConfig::read(&dir);
+    let end_ids = end_ids(generation.eos_token_ids, model.config());
     let chat = chat_format(
         TemplateSource::from_dir(&dir)?.as_ref(),
         model.config(),
@@ -151,9 +232,10 @@ pub fn load(
     Ok(LoadedModel {
         model,
         tokenizer,
-        stop_ids,
+        end_ids,
         path: dir,
         chat,
+        generation: generation.sampling,
     })
 }
 
@@ -193,21 +275,22 @@ fn load_gguf(
     let model = build(config, &source, device, dtype, progress)?;
     // What the file declares, as transformers reads it: eos (and llama.cpp's end-of-turn id
     // when the converter stored one). Chat adds the family's turn ids on top.
-    let mut stop_ids = model.config().eos_token_ids.clone();
+    let mut end_ids = model.config().eos_token_ids.clone();
     if let Some(eot) = source
         .file()
         .get("tokenizer.ggml.eot_token_id")
         .and_then(|v| v.as_u64())
-        && !stop_ids.contains(&(eot as u32))
+        && !end_ids.contains(&(eot as u32))
     {
-        stop_ids.push(eot as u32);
+        end_ids.push(eot as u32);
     }
     Ok(LoadedModel {
         model,
         tokenizer,
-        stop_ids,
+        end_ids,
         path: path.to_path_buf(),
         chat,
+        generation: GenerationConfig::read(path).sampling,
     })
 }
 
@@ -264,160 +347,26 @@ fn chat_format(
     };
     let bos = text(Some(cfg.bos_token_id), "<bos>");
     let eos = text(cfg.eos_token_ids.first().copied(), "<eos>");
-    ChatFormat::new(own, cfg.family, &bos, &eos)
+    let builtin = match cfg.family {
+        Family::Gemma3 => Builtin::Gemma3,
+        Family::Gemma4 => Builtin::Gemma4,
+    };
+    ChatFormat::new(own, builtin, &bos, &eos)
 }
 
-fn family_stop_ids(family: Family) -> Vec<u32> {
+fn family_end_ids(family: Family) -> Vec<u32> {
     match family {
         Family::Gemma4 => vec![1, 106, 50],
         Family::Gemma3 => vec![1, 106],
     }
 }
 
-/// Stop ids as the reference resolves them: `generation_config.json`, else `config.json`, else
+/// End ids as the reference resolves them: `generation_config.json`, else `config.json`, else
 /// the family's defaults.
-fn stop_ids(dir: &Path, cfg: &ModelConfig) -> Vec<u32> {
-    let from_gen = std::fs::read_to_string(dir.join("generation_config.json"))
-        .ok()
-        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-        .and_then(|v| token_ids(v.get("eos_token_id")));
-    match from_gen {
+fn end_ids(from_generation: Option<Vec<u32>>, cfg: &ModelConfig) -> Vec<u32> {
+    match from_generation {
         Some(ids) if !ids.is_empty() => ids,
         _ if !cfg.eos_token_ids.is_empty() => cfg.eos_token_ids.clone(),
-        _ => family_stop_ids(cfg.family),
+        _ => family_end_ids(cfg.family),
     }
-}
-
-/// How to run one prompt.
-#[derive(Debug, Clone)]
-pub struct GenerateOptions {
-    /// Most tokens to generate.
-    pub max_new_tokens: usize,
-    /// Sampling settings.
-    pub sampling: SamplingParams,
-    /// Prefill chunk length.
-    pub chunk: usize,
-    /// Keep the logits of every prompt position (`--dump-logits`).
-    pub prompt_logits: bool,
-    /// Ids that end generation.
-    pub stop_ids: Vec<u32>,
-}
-
-/// Why generation ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Finish {
-    /// A stop id was produced.
-    Stop,
-    /// `max_new_tokens` were produced.
-    Length,
-    /// The caller asked to stop.
-    Cancelled,
-}
-
-impl Finish {
-    /// The name used in JSON output.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Finish::Stop => "stop",
-            Finish::Length => "length",
-            Finish::Cancelled => "cancelled",
-        }
-    }
-}
-
-/// What one generation produced.
-#[derive(Debug, Clone)]
-pub struct GenerateOutput {
-    /// Generated ids, the stop id included when one ended the turn.
-    pub generated: Vec<u32>,
-    /// Why it ended.
-    pub finish: Finish,
-    /// `[prompt_len, vocab]` row-major, when asked for.
-    pub prompt_logits: Option<Vec<f32>>,
-    /// Seconds spent in prefill.
-    pub prefill_s: f64,
-    /// Seconds spent in decode steps.
-    pub decode_s: f64,
-}
-
-/// Runs `prompt` from the cache's current position, then decodes. `on_token` sees each new id
-/// and returns false to stop.
-pub fn generate(
-    model: &Gemma,
-    cache: &mut KvCache,
-    prompt: &[u32],
-    opts: &GenerateOptions,
-    on_token: &mut dyn FnMut(u32) -> bool,
-) -> Result<GenerateOutput> {
-    if prompt.is_empty() {
-        return Err(Error::Invalid("the prompt is empty".into()));
-    }
-    let chunk = opts.chunk.max(1);
-    let start = Instant::now();
-    let mut all_logits = opts.prompt_logits.then(Vec::new);
-    let mut last = None;
-    let chunks: Vec<&[u32]> = prompt.chunks(chunk).collect();
-    for (i, part) in chunks.iter().enumerate() {
-        let is_last = i + 1 == chunks.len();
-        let mode = match (opts.prompt_logits, is_last) {
-            (true, _) => Logits::All,
-            (false, true) => Logits::Last,
-            (false, false) => Logits::None,
-        };
-        let pos = cache.len();
-        let out = model.forward(part, cache, pos, mode)?;
-        if let (Some(all), Some(l)) = (all_logits.as_mut(), out.as_ref()) {
-            all.extend(to_vec(l.clone())?);
-        }
-        if is_last {
-            last = out;
-        }
-    }
-    let mut logits = match last {
-        Some(l) => NextLogits::last_of(l),
-        None => {
-            return Err(Error::Backend(
-                "the last prefill chunk returned no logits".into(),
-            ));
-        }
-    };
-    let prefill_s = start.elapsed().as_secs_f64();
-
-    let start = Instant::now();
-    let mut sampler = Sampler::new(opts.sampling.clone());
-    let mut generated = Vec::new();
-    let mut finish = Finish::Length;
-    while generated.len() < opts.max_new_tokens {
-        let id = sampler.pick(logits)?;
-        generated.push(id);
-        if opts.stop_ids.contains(&id) {
-            finish = Finish::Stop;
-            break;
-        }
-        if !on_token(id) {
-            finish = Finish::Cancelled;
-            break;
-        }
-        if generated.len() == opts.max_new_tokens {
-            break;
-        }
-        let pos = cache.len();
-        let out = model
-            .forward(&[id], cache, pos, Logits::Last)?
-            .ok_or_else(|| Error::Backend("a decode step returned no logits".into()))?;
-        logits = NextLogits::last_of(out);
-    }
-    Ok(GenerateOutput {
-        generated,
-        finish,
-        prompt_logits: all_logits,
-        prefill_s,
-        decode_s: start.elapsed().as_secs_f64(),
-    })
-}
-
-fn to_vec(t: Tensor<2>) -> Result<Vec<f32>> {
-    t.into_data()
-        .try_to_vec::<f32>()
-        .map_err(|e| Error::Backend(format!("cannot read logits: {e:?}")))
 }

@@ -7,9 +7,9 @@
 
 use serde_json::{Map, Value as Json, json};
 
-use super::gguf::{GgufFile, Value};
+use super::config::{AttnKind, ModelConfig};
 use crate::error::{Error, Result};
-use crate::model::config::{AttnKind, ModelConfig};
+use crate::loader::gguf::{GgufFile, Value};
 
 /// Resolves the model config of a GGUF file.
 pub fn model_config(file: &GgufFile) -> Result<ModelConfig> {

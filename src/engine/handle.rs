@@ -1,0 +1,177 @@
+//! The UI's handle on the engine thread: [`spawn`] loads the model on a new thread and serves
+//! it ([`super::worker`]); [`EngineHandle`] sends [`Command`]s and receives [`Event`]s;
+//! [`EngineOptions`] are its memory limits and policies.
+
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::kv_store::KvStore;
+use super::protocol::{Command, Event, TabId};
+use super::thinking::{Channels, ThinkingPolicy};
+use super::worker::Worker;
+use crate::error::Result;
+use crate::load::LoadedModel;
+
+/// The UI's end of the engine: commands in, events out.
+#[derive(Debug)]
+pub struct EngineHandle {
+    /// Where commands go; dropping it shuts the engine down.
+    pub control: EngineControl,
+    /// Events from the engine, in order.
+    pub events: Receiver<Event>,
+}
+
+impl EngineHandle {
+    /// Sends a command; false when the engine thread has ended.
+    pub fn send(&self, command: Command) -> bool {
+        self.control.send(command)
+    }
+}
+
+/// The command side of the engine. Dropping it sends [`Command::Shutdown`] and waits a moment
+/// for the thread to end (not for a model load, which cannot be interrupted).
+#[derive(Debug)]
+pub struct EngineControl {
+    commands: Sender<Command>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl EngineControl {
+    /// Sends a command; false when the engine thread has ended.
+    pub fn send(&self, command: Command) -> bool {
+        self.commands.send(command).is_ok()
+    }
+}
+
+impl Drop for EngineControl {
+    fn drop(&mut self) {
+        let _ = self.commands.send(Command::Shutdown);
+        if let Some(t) = self.thread.take() {
+            // A step takes at most one prefill chunk; a load may take much longer, and then the
+            // thread is left to end with the process.
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while !t.is_finished() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            if t.is_finished() {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+/// Start-up progress reports, for the `load` function given to [`spawn`].
+#[derive(Debug)]
+pub struct Progress {
+    events: Sender<Event>,
+}
+
+impl Progress {
+    /// Reports a stage of start-up, e.g. fetching the demo model.
+    pub fn stage(&self, text: &str) {
+        let _ = self.events.send(Event::Loading {
+            stage: text.to_string(),
+            done: 0,
+            total: 0,
+        });
+    }
+
+    /// Reports `done` of `total` layers loaded.
+    pub fn layers(&self, done: usize, total: usize) {
+        let _ = self.events.send(Event::Loading {
+            stage: "loading weights".into(),
+            done,
+            total,
+        });
+    }
+}
+
+/// Memory limits for the sessions' KV state, and what becomes of thoughts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EngineOptions {
+    /// Bytes of KV state allowed on the compute device (`None`: no limit). Past it, the least
+    /// recently used idle tab moves to host memory.
+    pub memory_budget: Option<usize>,
+    /// Bytes of KV state allowed in host memory (`None`: no limit). Past it, a tab drops to text.
+    pub host_budget: Option<usize>,
+    /// Context limit per tab in tokens (`None`: the model's maximum; never more than it).
+    pub context_length: Option<usize>,
+    /// Whether the user asked for `context_length` explicitly: then a value over the model's
+    /// maximum is refused (at load) instead of capped.
+    pub context_strict: bool,
+    /// Where warm tabs' KV state is saved on shutdown and found again on restore (`None`: no
+    /// warm restart).
+    pub kv_dir: Option<std::path::PathBuf>,
+    /// Most bytes of disk for those snapshots.
+    pub kv_disk_bytes: u64,
+    /// What a finished turn keeps of its thought (Gemma 4 thinking).
+    pub thinking_policy: ThinkingPolicy,
+    /// Tests only: the tab's next turn fails after this many forward steps.
+    #[doc(hidden)]
+    pub inject_failure: Option<(TabId, usize)>,
+}
+
+/// Starts the engine thread. `load` runs on it and reports its progress.
+pub fn spawn<F>(options: EngineOptions, load: F) -> EngineHandle
+where
+    F: FnOnce(&Progress) -> Result<LoadedModel> + Send + 'static,
+{
+    let (commands, command_rx) = channel();
+    let (event_tx, events) = channel();
+    let thread = std::thread::Builder::new()
+        .name("gemma-engine".into())
+        .spawn(move || {
+            let progress = Progress {
+                events: event_tx.clone(),
+            };
+            let lm = match load(&progress) {
+                Ok(lm) => lm,
+                Err(e) => {
+                    let _ = event_tx.send(Event::LoadFailed {
+                        error: e.to_string(),
+                    });
+                    return;
+                }
+            };
+            let Some(tok) = lm.tokenizer.as_ref() else {
+                let _ = event_tx.send(Event::LoadFailed {
+                    error: "this model has no tokenizer, so it cannot chat".into(),
+                });
+                return;
+            };
+            let cfg = lm.model.config();
+            let max = cfg.max_position_embeddings;
+            if let Some(c) = options
+                .context_length
+                .filter(|c| options.context_strict && *c > max)
+            {
+                let _ = event_tx.send(Event::LoadFailed {
+                    error: format!(
+                        "model.context_length = {c} is over this model's maximum ({max}); set \
+                         it to {max} or less in the config"
+                    ),
+                });
+                return;
+            }
+            let context = options.context_length.map_or(max, |c| c.clamp(1, max));
+            let _ = event_tx.send(Event::Ready {
+                model: cfg.model_type.clone(),
+                context_length: context,
+                thinking: lm.supports_thinking(),
+                generation: lm.generation,
+            });
+            let kv = options
+                .kv_dir
+                .clone()
+                .filter(|_| options.kv_disk_bytes > 0)
+                .map(|dir| KvStore::new(dir, &lm.path, &lm.model, options.kv_disk_bytes));
+            let channels = Channels::of(tok).filter(|_| lm.supports_thinking());
+            Worker::new(&lm, tok, event_tx, options, context, kv, channels).run(command_rx);
+        })
+        .ok();
+    EngineHandle {
+        control: EngineControl { commands, thread },
+        events,
+    }
+}
