@@ -125,26 +125,35 @@ fn f16_stays_close_to_the_reference() {
             .collect();
         println!("{}: f16 |Δlogits| per row {rows:.3?}", dir.display());
         rows.sort_by(f32::total_cmp);
-        // f16 rounds q·kᵀ and every activation; random Gemma 4 models amplify that to ~0.1.
-        // A MoE router seeing rounded activations may pick another expert at a near tie (the
-        // MoE fixture does at one position, which moves that row by 5 and the next few by up
-        // to 0.4): every row but one is held to the bound.
-        let second_worst = rows[rows.len().saturating_sub(2)];
+        // Per fixture, about twice what was measured (median row, second-worst row, worst
+        // row; f16 rounds q·kᵀ and every activation, and random Gemma 4 models amplify it). A
+        // MoE router seeing rounded activations picks another expert at a near tie (the MoE
+        // fixture does at one position, which moves that row by 5 and the next few by up to
+        // 0.35): only its worst row is allowed that far.
+        let name = fixture_name(&dir);
+        let (median, second, worst) = match name {
+            "gemma3" => (0.004, 0.005, 0.005),
+            "gemma3_legacy_config" => (0.004, 0.004, 0.004),
+            "gemma4_31b_style_bf16" => (0.12, 0.2, 0.22),
+            "gemma4_e2b_style" => (0.06, 0.12, 0.16),
+            "gemma4_e4b_style" => (0.1, 0.24, 0.28),
+            "gemma4_moe" => (0.06, 0.7, 10.0),
+            other => panic!("no f16 bound for the fixture {other}: measure it and add one"),
+        };
+        let n = rows.len();
         assert!(
-            second_worst < 0.4 && rows[rows.len() / 2] < 0.1,
-            "{}: f16 logits differ by {rows:?}",
-            dir.display()
+            rows[n / 2] < median && rows[n - 2] < second && rows[n - 1] < worst,
+            "{name}: f16 logits differ by {rows:?}"
         );
     }
 }
 
 /// bf16 keeps 8 bits of mantissa to f16's 11, so its logits move about eight times as far
-/// (measured per position: 0.1–0.9 where f16 moves 0.02–0.14): the typical position is held to
-/// 0.75, every position to 3, and the greedy choice at the last one must not change. A MoE
-/// router seeing bf16-rounded activations picks another expert at near ties, and each such
-/// choice moves the later positions through attention (on the MoE fixture, with the weights
-/// exact and only the activations rounded: median 1.5, max 6): that fixture is held to its
-/// greedy choice at the last position and to a median under 2.
+/// (measured per position: 0.1–0.9 where f16 moves 0.01–0.14). Each fixture is held to about
+/// twice its measured median and worst row, and the greedy choice at the last position must not
+/// change. A MoE router seeing bf16-rounded activations picks another expert at near ties, and
+/// each such choice moves the later positions through attention (on the MoE fixture, with the
+/// weights exact and only the activations rounded: median 1.5, max 6).
 #[test]
 fn bf16_stays_close_to_the_reference() {
     for dir in oracle_fixtures(6) {
@@ -163,15 +172,30 @@ fn bf16_stays_close_to_the_reference() {
             "{}: bf16 |Δlogits| median row {median:.2e}, max {max:.2e}",
             dir.display()
         );
-        let moe = dir.ends_with("gemma4_moe");
-        let (median_bound, max_bound) = if moe { (2.0, f32::MAX) } else { (0.75, 3.0) };
+        // Per fixture, about twice what was measured (median row, worst row).
+        let name = fixture_name(&dir);
+        let (median_bound, max_bound) = match name {
+            "gemma3" => (0.02, 0.03),
+            "gemma3_legacy_config" => (0.02, 0.025),
+            "gemma4_31b_style_bf16" => (0.85, 1.5),
+            "gemma4_e2b_style" => (0.45, 0.95),
+            "gemma4_e4b_style" => (0.65, 1.8),
+            "gemma4_moe" => (3.0, 12.0),
+            other => panic!("no bf16 bound for the fixture {other}: measure it and add one"),
+        };
         assert!(
             median < median_bound && max < max_bound,
-            "{}: bf16 logits differ",
-            dir.display()
+            "{name}: bf16 logits differ: median row {median}, worst {max}"
         );
         assert_eq!(last(&ours), last(&r.logits), "{}", dir.display());
     }
+}
+
+/// The fixture's directory name.
+fn fixture_name(dir: &std::path::Path) -> &str {
+    dir.file_name()
+        .and_then(|n| n.to_str())
+        .expect("a fixture name")
 }
 
 #[test]
