@@ -5,14 +5,17 @@
 //! spliced in as sampled. The one difference is pinned: the official template drops the empty
 //! thought block from past model turns that it writes into the generation prompt with thinking
 //! off, and gemma-chat keeps it (as Google's later templates do), so the history stays a prefix
-//! of the next prompt. A restored tab's ids equal a warm tab's, the older saved form included.
+//! of the next prompt. A restored tab's ids equal a warm tab's, the older saved form included, and
+//! a chat with only its transcript is rebuilt to read the same.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use burn::tensor::Device;
+use gemma_chat::engine::convo_store::ConvoStore;
+use gemma_chat::engine::kv_store::fingerprint;
 use gemma_chat::engine::protocol::Reuse;
-use gemma_chat::engine::protocol::{Command, Event, TabId};
+use gemma_chat::engine::protocol::{Command, Event, Exchange, LegacyConvo, TabId};
 use gemma_chat::engine::{EngineHandle, EngineOptions, spawn};
 use gemma_chat::load::load;
 use gemma_chat::model::ComputeDtype;
@@ -52,9 +55,23 @@ fn fixture(name: &str, template: Option<&str>) -> tempfile::TempDir {
     dir
 }
 
+/// Where the engine saves the conversations of the fixture copy in `dir`.
+fn convos(dir: &Path) -> PathBuf {
+    dir.join("conversations")
+}
+
+/// The engine's saved conversations for the model in `dir`.
+fn store(dir: &Path) -> ConvoStore {
+    ConvoStore::new(convos(dir), fingerprint(dir))
+}
+
 fn engine(dir: &Path) -> EngineHandle {
     let path: PathBuf = dir.to_path_buf();
-    let h = spawn(EngineOptions::default(), move |progress| {
+    let options = EngineOptions {
+        convo_dir: Some(convos(dir)),
+        ..EngineOptions::default()
+    };
+    let h = spawn(options, move |progress| {
         load(&path, &Device::flex(), ComputeDtype::F32, &mut |d, t| {
             progress.layers(d, t)
         })
@@ -87,8 +104,14 @@ struct Turn {
     reused: usize,
 }
 
-/// Sends `text` to `tab` and waits for its turn to finish and commit.
-fn turn(h: &EngineHandle, tab: TabId, text: &str) -> Turn {
+/// The chat tab `tab` is attached to.
+fn chat(tab: TabId) -> String {
+    format!("tab-{tab}")
+}
+
+/// Sends `text` to `tab` and waits for its turn to finish and commit; the conversation is the
+/// one the engine saved for the tab's chat.
+fn turn(h: &EngineHandle, dir: &Path, tab: TabId, text: &str) -> Turn {
     h.send(Command::Submit {
         tab,
         text: text.into(),
@@ -100,18 +123,17 @@ fn turn(h: &EngineHandle, tab: TabId, text: &str) -> Turn {
             .recv_timeout(Duration::from_secs(120))
             .expect("event")
         {
-            Event::Committed {
-                tab: t,
-                ids,
-                header,
-                last_answer,
-            } if t == tab => committed = Some((ids, header, last_answer)),
+            Event::Committed { tab: t, tokens } if t == tab => committed = Some(tokens),
             Event::Finished { tab: t, stats, .. } if t == tab => {
-                let (ids, header, last_answer) = committed.expect("committed before finished");
+                let tokens = committed.expect("committed before finished");
+                let saved = store(dir)
+                    .load(&chat(tab))
+                    .expect("the engine saved the chat");
+                assert_eq!(saved.ids.len(), tokens);
                 return Turn {
-                    ids,
-                    header,
-                    last_answer,
+                    ids: saved.ids,
+                    header: saved.header,
+                    last_answer: saved.last_answer,
                     reuse: stats.reuse,
                     reused: stats.reused_tokens,
                 };
@@ -124,6 +146,12 @@ fn turn(h: &EngineHandle, tab: TabId, text: &str) -> Turn {
 }
 
 fn setup(h: &EngineHandle, tab: TabId, system: Option<&str>, thinking: bool) {
+    h.send(Command::Attach {
+        tab,
+        chat: chat(tab),
+        history: Vec::new(),
+        legacy: None,
+    });
     h.send(Command::SetSampling {
         tab,
         sampling: SamplingParams::default(),
@@ -239,7 +267,7 @@ fn conversation(
             std::thread::sleep(Duration::from_millis(300));
         }
         setup(&h, 1, system, on);
-        let t = turn(&h, 1, texts[i]);
+        let t = turn(&h, dir.path(), 1, texts[i]);
         users.push((texts[i], on));
         let (kept, dropped) =
             check_against_template(template.unwrap_or(BUILTIN), &tok, system, &users, &t.ids);
@@ -318,54 +346,110 @@ fn warm_history_is_the_builtin_layouts_history() {
 #[test]
 fn a_restored_tab_holds_what_a_warm_tab_holds() {
     let dir = fixture("gemma4_e4b_style", Some(OFFICIAL));
-    let tok = Tokenizer::from_file(&dir.path().join("tokenizer.json")).expect("tokenizer");
-    let h = engine(dir.path());
+    let d = dir.path();
+    let tok = Tokenizer::from_file(&d.join("tokenizer.json")).expect("tokenizer");
+    let h = engine(d);
     let system = Some("Answer in one line.");
     setup(&h, 1, system, true);
-    turn(&h, 1, "First question");
-    let two = turn(&h, 1, "Second question");
+    let questions = ["First question", "Second question"];
+    let mut answers = Vec::new();
+    let mut two = None;
+    for q in questions {
+        let t = turn(&h, d, 1, q);
+        let from = t.last_answer.expect("an answer");
+        answers.push(tok.decode(&t.ids[from..], true).expect("text"));
+        two = Some(t);
+    }
+    let two = two.expect("two turns");
 
-    // Tab 2 comes back from disk as saved today; tab 3 as saved before 0.2: closed by its stop
-    // id, its header ending before the first user turn.
+    // Tab 2's chat is one the engine saved (a copy of tab 1's, as after a restart); tab 3's is
+    // a chat of an earlier release, which held the ids itself, closed by the end id and with a
+    // header ending before the first user turn; tab 4's has only its transcript.
+    std::fs::copy(
+        convos(d).join("tab-1.json"),
+        convos(d).join(format!("{}.json", chat(2))),
+    )
+    .expect("copy");
     let opening = tok.encode("<|turn>user\n").expect("ids");
     let mut legacy = two.ids.clone();
     legacy.push(106);
-    let legacy_header = two.header - opening.len();
-    for (tab, ids, header) in [(2, two.ids.clone(), two.header), (3, legacy, legacy_header)] {
-        setup(&h, tab, system, true);
-        h.send(Command::Restore {
+    let history: Vec<Exchange> = questions
+        .iter()
+        .zip(&answers)
+        .map(|(q, a)| Exchange {
+            user: q.to_string(),
+            answer: a.clone(),
+        })
+        .collect();
+    for tab in [2, 3, 4] {
+        h.send(Command::SetSystem {
             tab,
-            ids,
-            header,
-            last_answer: two.last_answer,
+            text: system.map(str::to_string),
+        });
+        h.send(Command::SetThinking { tab, on: true });
+        h.send(Command::Attach {
+            tab,
+            chat: chat(tab),
+            history: if tab == 4 {
+                history.clone()
+            } else {
+                Vec::new()
+            },
+            legacy: (tab == 3).then(|| LegacyConvo {
+                ids: legacy.clone(),
+                header: two.header - opening.len(),
+                last_answer: two.last_answer,
+            }),
         });
     }
-    let mut normalized = None;
-    while normalized.is_none() {
+    let mut attached = Vec::new();
+    while attached.len() < 3 {
         match h
             .events
             .recv_timeout(Duration::from_secs(60))
             .expect("event")
         {
-            Event::Committed {
-                tab: 3,
-                ids,
-                header,
-                ..
-            } => normalized = Some((ids, header)),
-            Event::Committed { tab: 2, .. } => panic!("today's form is taken as it is"),
+            Event::Committed { tab, tokens } => attached.push((tab, tokens)),
             Event::Failed { error, .. } => panic!("{error}"),
             _ => {}
         }
     }
-    assert_eq!(normalized, Some((two.ids.clone(), two.header)));
+    attached.sort();
+    assert_eq!(attached[0], (2, two.ids.len()), "the saved chat as it was");
+    assert_eq!(
+        attached[1],
+        (3, two.ids.len()),
+        "the earlier form, brought to today's"
+    );
+    // The legacy chat is saved in today's form at once.
+    assert_eq!(
+        store(d).load(&chat(3)).map(|c| c.ids),
+        Some(two.ids.clone())
+    );
 
-    let warm = turn(&h, 1, "Third question");
+    let warm = turn(&h, d, 1, "Third question");
     for tab in [2, 3] {
-        let restored = turn(&h, tab, "Third question");
+        setup(&h, tab, system, true);
+        let restored = turn(&h, d, tab, "Third question");
         assert_eq!(restored.ids, warm.ids, "tab {tab}");
         assert_eq!(restored.header, warm.header, "tab {tab}");
         assert_eq!(restored.reuse, Reuse::Restored, "tab {tab}");
     }
     assert_eq!(warm.reuse, Reuse::ExactPrefix);
+    // From text: the same turns rendered again, the answers as they read; the next turn
+    // prefills it all, and its prompt reads as the warm tab's (the ids may differ where the
+    // sampled answer was not the canonical tokenization of its text, and so may the answer).
+    setup(&h, 4, system, true);
+    let rebuilt = turn(&h, d, 4, "Third question");
+    assert_eq!(rebuilt.reuse, Reuse::Restored);
+    assert_eq!(rebuilt.header, warm.header);
+    let prompt = |t: &Turn| {
+        let at = t.last_answer.expect("an answer");
+        tok.decode(&t.ids[..at], false).expect("text")
+    };
+    assert_eq!(
+        prompt(&rebuilt),
+        prompt(&warm),
+        "the rebuilt conversation reads as the warm one"
+    );
 }

@@ -469,14 +469,25 @@ fn stop_during_a_long_prefill_lands_within_one_chunk() {
 #[test]
 fn a_warm_restart_continues_a_long_chat_without_a_prefill() {
     let kv = tempfile::tempdir().expect("tmp");
+    let convos = tempfile::tempdir().expect("tmp");
     let options = EngineOptions {
         kv_dir: Some(kv.path().to_path_buf()),
+        convo_dir: Some(convos.path().to_path_buf()),
         kv_disk_bytes: 1 << 30,
         ..EngineOptions::default()
     };
+    let attach = |h: &EngineHandle, tab: TabId| {
+        h.send(Command::Attach {
+            tab,
+            chat: "long-chat".into(),
+            history: Vec::new(),
+            legacy: None,
+        });
+    };
     let story = "The old lighthouse keeper climbed the stairs every evening to light the lamp. ";
-    let (ids, header, last_answer) = {
+    let tokens = {
         let h = engine_with(options.clone());
+        attach(&h, 1);
         greedy(&h, 1, 4);
         h.send(Command::Submit {
             tab: 1,
@@ -489,35 +500,23 @@ fn a_warm_restart_continues_a_long_chat_without_a_prefill() {
                 .recv_timeout(Duration::from_secs(120))
                 .expect("event")
             {
-                Event::Committed {
-                    ids,
-                    header,
-                    last_answer,
-                    ..
-                } => committed = Some((ids, header, last_answer)),
+                Event::Committed { tab: 1, tokens } => committed = Some(tokens),
                 Event::Finished { .. } => break,
                 Event::Failed { error, .. } => panic!("{error}"),
                 _ => {}
             }
         }
-        committed.expect("the turn was committed")
+        committed.expect("the turn was committed before it finished")
         // Dropping the engine shuts it down, which saves the warm tab.
     };
-    assert!(
-        ids.len() > 1000,
-        "a chat of over 1,000 tokens: {}",
-        ids.len()
-    );
+    assert!(tokens > 1000, "a chat of over 1,000 tokens: {tokens}");
     let saved = std::fs::read_dir(kv.path()).expect("dir").count();
     assert_eq!(saved, 1, "one snapshot");
 
+    // After a restart the engine finds the chat's conversation under its name: the UI sends no
+    // ids, only the chat's name.
     let restore = |h: &EngineHandle, tab: TabId| {
-        h.send(Command::Restore {
-            tab,
-            ids: ids.clone(),
-            header,
-            last_answer,
-        });
+        attach(h, tab);
         greedy(h, tab, 4);
         h.send(Command::Submit {
             tab,
@@ -527,11 +526,11 @@ fn a_warm_restart_continues_a_long_chat_without_a_prefill() {
     };
     let h = engine_with(options.clone());
     let (text, _, stats) = restore(&h, 5);
-    eprintln!("chat of {} tokens, after the restart: {stats:?}", ids.len());
+    eprintln!("chat of {tokens} tokens, after the restart: {stats:?}");
     assert_eq!(stats.reuse, Reuse::ExactPrefix, "{stats:?}");
     // The whole conversation was resident (it ends with the answer; the template's closing
     // comes with the next turn): only the new turn is prefilled.
-    assert_eq!(stats.reused_tokens, ids.len(), "{stats:?}");
+    assert_eq!(stats.reused_tokens, tokens, "{stats:?}");
     assert!(stats.prefilled_tokens < 16, "{stats:?}");
     drop(h);
 

@@ -506,3 +506,64 @@ fn a_failing_chat_template_is_shown_with_its_line_and_flagged_in_the_status_line
     assert!(app.model.template_fallback);
     insta::assert_snapshot!(draw(&mut app, 100, 14).backend());
 }
+
+/// A chat file of the previous release (version 1, with the conversation in ids) still loads:
+/// its tab is attached to the engine's conversation under the file's name, with the transcript's
+/// exchanges and the old ids for the engine to take over; today's files hold no ids.
+#[test]
+fn restored_chats_attach_to_the_engines_conversations() {
+    use gemma_chat::app::persist::SavedChat;
+    use gemma_chat::engine::protocol::{Exchange, LegacyConvo};
+    let (mut app, _) = new_app();
+    let v1 = r#"{"version":1,"order":0,"title":"old","model":"gemma-3-270m (demo)",
+        "thinking":false,"messages":[
+          {"role":"user","text":"Hi"},{"role":"model","text":"Hello!","footer":"done"},
+          {"role":"notice","text":"a note"},{"role":"user","text":"Bye"}],
+        "ids":[2,10,11,12,13],"header":0,"last_answer":3}"#;
+    let chat: SavedChat = serde_json::from_str(v1).expect("a version 1 file parses");
+    let cmds = app.restore(vec![("chat-old-1".into(), chat)], Vec::new());
+    let attach: Vec<&Command> = cmds
+        .iter()
+        .filter(|c| matches!(c, Command::Attach { chat, .. } if chat == "chat-old-1"))
+        .collect();
+    assert_eq!(attach.len(), 1, "{cmds:?}");
+    let Command::Attach {
+        history, legacy, ..
+    } = attach[0]
+    else {
+        unreachable!()
+    };
+    assert_eq!(
+        history,
+        &[
+            Exchange {
+                user: "Hi".into(),
+                answer: "Hello!".into()
+            },
+            Exchange {
+                user: "Bye".into(),
+                answer: String::new()
+            },
+        ]
+    );
+    assert_eq!(
+        legacy,
+        &Some(LegacyConvo {
+            ids: vec![2, 10, 11, 12, 13],
+            header: 0,
+            last_answer: Some(3),
+        })
+    );
+    let saved = serde_json::to_value(app.saved(0)).expect("json");
+    assert_eq!(saved["version"], 2);
+    assert!(saved.get("ids").is_none(), "{saved}");
+    assert_eq!(saved["messages"].as_array().map(Vec::len), Some(4));
+    // A new tab is attached under its own name, with nothing to bring back.
+    let new = app.update(ctrl('t'));
+    assert!(
+        new.iter().any(
+            |c| matches!(c, Command::Attach { history, legacy: None, .. } if history.is_empty())
+        ),
+        "{new:?}"
+    );
+}

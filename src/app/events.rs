@@ -85,16 +85,9 @@ impl App {
                 }
                 self.save_tab(tab);
             }
-            Event::Committed {
-                tab,
-                ids,
-                header,
-                last_answer,
-            } => {
+            Event::Committed { tab, tokens } => {
                 if let Some(t) = self.by_id(tab) {
-                    t.ids = ids;
-                    t.header = header;
-                    t.last_answer = last_answer;
+                    t.context_used = tokens;
                 }
             }
             Event::TemplateFallback { tab, error } => {

@@ -273,6 +273,12 @@ impl App {
         self.tabs.push(tab);
         self.active = self.tabs.len() - 1;
         let mut cmds = vec![self.sampling_command(&self.tabs[self.active])];
+        cmds.push(Command::Attach {
+            tab: id,
+            chat: self.tabs[self.active].uid.clone(),
+            history: Vec::new(),
+            legacy: None,
+        });
         if let Some(tokens) = self.settings.context_length {
             self.tabs[self.active].context_limit = Some(tokens);
             cmds.push(Command::SetContext { tab: id, tokens });

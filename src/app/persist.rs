@@ -1,5 +1,6 @@
-//! Chats on disk: each tab's transcript and its conversation in token ids, one JSON file per tab
-//! in the data dir's `chats/`. Files are written atomically (temp file, fsync, rename) by a saver
+//! Chats on disk: each tab's transcript, one JSON file per tab in the data dir's `chats/` (the
+//! conversation in token ids is the engine's, saved under the same name: the app attaches each
+//! restored tab to it with [`Command::Attach`]). Files are written atomically (temp file, fsync, rename) by a saver
 //! thread, so saving never blocks the UI and a crash never loses a finished turn. At start the
 //! files come back as tabs; a damaged one is moved aside, never deleted, with a warning.
 
@@ -10,11 +11,12 @@ use serde::{Deserialize, Serialize};
 
 use super::App;
 use super::tab::{Message, Role, Tab};
-use crate::engine::protocol::Command;
+use crate::engine::protocol::{Command, Exchange, LegacyConvo};
 use crate::files::write_atomic;
 
-/// The file format's version.
-const VERSION: u32 = 1;
+/// The file format's version: 2 holds the transcript only; 1 also held the conversation in ids,
+/// which is read once, for the engine to take over.
+const VERSION: u32 = 2;
 
 /// One saved tab.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -25,18 +27,25 @@ pub struct SavedChat {
     pub order: usize,
     /// Tab title.
     pub title: String,
-    /// The model the ids belong to.
+    /// The model the chat was made with.
     pub model: String,
     /// Gemma 4 thinking.
     pub thinking: bool,
     /// The transcript.
     pub messages: Vec<SavedMessage>,
-    /// The conversation in token ids (empty before the first finished turn).
+    /// Version 1 only: the conversation in token ids.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ids: Vec<u32>,
-    /// Header ids after BOS.
+    /// Version 1 only: header ids after BOS.
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub header: usize,
-    /// Where the last answer starts in `ids`.
+    /// Version 1 only: where the last answer starts in `ids`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_answer: Option<usize>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// One saved message.
@@ -72,6 +81,27 @@ fn role_of(s: &str) -> Role {
     }
 }
 
+/// A transcript's exchanges, for the engine: each user message with the model's answer after it
+/// (empty when none came); notices and errors are not part of the conversation.
+pub fn exchanges(messages: &[Message]) -> Vec<Exchange> {
+    let mut out: Vec<Exchange> = Vec::new();
+    for m in messages {
+        match m.role {
+            Role::User => out.push(Exchange {
+                user: m.text.clone(),
+                answer: String::new(),
+            }),
+            Role::Model => {
+                if let Some(last) = out.last_mut() {
+                    last.answer.push_str(&m.text);
+                }
+            }
+            Role::Notice | Role::Error => {}
+        }
+    }
+    out
+}
+
 /// What the saver thread does.
 #[derive(Debug, Clone)]
 pub enum SaveJob {
@@ -101,9 +131,9 @@ impl App {
                     footer: m.footer.clone(),
                 })
                 .collect(),
-            ids: t.ids.clone(),
-            header: t.header,
-            last_answer: t.last_answer,
+            ids: Vec::new(),
+            header: 0,
+            last_answer: None,
         }
     }
 
@@ -169,27 +199,29 @@ impl App {
             for i in 0..t.messages.len() {
                 t.touched(i);
             }
-            if same_model && !chat.ids.is_empty() {
-                t.ids = chat.ids.clone();
-                t.header = chat.header;
-                t.last_answer = chat.last_answer;
-                t.context_used = chat.ids.len();
-                cmds.push(Command::Restore {
-                    tab: t.id,
-                    ids: chat.ids,
-                    header: chat.header,
-                    last_answer: chat.last_answer,
-                });
-            } else if !chat.ids.is_empty() {
+            // The engine brings the conversation back: its own saved ids, else (a chat of an
+            // earlier release) the ids the file held, else the transcript's text.
+            let legacy = (same_model && !chat.ids.is_empty()).then(|| LegacyConvo {
+                ids: chat.ids.clone(),
+                header: chat.header,
+                last_answer: chat.last_answer,
+            });
+            if !same_model && !t.messages.is_empty() {
                 t.push(Message::new(
                     Role::Notice,
                     format!(
-                        "this chat was made with {}; the model does not see it, and your next \
-                         message starts a new conversation",
-                        chat.model
+                        "this chat was made with {}; {} reads it from its text, so your next \
+                         message prefills it",
+                        chat.model, self.model.name
                     ),
                 ));
             }
+            cmds.push(Command::Attach {
+                tab: t.id,
+                chat: t.uid.clone(),
+                history: exchanges(&t.messages),
+                legacy,
+            });
         }
         self.active = 0;
         if let Some(t) = self.tabs.first_mut() {

@@ -114,14 +114,9 @@ pub struct Tab {
     pub overrides: SamplingLayer,
     /// Its own context limit, when it differs from the model's (set at its opening).
     pub context_limit: Option<usize>,
-    /// Its file name in the chats directory.
+    /// Its file name in the chats directory, and the name the engine keeps its conversation
+    /// under.
     pub uid: String,
-    /// The conversation in token ids, as the engine last committed it.
-    pub ids: Vec<u32>,
-    /// Header ids after BOS in `ids`.
-    pub header: usize,
-    /// Where the last answer starts in `ids`.
-    pub last_answer: Option<usize>,
     /// Lines of its transcript as last drawn (the renderer measures them), which bound
     /// scrolling.
     pub lines: usize,
@@ -150,9 +145,6 @@ impl Tab {
             overrides: SamplingLayer::default(),
             context_limit: None,
             uid: String::new(),
-            ids: Vec::new(),
-            header: 0,
-            last_answer: None,
             lines: 0,
             edits: 0,
         }

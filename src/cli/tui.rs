@@ -51,6 +51,7 @@ pub fn run(
         template_fallback: false,
     };
     let mib = |m: u64| (m > 0).then_some((m as usize) << 20);
+    let data = demo::data_dir()?;
     let options = EngineOptions {
         memory_budget: mib(config.sessions.memory_budget_mb),
         host_budget: mib(config.sessions.host_budget_mb),
@@ -63,6 +64,7 @@ pub fn run(
         },
         inject_failure: None,
         kv_dir: Some(cache_dir().join("sessions")),
+        convo_dir: Some(data.join("conversations")),
         kv_disk_bytes: config.sessions.kv_disk_mb << 20,
     };
     let engine = spawn(options, move |progress| {
@@ -85,7 +87,7 @@ pub fn run(
         config.ui.show_thoughts,
     );
     app.config = Some(Box::new(config));
-    let chats = demo::data_dir()?.join("chats");
+    let chats = data.join("chats");
     let (saved, warnings) = load_chats(&chats);
     let mut initial = initial;
     initial.extend(app.restore(saved, warnings));

@@ -6,8 +6,10 @@ use std::sync::mpsc::{Receiver, Sender, channel};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::kv_store::KvStore;
+use super::convo_store::ConvoStore;
+use super::kv_store::{KvStore, fingerprint};
 use super::protocol::{Command, Event, TabId};
+use super::tabs::Stores;
 use super::thinking::{Channels, ThinkingPolicy};
 use super::worker::Worker;
 use crate::error::Result;
@@ -103,6 +105,9 @@ pub struct EngineOptions {
     /// Where warm tabs' KV state is saved on shutdown and found again on restore (`None`: no
     /// warm restart).
     pub kv_dir: Option<std::path::PathBuf>,
+    /// Where the conversations of attached chats are saved, in ids (`None`: not saved; an
+    /// attached chat is rebuilt from its transcript).
+    pub convo_dir: Option<std::path::PathBuf>,
     /// Most bytes of disk for those snapshots.
     pub kv_disk_bytes: u64,
     /// What a finished turn keeps of its thought (Gemma 4 thinking).
@@ -167,7 +172,12 @@ where
                 .filter(|_| options.kv_disk_bytes > 0)
                 .map(|dir| KvStore::new(dir, &lm.path, &lm.model, options.kv_disk_bytes));
             let channels = Channels::of(tok).filter(|_| lm.supports_thinking());
-            Worker::new(&lm, tok, event_tx, options, context, kv, channels).run(command_rx);
+            let convos = options
+                .convo_dir
+                .clone()
+                .map(|dir| ConvoStore::new(dir, fingerprint(&lm.path)));
+            let stores = Stores { kv, convos };
+            Worker::new(&lm, tok, event_tx, options, context, stores, channels).run(command_rx);
         })
         .ok();
     EngineHandle {

@@ -2,6 +2,8 @@
 //! weights and every tab ([`tabs`]) with its warm [`session`]; each turn is one [`turn::Turn`]
 //! with its text in a [`reply::Reply`]; the UI talks to it only through [`protocol`].
 
+mod attach;
+pub mod convo_store;
 pub mod handle;
 mod job;
 pub mod kv_store;

@@ -100,6 +100,27 @@ pub enum Tier {
     Cold,
 }
 
+/// One exchange of a transcript: what the user sent and what the model answered (its thought
+/// left out, as chat templates render history).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Exchange {
+    /// The user's message.
+    pub user: String,
+    /// The model's answer (empty when it gave none).
+    pub answer: String,
+}
+
+/// A conversation in ids as chats saved by earlier releases held it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LegacyConvo {
+    /// The conversation up to the end of its last answer.
+    pub ids: Vec<u32>,
+    /// Header ids after BOS.
+    pub header: usize,
+    /// Where the last answer starts.
+    pub last_answer: Option<usize>,
+}
+
 /// A conversation tab, numbered by the UI.
 pub type TabId = u64;
 
@@ -123,7 +144,8 @@ pub enum Command {
         /// The tab.
         tab: TabId,
     },
-    /// Forget the tab and free its session (a running turn is stopped first).
+    /// Forget the tab, its session and its saved conversation (a running turn is stopped
+    /// first).
     CloseTab {
         /// The tab.
         tab: TabId,
@@ -164,24 +186,43 @@ pub enum Command {
         /// Tokens.
         tokens: usize,
     },
-    /// Brings back a saved conversation: `ids` is the whole conversation up to the end of its
-    /// last answer, `header` the length of its header after BOS (up to the first user message's
-    /// text), `last_answer` where its last answer starts. Without a KV snapshot that verifies,
-    /// the next turn prefills it (reason `restored`). A conversation saved in the older form
-    /// (closed by its stop id, a shorter header) is brought to this one and sent back as
-    /// [`Event::Committed`].
-    Restore {
+    /// Ties the tab to the chat the UI saves under `chat` (letters, digits, `-`, `_`): the
+    /// engine keeps that conversation (its ids, its KV state) and brings it back here. When the
+    /// engine has nothing saved for it, or saved it for other weights, it rebuilds the
+    /// conversation from `history`, the transcript's exchanges in order (the next turn then
+    /// prefills it, reason `restored`); `legacy` is what chats saved by earlier releases held.
+    /// A new tab is attached with an empty history. The engine answers with
+    /// [`Event::Committed`] when the tab holds a conversation.
+    Attach {
         /// The tab.
         tab: TabId,
-        /// The conversation in token ids.
-        ids: Vec<u32>,
-        /// Header ids after BOS.
-        header: usize,
-        /// Where the last answer starts.
-        last_answer: Option<usize>,
+        /// The chat's stable name.
+        chat: String,
+        /// The transcript's exchanges, oldest first.
+        history: Vec<Exchange>,
+        /// The conversation as earlier releases saved it with the chat, if they did.
+        legacy: Option<LegacyConvo>,
     },
     /// End the engine thread.
     Shutdown,
+}
+
+impl Command {
+    /// The tab it is about (`None` for [`Command::Shutdown`]).
+    pub fn tab(&self) -> Option<TabId> {
+        match self {
+            Command::Submit { tab, .. }
+            | Command::Cancel { tab }
+            | Command::Regenerate { tab }
+            | Command::CloseTab { tab }
+            | Command::SetSampling { tab, .. }
+            | Command::SetThinking { tab, .. }
+            | Command::SetSystem { tab, .. }
+            | Command::SetContext { tab, .. }
+            | Command::Attach { tab, .. } => Some(*tab),
+            Command::Shutdown => None,
+        }
+    }
 }
 
 /// Engine → UI.
@@ -246,16 +287,13 @@ pub enum Event {
         /// What it cost.
         stats: TurnStats,
     },
-    /// A turn was committed: the tab's whole conversation in ids, to save with its transcript.
+    /// The tab's conversation changed (a turn was committed, or it was attached): the engine
+    /// has saved it, and it now holds `tokens` tokens of the tab's context.
     Committed {
         /// The tab.
         tab: TabId,
-        /// The conversation in token ids.
-        ids: Vec<u32>,
-        /// Header ids after BOS.
-        header: usize,
-        /// Where the last answer starts.
-        last_answer: Option<usize>,
+        /// Tokens in the conversation.
+        tokens: usize,
     },
     /// Where a tab's session now lives (device, host memory, or text only).
     TabState {

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use super::convo_store::ConvoStore;
 use super::job::Job;
 use super::kv_store::KvStore;
 use super::protocol::{TabId, Tier};
@@ -12,9 +13,19 @@ use super::session::Session;
 use crate::model::Gemma;
 use crate::sampling::SamplingParams;
 
+/// What the engine keeps on disk.
+pub(super) struct Stores {
+    /// Warm-restart KV snapshots.
+    pub kv: Option<KvStore>,
+    /// The attached chats' conversations.
+    pub convos: Option<ConvoStore>,
+}
+
 /// The engine's state for one tab.
 pub(super) struct TabState {
     pub session: Session,
+    /// The chat the UI saves this tab under, once attached: the conversation is saved with it.
+    pub chat: Option<String>,
     /// The conversation in ids, up to the end of the last answer (the template closes it when
     /// the next turn comes); the session holds all of it once a turn has settled.
     pub convo: Vec<u32>,
@@ -50,6 +61,7 @@ impl Tabs {
     pub fn get_or_insert(&mut self, tab: TabId, model: &Gemma, context: usize) -> &mut TabState {
         self.map.entry(tab).or_insert_with(|| TabState {
             session: Session::new(model),
+            chat: None,
             convo: Vec::new(),
             header: Vec::new(),
             last_answer: None,

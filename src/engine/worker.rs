@@ -6,12 +6,14 @@
 
 use std::sync::mpsc::{Receiver, Sender, TryRecvError};
 
+use super::attach;
+use super::convo_store::{ConvoStore, SavedConvo};
 use super::handle::EngineOptions;
 use super::job::{CHUNK, Ctx, Job};
 use super::kv_store::KvStore;
-use super::protocol::{Command, Event, TabId, TurnEnd};
+use super::protocol::{Command, Event, Exchange, LegacyConvo, TabId, TurnEnd};
 use super::reply::Reply;
-use super::tabs::{TabState, Tabs};
+use super::tabs::{Stores, TabState, Tabs};
 use super::thinking::{self, Channels, ThinkingPolicy};
 use super::turn::{Turn, TurnOptions};
 use crate::error::{Error, Result};
@@ -33,6 +35,8 @@ pub(super) struct Worker<'a> {
     options: EngineOptions,
     /// Warm-restart snapshots.
     kv: Option<KvStore>,
+    /// The attached chats' conversations.
+    convos: Option<ConvoStore>,
     /// Context limit per tab, in tokens.
     context: usize,
     /// The checkpoint's chat template failed and the user was told.
@@ -46,7 +50,7 @@ impl<'a> Worker<'a> {
         events: Sender<Event>,
         options: EngineOptions,
         context: usize,
-        kv: Option<KvStore>,
+        stores: Stores,
         channels: Option<Channels>,
     ) -> Self {
         Self {
@@ -58,7 +62,8 @@ impl<'a> Worker<'a> {
             channels,
             last: None,
             options,
-            kv,
+            kv: stores.kv,
+            convos: stores.convos,
             context,
             template_warned: false,
         }
@@ -102,30 +107,33 @@ impl<'a> Worker<'a> {
         self.tabs.get_or_insert(tab, &self.lm.model, self.context)
     }
 
+    /// Serves one command; what fails is told to its tab.
     fn command(&mut self, c: Command) {
+        let Some(tab) = c.tab() else { return };
+        if let Err(e) = self.apply(c) {
+            self.emit(Event::Failed {
+                tab,
+                error: e.to_string(),
+            });
+        }
+    }
+
+    fn apply(&mut self, c: Command) -> Result<()> {
         match c {
-            Command::Submit { tab, text } => {
-                if let Err(e) = self.submit(tab, &text) {
-                    self.emit(Event::Failed {
-                        tab,
-                        error: e.to_string(),
-                    });
-                }
-            }
-            Command::Regenerate { tab } => {
-                if let Err(e) = self.regenerate(tab) {
-                    self.emit(Event::Failed {
-                        tab,
-                        error: e.to_string(),
-                    });
-                }
-            }
+            Command::Submit { tab, text } => self.submit(tab, &text)?,
+            Command::Regenerate { tab } => self.regenerate(tab)?,
             Command::Cancel { tab } => {
                 if let Some(job) = self.tabs.get_mut(tab).and_then(|t| t.job.as_mut()) {
                     job.turn.cancel();
                 }
             }
-            Command::CloseTab { tab } => self.tabs.remove(tab),
+            Command::CloseTab { tab } => {
+                let chat = self.tabs.get_mut(tab).and_then(|t| t.chat.take());
+                if let (Some(store), Some(chat)) = (&self.convos, chat) {
+                    store.remove(&chat);
+                }
+                self.tabs.remove(tab);
+            }
             Command::SetSampling {
                 tab,
                 sampling,
@@ -138,39 +146,35 @@ impl<'a> Worker<'a> {
                 t.stop_strings = stop;
             }
             Command::SetThinking { tab, on } => {
-                if on && !self.lm.supports_thinking() {
-                    self.emit(Event::Failed {
-                        tab,
-                        error: "this model has no thinking mode; the setting has no effect".into(),
-                    });
-                }
                 self.tab(tab).thinking = on;
+                if on && !self.lm.supports_thinking() {
+                    return Err(Error::Invalid(
+                        "this model has no thinking mode; the setting has no effect".into(),
+                    ));
+                }
             }
             Command::SetSystem { tab, text } => {
                 self.tab(tab).system = text.filter(|s| !s.trim().is_empty());
             }
-            Command::Restore {
+            Command::Attach {
                 tab,
-                ids,
-                header,
-                last_answer,
-            } => self.restore(tab, ids, header, last_answer),
+                chat,
+                history,
+                legacy,
+            } => self.attach(tab, chat, history, legacy)?,
             Command::SetContext { tab, tokens } => {
                 let max = self.lm.model.config().max_position_embeddings;
                 if tokens == 0 || tokens > max {
-                    self.emit(Event::Failed {
-                        tab,
-                        error: format!(
-                            "model.context_length = {tokens} does not fit this model: allowed 1 \
-                             to {max}"
-                        ),
-                    });
-                } else {
-                    self.tab(tab).context = tokens;
+                    return Err(Error::Invalid(format!(
+                        "model.context_length = {tokens} does not fit this model: allowed 1 to \
+                         {max}"
+                    )));
                 }
+                self.tab(tab).context = tokens;
             }
             Command::Shutdown => {}
         }
+        Ok(())
     }
 
     /// The tab's job, unless a turn is running: a quiet re-prefill gives way to a new turn.
@@ -187,66 +191,58 @@ impl<'a> Worker<'a> {
         Ok(t)
     }
 
-    /// Brings back a saved conversation. Chats saved by earlier releases closed the last answer with its
-    /// stop id and ended the header before the first user turn's opening: both are brought to
-    /// today's form (and the UI told), and a snapshot saved under the old ids still loads.
-    fn restore(&mut self, tab: TabId, ids: Vec<u32>, header: usize, last: Option<usize>) {
-        let cfg = self.lm.model.config();
-        let valid = ids.first() == Some(&cfg.bos_token_id)
-            && header < ids.len()
-            && last.is_none_or(|a| a <= ids.len())
-            && ids.iter().all(|&i| (i as usize) < cfg.vocab_size);
-        let normal = valid.then(|| self.normalize(&ids, header)).flatten();
-        let Some((convo, settled)) = normal else {
-            self.emit(Event::Failed {
-                tab,
-                error: "the saved conversation does not fit this model; the tab starts a new \
-                        conversation"
-                    .into(),
-            });
-            return;
+    /// Ties `tab` to `chat` and brings its conversation back (see [`attach::attach`]).
+    fn attach(
+        &mut self,
+        tab: TabId,
+        chat: String,
+        history: Vec<Exchange>,
+        legacy: Option<LegacyConvo>,
+    ) -> Result<()> {
+        let (lm, end_ids) = (self.lm, self.end_ids.clone());
+        let stores = Stores {
+            kv: self.kv.clone(),
+            convos: self.convos.clone(),
         };
-        let model = &self.lm.model;
-        let kv = self.kv.clone();
-        let t = self.tab(tab);
-        let changed = convo != ids || settled != header;
-        t.convo = convo;
-        t.header = t.convo[1..1 + settled].to_vec();
-        t.last_answer = last;
-        // With a snapshot that verifies, the tab is warm (in host memory) at once.
-        let warm = kv.is_some_and(|kv| {
-            kv.load(&ids, model, &mut t.session) || kv.load(&t.convo, model, &mut t.session)
-        });
-        if !warm {
-            t.session.mark_restored();
+        let t = self.idle_tab(tab)?;
+        let request = attach::Request {
+            chat,
+            history,
+            legacy,
+        };
+        let Some(origin) = attach::attach(t, lm, &end_ids, &stores, request)? else {
+            return Ok(());
+        };
+        if origin != attach::Origin::Saved {
+            self.save_convo(tab);
         }
-        if changed {
-            let e = Event::Committed {
-                tab,
-                ids: t.convo.clone(),
-                header: settled,
-                last_answer: last,
-            };
-            self.emit(e);
-        }
+        let tokens = self.tabs.get_mut(tab).map_or(0, |t| t.convo.len());
+        self.emit(Event::Committed { tab, tokens });
         self.report_tiers();
+        Ok(())
     }
 
-    /// A saved conversation in today's form (see [`Self::restore`]), or `None` when its header
-    /// is not followed by the first user turn.
-    fn normalize(&self, ids: &[u32], header: usize) -> Option<(Vec<u32>, usize)> {
-        let mut convo = ids.to_vec();
-        if convo.len() > 1 + header && convo.last().is_some_and(|i| self.end_ids.contains(i)) {
-            convo.pop();
-        }
-        let opening = self.lm.user_turn(&[], 0, None, false, "").ok()?.header;
-        let after = convo.get(1 + header..)?;
-        let header = if !opening.is_empty() && after.starts_with(&opening) {
-            header + opening.len()
-        } else {
-            header
+    /// Saves the tab's conversation with its chat, when it is attached to one; a failure is
+    /// told, and the conversation stays in memory.
+    fn save_convo(&mut self, tab: TabId) {
+        let Some(store) = self.convos.clone() else {
+            return;
         };
-        (header < convo.len()).then_some((convo, header))
+        let Some(t) = self.tabs.get_mut(tab) else {
+            return;
+        };
+        let Some(chat) = t.chat.clone() else { return };
+        let convo = SavedConvo {
+            ids: t.convo.clone(),
+            header: t.header.len(),
+            last_answer: t.last_answer,
+        };
+        if let Err(e) = store.save(&chat, &convo) {
+            self.emit(Event::Failed {
+                tab,
+                error: format!("the conversation could not be saved: {e}"),
+            });
+        }
     }
 
     fn submit(&mut self, tab: TabId, text: &str) -> Result<()> {
@@ -390,14 +386,7 @@ impl<'a> Worker<'a> {
             t.convo = convo;
             t.header = std::mem::take(&mut job.header);
             t.last_answer = Some(at);
-            let _ = self.events.send(Event::Committed {
-                tab,
-                ids: t.convo.clone(),
-                header: t.header.len(),
-                last_answer: t.last_answer,
-            });
         }
-        let _ = self.events.send(Event::Finished { tab, end, stats });
         if let Some(ids) = settle {
             let opts = TurnOptions {
                 chunk: CHUNK,
@@ -411,6 +400,12 @@ impl<'a> Worker<'a> {
                 quiet: true,
             });
         }
+        let tokens = t.convo.len();
+        if job.turn.prompt_done() {
+            self.save_convo(tab);
+            self.emit(Event::Committed { tab, tokens });
+        }
+        self.emit(Event::Finished { tab, end, stats });
         self.enforce_budget(tab);
         Ok(())
     }
