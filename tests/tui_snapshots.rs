@@ -8,7 +8,7 @@ use gemma_chat::app::{App, ModelState, Msg, Overlay, TurnSettings};
 use gemma_chat::config::Config;
 use gemma_chat::config::keymap::Keymap;
 use gemma_chat::config::resolve::{SamplingLayer, Source};
-use gemma_chat::engine::protocol::{Command, Event, Reuse, Tier, TurnEnd, TurnStats};
+use gemma_chat::engine::protocol::{Command, Event, Reuse, TabId, Tier, TurnEnd, TurnStats};
 use gemma_chat::ui::{self, view::View};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
@@ -74,6 +74,14 @@ fn ready(app: &mut App) {
             ..SamplingLayer::default()
         },
     }));
+}
+
+/// What the engine sends when a turn ends: the conversation's size (the prompt and the answer
+/// committed), then the end with its stats.
+fn finish(app: &mut App, tab: TabId, end: TurnEnd, stats: TurnStats) {
+    let tokens = stats.reused_tokens + stats.prefilled_tokens + stats.generated_tokens;
+    app.update(Msg::Engine(Event::Committed { tab, tokens }));
+    app.update(Msg::Engine(Event::Finished { tab, end, stats }));
 }
 
 fn stats(reused: usize, prefilled: usize, generated: usize) -> TurnStats {
@@ -167,11 +175,7 @@ fn two_tabs_with_their_states() {
         tab: first,
         text: "Hi! How can I help?".into(),
     }));
-    app.update(Msg::Engine(Event::Finished {
-        tab: first,
-        end: TurnEnd::EndOfTurn(106),
-        stats: stats(0, 12, 7),
-    }));
+    finish(&mut app, first, TurnEnd::EndOfTurn(106), stats(0, 12, 7));
     let cmds = app.update(ctrl('t'));
     assert!(matches!(cmds[0], Command::SetSampling { tab: 2, .. }));
     let second = send(&mut app, "Tell me a story");
@@ -219,11 +223,7 @@ fn context_warning_near_the_limit() {
         tab,
         text: "We talked about many things.".into(),
     }));
-    app.update(Msg::Engine(Event::Finished {
-        tab,
-        end: TurnEnd::EndOfTurn(106),
-        stats: stats(7600, 210, 30),
-    }));
+    finish(&mut app, tab, TurnEnd::EndOfTurn(106), stats(7600, 210, 30));
     insta::assert_snapshot!(draw(&mut app, 100, 12).backend());
 }
 
@@ -308,11 +308,7 @@ fn stop_close_confirm_regenerate_and_quit() {
         tab,
         text: "Hello".into(),
     }));
-    app.update(Msg::Engine(Event::Finished {
-        tab,
-        end: TurnEnd::EndOfTurn(106),
-        stats: stats(0, 5, 1),
-    }));
+    finish(&mut app, tab, TurnEnd::EndOfTurn(106), stats(0, 5, 1));
     assert_eq!(app.update(ctrl('r')), vec![Command::Regenerate { tab }]);
     assert_eq!(
         app.tab().expect("tab").messages.len(),
@@ -320,11 +316,7 @@ fn stop_close_confirm_regenerate_and_quit() {
         "the old answer goes"
     );
     // Ctrl+C twice on an idle app quits.
-    app.update(Msg::Engine(Event::Finished {
-        tab,
-        end: TurnEnd::EndOfTurn(106),
-        stats: stats(5, 1, 1),
-    }));
+    finish(&mut app, tab, TurnEnd::EndOfTurn(106), stats(5, 1, 1));
     app.update(ctrl('c'));
     assert!(!app.quit);
     app.update(ctrl('c'));
@@ -450,17 +442,9 @@ fn input_history_paste_and_multiline() {
     let (mut app, _) = new_app();
     ready(&mut app);
     let tab = send(&mut app, "first question");
-    app.update(Msg::Engine(Event::Finished {
-        tab,
-        end: TurnEnd::EndOfTurn(106),
-        stats: stats(0, 5, 0),
-    }));
+    finish(&mut app, tab, TurnEnd::EndOfTurn(106), stats(0, 5, 0));
     send(&mut app, "second question");
-    app.update(Msg::Engine(Event::Finished {
-        tab,
-        end: TurnEnd::EndOfTurn(106),
-        stats: stats(5, 5, 0),
-    }));
+    finish(&mut app, tab, TurnEnd::EndOfTurn(106), stats(5, 5, 0));
     let editor = |app: &App| app.tab().expect("tab").editor.text();
     app.update(key(KeyCode::Up));
     assert_eq!(editor(&app), "second question");
@@ -498,11 +482,7 @@ fn a_failing_chat_template_is_shown_with_its_line_and_flagged_in_the_status_line
         tab,
         text: "Hi! How can I help?".into(),
     }));
-    app.update(Msg::Engine(Event::Finished {
-        tab,
-        end: TurnEnd::EndOfTurn(106),
-        stats: stats(0, 12, 6),
-    }));
+    finish(&mut app, tab, TurnEnd::EndOfTurn(106), stats(0, 12, 6));
     assert!(app.model.template_fallback);
     insta::assert_snapshot!(draw(&mut app, 100, 14).backend());
 }

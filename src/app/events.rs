@@ -3,13 +3,52 @@
 
 use super::App;
 use super::tab::{Message, Phase, Role};
-use crate::engine::protocol::{Command, Event, TabId, TurnEnd};
+use crate::engine::protocol::{Command, Event, TabId};
+use crate::sampling::SamplingLayer;
 
 impl App {
     fn save_tab(&mut self, tab: TabId) {
         if let Some(i) = self.tabs.iter().position(|t| t.id == tab) {
             self.save(i);
         }
+    }
+
+    /// The model is loaded: its defaults join the sampling layers, and turns typed while it
+    /// loaded go now.
+    fn ready(
+        &mut self,
+        model: String,
+        context_length: usize,
+        thinking: bool,
+        generation: SamplingLayer,
+    ) -> Vec<Command> {
+        if self.model.name.is_empty() {
+            self.model.name = model;
+        }
+        self.model.context_limit = context_length;
+        self.model.thinking = thinking;
+        self.model.ready = true;
+        self.settings.model = generation;
+        let mut cmds = self.resend_sampling();
+        cmds.append(&mut self.pending);
+        cmds
+    }
+
+    /// A turn or a command failed in `tab`: the turn ends, marked, and the error is shown.
+    fn failed(&mut self, tab: TabId, error: String) {
+        if let Some(t) = self.by_id(tab) {
+            if t.phase.busy() {
+                t.failed = true;
+                t.phase = Phase::Idle;
+                if let Some(m) = t.messages.last_mut().filter(|m| m.role == Role::Model) {
+                    m.footer.get_or_insert_with(|| "failed".into());
+                    t.touched(t.messages.len() - 1);
+                }
+            }
+            t.push(Message::new(Role::Error, error.clone()));
+        }
+        self.last_error = Some(error);
+        self.save_tab(tab);
     }
 
     pub(super) fn engine(&mut self, e: Event) -> Vec<Command> {
@@ -21,19 +60,7 @@ impl App {
                 context_length,
                 thinking,
                 generation,
-            } => {
-                if self.model.name.is_empty() {
-                    self.model.name = model;
-                }
-                self.model.context_limit = context_length;
-                self.model.thinking = thinking;
-                self.model.ready = true;
-                // The model's own defaults join the layers; turns typed while it loaded go now.
-                self.settings.model = generation;
-                let mut cmds = self.resend_sampling();
-                cmds.append(&mut self.pending);
-                return cmds;
-            }
+            } => return self.ready(model, context_length, thinking, generation),
             Event::LoadFailed { error } => {
                 self.model.load_error = Some(error.clone());
                 self.last_error = Some(error);
@@ -68,10 +95,6 @@ impl App {
             Event::Finished { tab, end, stats } => {
                 if let Some(t) = self.by_id(tab) {
                     t.phase = Phase::Idle;
-                    t.context_used = stats.reused_tokens
-                        + stats.prefilled_tokens
-                        + stats.generated_tokens
-                        + usize::from(matches!(end, TurnEnd::EndOfTurn(_)));
                     let footer = format!(
                         "{} · {} · reused {} · prefilled {} · {:.1} tok/s",
                         end.describe(),
@@ -104,21 +127,7 @@ impl App {
                     t.tier = tier;
                 }
             }
-            Event::Failed { tab, error } => {
-                if let Some(t) = self.by_id(tab) {
-                    if t.phase.busy() {
-                        t.failed = true;
-                        t.phase = Phase::Idle;
-                        if let Some(m) = t.messages.last_mut().filter(|m| m.role == Role::Model) {
-                            m.footer.get_or_insert_with(|| "failed".into());
-                            t.touched(t.messages.len() - 1);
-                        }
-                    }
-                    t.push(Message::new(Role::Error, error.clone()));
-                }
-                self.last_error = Some(error);
-                self.save_tab(tab);
-            }
+            Event::Failed { tab, error } => self.failed(tab, error),
         }
         Vec::new()
     }

@@ -68,26 +68,7 @@ pub fn run(args: GenerateArgs, common: &ModelArgs, s: &SamplingArgs) -> anyhow::
     let (lm, dtype) = load_model(common)?;
     let load_s = t0.elapsed().as_secs_f64();
     let cfg = lm.model.config();
-    let prompt_ids = match (&args.ids, &args.prompt) {
-        (Some(ids), _) => ids.clone(),
-        (None, Some(text)) => {
-            let tok = lm
-                .tokenizer
-                .as_ref()
-                .context("this model directory has no tokenizer.json: pass the prompt as --ids")?;
-            if args.chat {
-                lm.single_turn_ids(text)?
-            } else {
-                let mut ids = vec![cfg.bos_token_id];
-                ids.extend(tok.encode(text)?);
-                ids
-            }
-        }
-        (None, None) => bail!("pass --prompt TEXT or --ids 2,818,…"),
-    };
-    if prompt_ids.is_empty() {
-        bail!("the prompt is empty");
-    }
+    let prompt_ids = prompt_ids(&args, &lm)?;
     let opts = TurnOptions {
         max_new_tokens: args.max_new_tokens,
         sampling: SamplingParams {
@@ -173,6 +154,32 @@ pub fn run(args: GenerateArgs, common: &ModelArgs, s: &SamplingArgs) -> anyhow::
         println!();
     }
     Ok(())
+}
+
+/// The prompt as given: ids as they are, or the text after BOS (in the chat layout with
+/// `--chat`).
+fn prompt_ids(args: &GenerateArgs, lm: &LoadedModel) -> anyhow::Result<Vec<u32>> {
+    let ids = match (&args.ids, &args.prompt) {
+        (Some(ids), _) => ids.clone(),
+        (None, Some(text)) => {
+            let tok = lm
+                .tokenizer
+                .as_ref()
+                .context("this model directory has no tokenizer.json: pass the prompt as --ids")?;
+            if args.chat {
+                lm.single_turn_ids(text)?
+            } else {
+                let mut ids = vec![lm.model.config().bos_token_id];
+                ids.extend(tok.encode(text)?);
+                ids
+            }
+        }
+        (None, None) => bail!("pass --prompt TEXT or --ids 2,818,…"),
+    };
+    if ids.is_empty() {
+        bail!("the prompt is empty");
+    }
+    Ok(ids)
 }
 
 fn write_logits(

@@ -119,130 +119,166 @@ impl ConfigLayer {
     }
 
     /// Range checks; the error is the offending value's span and the message.
-    fn check(&self) -> std::result::Result<(), (std::ops::Range<usize>, String)> {
-        fn num(v: &Option<Spanned<Num>>, key: &str, ok: impl Fn(f64) -> bool, rule: &str) -> Check {
-            match v {
-                Some(s) if !ok(s.get_ref().f()) => Err((
-                    s.span(),
-                    format!(
-                        "`{key}` = {} is out of range: allowed {rule}",
-                        s.get_ref().f()
-                    ),
-                )),
-                _ => Ok(()),
-            }
-        }
-        fn int(v: &Option<Spanned<i64>>, key: &str, min: i64, rule: &str) -> Check {
-            match v {
-                Some(s) if *s.get_ref() < min => Err((
-                    s.span(),
-                    format!("`{key}` = {} is out of range: allowed {rule}", s.get_ref()),
-                )),
-                _ => Ok(()),
-            }
-        }
-        fn one_of(v: &Option<Spanned<String>>, key: &str, allowed: &[&str]) -> Check {
-            match v {
-                Some(s) if !allowed.contains(&s.get_ref().as_str()) => Err((
-                    s.span(),
-                    format!(
-                        "`{key}` = \"{}\" is not allowed: use {}",
-                        s.get_ref(),
-                        allowed
-                            .iter()
-                            .map(|a| format!("\"{a}\""))
-                            .collect::<Vec<_>>()
-                            .join(" or ")
-                    ),
-                )),
-                _ => Ok(()),
-            }
-        }
-        type Check = std::result::Result<(), (std::ops::Range<usize>, String)>;
+    fn check(&self) -> Check {
         if let Some(m) = &self.model {
-            one_of(&m.dtype, "model.dtype", &["auto", "f32", "f16", "bf16"])?;
-            one_of(&m.backend, "model.backend", &crate::backend::BACKENDS)?;
-            int(
-                &m.context_length,
-                "model.context_length",
-                1,
-                "from 1 up to the model's maximum",
-            )?;
+            m.check()?;
         }
         if let Some(s) = &self.sampling {
-            num(
-                &s.temperature,
-                "sampling.temperature",
-                |t| (0.0..=2.0).contains(&t),
-                "0 to 2 (0 is greedy)",
-            )?;
-            int(&s.top_k, "sampling.top_k", 0, "0 or more (0 is off)")?;
-            num(
-                &s.top_p,
-                "sampling.top_p",
-                |p| p > 0.0 && p <= 1.0,
-                "in (0, 1]",
-            )?;
-            num(
-                &s.min_p,
-                "sampling.min_p",
-                |p| (0.0..=1.0).contains(&p),
-                "in [0, 1]",
-            )?;
-            int(
-                &s.seed,
-                "sampling.seed",
-                0,
-                "0 or more (0 is a random seed)",
-            )?;
-            int(&s.max_new_tokens, "sampling.max_new_tokens", 1, "1 or more")?;
+            s.check()?;
         }
         if let Some(s) = &self.sessions {
-            int(
-                &s.memory_budget_mb,
-                "sessions.memory_budget_mb",
-                0,
-                "0 or more (0 is no limit)",
-            )?;
-            int(
-                &s.host_budget_mb,
-                "sessions.host_budget_mb",
-                0,
-                "0 or more (0 is no limit)",
-            )?;
-            int(
-                &s.kv_disk_mb,
-                "sessions.kv_disk_mb",
-                0,
-                "0 or more (0 turns warm restart off)",
-            )?;
-            one_of(
-                &s.thinking_policy,
-                "sessions.thinking_policy",
-                &["strip", "keep"],
-            )?;
+            s.check()?;
         }
         if let Some(u) = &self.ui {
-            one_of(&u.theme, "ui.theme", &["dark", "light"])?;
-            for (name, chords) in u.keys.iter().flatten() {
-                if super::action::Action::from_name(name).is_none() {
+            u.check()?;
+        }
+        Ok(())
+    }
+}
+
+impl ModelTable {
+    fn check(&self) -> Check {
+        one_of(&self.dtype, "model.dtype", &["auto", "f32", "f16", "bf16"])?;
+        one_of(&self.backend, "model.backend", &crate::backend::BACKENDS)?;
+        int(
+            &self.context_length,
+            "model.context_length",
+            1,
+            "from 1 up to the model's maximum",
+        )?;
+        Ok(())
+    }
+}
+
+impl SamplingTable {
+    fn check(&self) -> Check {
+        num(
+            &self.temperature,
+            "sampling.temperature",
+            |t| (0.0..=2.0).contains(&t),
+            "0 to 2 (0 is greedy)",
+        )?;
+        int(&self.top_k, "sampling.top_k", 0, "0 or more (0 is off)")?;
+        num(
+            &self.top_p,
+            "sampling.top_p",
+            |p| p > 0.0 && p <= 1.0,
+            "in (0, 1]",
+        )?;
+        num(
+            &self.min_p,
+            "sampling.min_p",
+            |p| (0.0..=1.0).contains(&p),
+            "in [0, 1]",
+        )?;
+        int(
+            &self.seed,
+            "sampling.seed",
+            0,
+            "0 or more (0 is a random seed)",
+        )?;
+        int(
+            &self.max_new_tokens,
+            "sampling.max_new_tokens",
+            1,
+            "1 or more",
+        )?;
+        Ok(())
+    }
+}
+
+impl SessionsTable {
+    fn check(&self) -> Check {
+        int(
+            &self.memory_budget_mb,
+            "sessions.memory_budget_mb",
+            0,
+            "0 or more (0 is no limit)",
+        )?;
+        int(
+            &self.host_budget_mb,
+            "sessions.host_budget_mb",
+            0,
+            "0 or more (0 is no limit)",
+        )?;
+        int(
+            &self.kv_disk_mb,
+            "sessions.kv_disk_mb",
+            0,
+            "0 or more (0 turns warm restart off)",
+        )?;
+        one_of(
+            &self.thinking_policy,
+            "sessions.thinking_policy",
+            &["strip", "keep"],
+        )?;
+        Ok(())
+    }
+}
+
+impl UiTable {
+    fn check(&self) -> Check {
+        one_of(&self.theme, "ui.theme", &["dark", "light"])?;
+        for (name, chords) in self.keys.iter().flatten() {
+            if super::action::Action::from_name(name).is_none() {
+                return Err((
+                    chords.span(),
+                    format!("`ui.keys.{name}`: there is no action `{name}`"),
+                ));
+            }
+            for c in chords.get_ref() {
+                if super::keymap::Chord::parse(c).is_none() {
                     return Err((
                         chords.span(),
-                        format!("`ui.keys.{name}`: there is no action `{name}`"),
+                        format!(
+                            "`ui.keys.{name}`: cannot read the key \"{c}\" (e.g. \"ctrl+t\", \"alt+enter\", \"f1\")"
+                        ),
                     ));
-                }
-                for c in chords.get_ref() {
-                    if super::keymap::Chord::parse(c).is_none() {
-                        return Err((
-                            chords.span(),
-                            format!(
-                                "`ui.keys.{name}`: cannot read the key \"{c}\" (e.g. \"ctrl+t\", \"alt+enter\", \"f1\")"
-                            ),
-                        ));
-                    }
                 }
             }
         }
         Ok(())
+    }
+}
+
+/// A value refused: where it is in the file, and why.
+type Check = std::result::Result<(), (std::ops::Range<usize>, String)>;
+
+fn num(v: &Option<Spanned<Num>>, key: &str, ok: impl Fn(f64) -> bool, rule: &str) -> Check {
+    match v {
+        Some(s) if !ok(s.get_ref().f()) => Err((
+            s.span(),
+            format!(
+                "`{key}` = {} is out of range: allowed {rule}",
+                s.get_ref().f()
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+fn int(v: &Option<Spanned<i64>>, key: &str, min: i64, rule: &str) -> Check {
+    match v {
+        Some(s) if *s.get_ref() < min => Err((
+            s.span(),
+            format!("`{key}` = {} is out of range: allowed {rule}", s.get_ref()),
+        )),
+        _ => Ok(()),
+    }
+}
+fn one_of(v: &Option<Spanned<String>>, key: &str, allowed: &[&str]) -> Check {
+    match v {
+        Some(s) if !allowed.contains(&s.get_ref().as_str()) => Err((
+            s.span(),
+            format!(
+                "`{key}` = \"{}\" is not allowed: use {}",
+                s.get_ref(),
+                allowed
+                    .iter()
+                    .map(|a| format!("\"{a}\""))
+                    .collect::<Vec<_>>()
+                    .join(" or ")
+            ),
+        )),
+        _ => Ok(()),
     }
 }

@@ -287,8 +287,9 @@ pub enum Event {
         /// What it cost.
         stats: TurnStats,
     },
-    /// The tab's conversation changed (a turn was committed, or it was attached): the engine
-    /// has saved it, and it now holds `tokens` tokens of the tab's context.
+    /// The tab's conversation as it stands after a turn (committed and saved when its prompt
+    /// was prefilled) or an attach: `tokens` tokens of the tab's context. Sent before
+    /// [`Event::Finished`].
     Committed {
         /// The tab.
         tab: TabId,

@@ -400,11 +400,13 @@ impl<'a> Worker<'a> {
                 quiet: true,
             });
         }
+        // The conversation as it now stands (unchanged when the prompt was not all prefilled):
+        // the UI's context meter.
         let tokens = t.convo.len();
         if job.turn.prompt_done() {
             self.save_convo(tab);
-            self.emit(Event::Committed { tab, tokens });
         }
+        self.emit(Event::Committed { tab, tokens });
         self.emit(Event::Finished { tab, end, stats });
         self.enforce_budget(tab);
         Ok(())

@@ -34,6 +34,33 @@ use crate::ui::view::View;
 /// How often the screen may be redrawn.
 const TICK: Duration = Duration::from_millis(33);
 
+/// When the next tick is: checked after every message, so that a busy inbox (a fast stream of
+/// tokens) never delays a frame past its tick.
+struct Frames {
+    next: Instant,
+}
+
+impl Frames {
+    fn new(now: Instant) -> Self {
+        Self { next: now }
+    }
+
+    /// How long the inbox may be waited on.
+    fn wait(&self, now: Instant) -> Duration {
+        self.next.saturating_duration_since(now)
+    }
+
+    /// Whether a tick (and a frame, if anything changed) is due; if so, the next is one
+    /// [`TICK`] away.
+    fn due(&mut self, now: Instant) -> bool {
+        if now < self.next {
+            return false;
+        }
+        self.next = now + TICK;
+        true
+    }
+}
+
 /// Runs the app in the terminal until it quits. `initial` are the commands [`App::new`] returned;
 /// `config` is the config file to watch for live reload; chats are saved in `chats`.
 pub fn run(
@@ -73,9 +100,9 @@ pub fn run(
     let size = term.terminal.size().map_err(io)?;
     app.update(Msg::Resize(size.width, size.height));
     let mut view = View::default();
-    let mut next_tick = Instant::now();
+    let mut frames = Frames::new(Instant::now());
     while !app.quit {
-        match inbox.recv_timeout(next_tick.saturating_duration_since(Instant::now())) {
+        match inbox.recv_timeout(frames.wait(Instant::now())) {
             Ok(msg) => {
                 for c in app.update(msg) {
                     control.send(c);
@@ -88,8 +115,7 @@ pub fn run(
             Err(RecvTimeoutError::Disconnected) => break,
         }
         // A frame at least every tick while anything changed, however busy the inbox is.
-        if Instant::now() >= next_tick {
-            next_tick = Instant::now() + TICK;
+        if frames.due(Instant::now()) {
             app.update(Msg::Tick(Instant::now()));
             if let Some(text) = app.clipboard.take() {
                 osc52(&text);
@@ -211,4 +237,26 @@ fn restore() {
         cursor::Show
     );
     let _ = disable_raw_mode();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A message every millisecond for a second (the inbox never times out): a tick every
+    /// [`TICK`] all the same.
+    #[test]
+    fn a_busy_inbox_still_gets_a_frame_every_tick() {
+        let start = Instant::now();
+        let mut frames = Frames::new(start);
+        let ticks: Vec<u64> = (0..1000u64)
+            .filter(|ms| frames.due(start + Duration::from_millis(*ms)))
+            .collect();
+        let tick = TICK.as_millis() as u64;
+        assert_eq!(ticks.len() as u64, 1000u64.div_ceil(tick), "{ticks:?}");
+        assert!(ticks.windows(2).all(|w| w[1] - w[0] == tick), "{ticks:?}");
+        let next = ticks.last().expect("ticks") + tick;
+        let wait = frames.wait(start + Duration::from_millis(999));
+        assert_eq!(wait, Duration::from_millis(next - 999));
+    }
 }

@@ -1,0 +1,434 @@
+//! Reading a `config.json` into a [`ModelConfig`]: the text tower's fields (nested in
+//! `text_config` by multimodal wrappers), each layer's geometry, RoPE, PLE and MoE, with an
+//! error that names the offending field.
+
+use std::path::Path;
+
+use serde_json::{Map, Value};
+
+use super::{AttnKind, Family, LayerSpec, ModelConfig, MoeSpec, PleSpec, RopeSpec};
+use crate::error::{Error, Result};
+
+impl ModelConfig {
+    /// Reads and resolves a `config.json`.
+    pub fn from_file(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        let value: Value = serde_json::from_str(&text)
+            .map_err(|e| Error::config(path, format!("not valid JSON: {e}")))?;
+        Self::from_json(&value).map_err(|msg| Error::config(path, msg))
+    }
+
+    /// Resolves a parsed `config.json`. The error is a message naming the offending field.
+    pub fn from_json(root: &Value) -> std::result::Result<Self, String> {
+        let root = root.as_object().ok_or("the top level is not an object")?;
+        // Multimodal wrappers nest the text tower's fields in `text_config`.
+        let (text, where_) = match root.get("text_config") {
+            Some(Value::Object(t)) => (t, "text_config."),
+            _ => (root, ""),
+        };
+        let f = Fields { map: text, where_ };
+        let model_type = f
+            .str("model_type")?
+            .or_else(|| {
+                root.get("model_type")
+                    .and_then(Value::as_str)
+                    .map(String::from)
+            })
+            .ok_or_else(|| f.missing("model_type"))?;
+        let family = if model_type.starts_with("gemma3") {
+            Family::Gemma3
+        } else if model_type.starts_with("gemma4") {
+            Family::Gemma4
+        } else {
+            return Err(format!(
+                "model_type `{model_type}` is not supported (expected gemma3* or gemma4*)"
+            ));
+        };
+
+        if f.bool("attention_bias")?.unwrap_or(false) {
+            return Err(format!(
+                "{}attention_bias = true is not supported (no Gemma release has biases)",
+                f.where_
+            ));
+        }
+        let hidden_size = f.req_usize("hidden_size")?;
+        let num_layers = f.req_usize("num_hidden_layers")?;
+        let num_heads = f.req_usize("num_attention_heads")?;
+        let vocab_size = f.req_usize("vocab_size")?;
+        let rms_norm_eps = f.f64("rms_norm_eps")?.unwrap_or(1e-6);
+        let layer_kinds = layer_kinds(&f, family, num_layers)?;
+        let sliding_window = if layer_kinds.contains(&AttnKind::Sliding) {
+            f.req_usize("sliding_window")?
+        } else {
+            f.usize("sliding_window")?.unwrap_or(usize::MAX)
+        };
+
+        let (rope_sliding, rope_full) = rope_specs(&f, family)?;
+        let layers = layer_specs(&f, family, &layer_kinds)?;
+        let (ple, moe) = (ple_spec(&f, vocab_size)?, moe_spec(&f)?);
+
+        let attn_scale = match family {
+            Family::Gemma4 => 1.0,
+            Family::Gemma3 => {
+                // HF's Gemma3TextConfig default, not head_dim.
+                let s = f.f64("query_pre_attn_scalar")?.unwrap_or(256.0);
+                (s.powf(-0.5)) as f32
+            }
+        };
+        let final_logit_softcapping = f.f64("final_logit_softcapping")?.map(|v| v as f32);
+        let attn_logit_softcapping = f.f64("attn_logit_softcapping")?.map(|v| v as f32);
+        let tie_word_embeddings = f
+            .bool("tie_word_embeddings")?
+            .or(root.get("tie_word_embeddings").and_then(Value::as_bool))
+            .unwrap_or(true);
+        let eos_token_ids = token_ids(text.get("eos_token_id"))
+            .or_else(|| token_ids(root.get("eos_token_id")))
+            .unwrap_or_else(|| vec![1]);
+        let bos_token_id = f.usize("bos_token_id")?.unwrap_or(2) as u32;
+
+        Ok(ModelConfig {
+            family,
+            model_type,
+            vocab_size,
+            hidden_size,
+            num_heads,
+            sliding_window,
+            rms_norm_eps,
+            final_logit_softcapping,
+            attn_logit_softcapping,
+            attn_scale,
+            norm_offset: if family == Family::Gemma3 { 1.0 } else { 0.0 },
+            v_norm: family == Family::Gemma4,
+            rope_sliding,
+            rope_full,
+            ple,
+            moe,
+            layers,
+            max_position_embeddings: f.usize("max_position_embeddings")?.unwrap_or(131_072),
+            tie_word_embeddings,
+            bos_token_id,
+            eos_token_ids,
+        })
+    }
+}
+
+/// Reads `eos_token_id`, which is an integer or a list of integers.
+pub(crate) fn token_ids(v: Option<&Value>) -> Option<Vec<u32>> {
+    match v? {
+        Value::Number(n) => n.as_u64().map(|n| vec![n as u32]),
+        Value::Array(a) => Some(
+            a.iter()
+                .filter_map(Value::as_u64)
+                .map(|n| n as u32)
+                .collect(),
+        ),
+        _ => None,
+    }
+}
+
+/// Each layer's geometry: head size and KV heads (Gemma 4's full layers have their own, and
+/// `layer_types`-style per-layer configs win), KV sharing and MLP width.
+fn layer_specs(
+    f: &Fields,
+    family: Family,
+    kinds: &[AttnKind],
+) -> std::result::Result<Vec<LayerSpec>, String> {
+    let num_layers = kinds.len();
+    let num_heads = f.req_usize("num_attention_heads")?;
+    let kv_heads = f.req_usize("num_key_value_heads")?;
+    // HF's default for both families; every released config states it.
+    let head_dim = f.usize("head_dim")?.unwrap_or(256);
+    let intermediate = f.req_usize("intermediate_size")?;
+    let k_eq_v = f.bool("attention_k_eq_v")?.unwrap_or(false);
+    let per_layer = per_layer_overrides(f, num_layers)?;
+    let global_head_dim = f.usize("global_head_dim")?;
+    let global_kv = f.usize("num_global_key_value_heads")?;
+    let kv_shared = f.usize("num_kv_shared_layers")?.unwrap_or(0);
+    if kv_shared > num_layers {
+        return Err(format!(
+            "{}num_kv_shared_layers = {kv_shared} exceeds num_hidden_layers = {num_layers}",
+            f.where_
+        ));
+    }
+    let first_shared = num_layers - kv_shared;
+    let double_wide = f.bool("use_double_wide_mlp")?.unwrap_or(false);
+    let mut layers = Vec::with_capacity(num_layers);
+    for (i, &kind) in kinds.iter().enumerate() {
+        let (mut hd, mut nkv) = (head_dim, kv_heads);
+        if kind == AttnKind::Full && family == Family::Gemma4 {
+            // transformers pops `global_head_dim` with a default of 512.
+            hd = global_head_dim.unwrap_or(512);
+            if k_eq_v {
+                nkv = global_kv.unwrap_or(kv_heads);
+            }
+        }
+        if let Some((o_hd, o_kv)) = per_layer.get(i).copied().flatten() {
+            hd = o_hd.unwrap_or(hd);
+            nkv = o_kv.unwrap_or(nkv);
+        }
+        if nkv == 0 || num_heads % nkv != 0 {
+            return Err(format!(
+                "layer {i}: {num_heads} attention heads are not a multiple of {nkv} KV heads"
+            ));
+        }
+        let kv_donor = if i >= first_shared {
+            let donor = (0..first_shared).rev().find(|&j| kinds[j] == kind);
+            Some(donor.ok_or_else(|| {
+                format!("layer {i} shares KV but no earlier layer has its attention type")
+            })?)
+        } else {
+            None
+        };
+        let mlp_width = if double_wide && kv_shared > 0 && i >= first_shared {
+            2 * intermediate
+        } else {
+            intermediate
+        };
+        layers.push(LayerSpec {
+            kind,
+            head_dim: hd,
+            kv_heads: nkv,
+            has_v_proj: !(k_eq_v && kind == AttnKind::Full),
+            kv_donor,
+            mlp_width,
+        });
+    }
+    Ok(layers)
+}
+
+/// Per-layer embeddings (Gemma 4 E2B/E4B), when the config has them.
+fn ple_spec(f: &Fields, vocab_size: usize) -> std::result::Result<Option<PleSpec>, String> {
+    Ok(match f.usize("hidden_size_per_layer_input")? {
+        Some(width) if width > 0 => Some(PleSpec {
+            width,
+            vocab: f.usize("vocab_size_per_layer_input")?.unwrap_or(vocab_size),
+        }),
+        _ => None,
+    })
+}
+
+/// The mixture-of-experts block (26B-A4B), when the config enables it.
+fn moe_spec(f: &Fields) -> std::result::Result<Option<MoeSpec>, String> {
+    if !f.bool("enable_moe_block")?.unwrap_or(false) {
+        return Ok(None);
+    }
+    let width = match f.usize("moe_intermediate_size")? {
+        Some(w) => w,
+        None => f.req_usize("expert_intermediate_size")?,
+    };
+    Ok(Some(MoeSpec {
+        num_experts: f.req_usize("num_experts")?,
+        top_k: f.req_usize("top_k_experts")?,
+        width,
+    }))
+}
+
+/// The attention type of every layer, from `layer_types` or Gemma 3's `sliding_window_pattern`.
+fn layer_kinds(f: &Fields, family: Family, n: usize) -> std::result::Result<Vec<AttnKind>, String> {
+    let mut kinds = match f.map.get("layer_types") {
+        Some(Value::Array(list)) => {
+            if list.len() != n {
+                return Err(format!(
+                    "{}layer_types has {} entries, num_hidden_layers is {n}",
+                    f.where_,
+                    list.len()
+                ));
+            }
+            list.iter()
+                .enumerate()
+                .map(|(i, t)| match t.as_str() {
+                    Some("sliding_attention") => Ok(AttnKind::Sliding),
+                    Some("full_attention") => Ok(AttnKind::Full),
+                    other => Err(format!(
+                        "{}layer_types[{i}] = {other:?} is unknown",
+                        f.where_
+                    )),
+                })
+                .collect::<std::result::Result<Vec<_>, _>>()?
+        }
+        Some(_) => return Err(format!("{}layer_types is not a list", f.where_)),
+        None => {
+            // The default of both families' HF configs: 5 sliding layers, then a full one.
+            let pattern = f.usize("sliding_window_pattern")?.unwrap_or(6);
+            (0..n)
+                .map(|i| {
+                    if pattern > 0 && (i + 1) % pattern == 0 {
+                        AttnKind::Full
+                    } else {
+                        AttnKind::Sliding
+                    }
+                })
+                .collect()
+        }
+    };
+    // Gemma 4 always makes the last layer a full one; Gemma 3 never does.
+    if family == Family::Gemma4
+        && let Some(last) = kinds.last_mut()
+    {
+        *last = AttnKind::Full;
+    }
+    Ok(kinds)
+}
+
+/// RoPE of sliding and full layers, from `rope_parameters` (keyed by layer type) or, for Gemma 3,
+/// the legacy keys `rope_theta`, `rope_local_base_freq` and `rope_scaling`.
+fn rope_specs(f: &Fields, family: Family) -> std::result::Result<(RopeSpec, RopeSpec), String> {
+    let params = f.map.get("rope_parameters").and_then(Value::as_object);
+    let by_type = |key: &str| params.and_then(|p| p.get(key)).and_then(Value::as_object);
+    let spec =
+        |m: &Map<String, Value>, what: &str, theta: f64| -> std::result::Result<RopeSpec, String> {
+            let num = |k: &str| m.get(k).and_then(Value::as_f64);
+            let kind = m
+                .get("rope_type")
+                .or(m.get("type"))
+                .and_then(Value::as_str)
+                .unwrap_or("default");
+            if !matches!(kind, "default" | "linear" | "proportional") {
+                return Err(format!(
+                    "{}{what}: rope_type `{kind}` is not supported (default, linear, proportional)",
+                    f.where_
+                ));
+            }
+            Ok(RopeSpec {
+                theta: num("rope_theta").unwrap_or(theta),
+                factor: if kind == "default" {
+                    1.0
+                } else {
+                    num("factor").unwrap_or(1.0)
+                },
+                partial_rotary_factor: if kind == "proportional" {
+                    num("partial_rotary_factor").unwrap_or(1.0)
+                } else {
+                    1.0
+                },
+            })
+        };
+    let plain = |theta: f64| RopeSpec {
+        theta,
+        factor: 1.0,
+        partial_rotary_factor: 1.0,
+    };
+    match family {
+        Family::Gemma4 => {
+            let sliding = match by_type("sliding_attention") {
+                Some(m) => spec(m, "rope_parameters.sliding_attention", 10_000.0)?,
+                None => plain(10_000.0),
+            };
+            let full = match by_type("full_attention") {
+                Some(m) => spec(m, "rope_parameters.full_attention", 1_000_000.0)?,
+                None => RopeSpec {
+                    partial_rotary_factor: 0.25,
+                    ..plain(1_000_000.0)
+                },
+            };
+            Ok((sliding, full))
+        }
+        Family::Gemma3 => {
+            let local_theta = f.f64("rope_local_base_freq")?.unwrap_or(10_000.0);
+            let global_theta = f.f64("rope_theta")?.unwrap_or(1_000_000.0);
+            let sliding = match by_type("sliding_attention") {
+                Some(m) => spec(m, "rope_parameters.sliding_attention", local_theta)?,
+                None => plain(local_theta),
+            };
+            let full = match (by_type("full_attention"), f.map.get("rope_scaling")) {
+                (Some(m), _) => spec(m, "rope_parameters.full_attention", global_theta)?,
+                (None, Some(Value::Object(m))) => spec(m, "rope_scaling", global_theta)?,
+                _ => plain(global_theta),
+            };
+            Ok((sliding, full))
+        }
+    }
+}
+
+/// transformers 5.x `per_layer_config`: layer index (decimal, maybe zero-padded) → overrides of
+/// `head_dim` and `num_key_value_heads`.
+type LayerOverride = Option<(Option<usize>, Option<usize>)>;
+
+fn per_layer_overrides(f: &Fields, n: usize) -> std::result::Result<Vec<LayerOverride>, String> {
+    let mut out = vec![None; n];
+    let Some(map) = f.map.get("per_layer_config") else {
+        return Ok(out);
+    };
+    let map = map
+        .as_object()
+        .ok_or_else(|| format!("{}per_layer_config is not an object", f.where_))?;
+    for (key, value) in map {
+        let i: usize = key.trim().parse().map_err(|_| {
+            format!(
+                "{}per_layer_config key `{key}` is not a layer index",
+                f.where_
+            )
+        })?;
+        if i >= n {
+            return Err(format!(
+                "{}per_layer_config names layer {i}, the model has {n}",
+                f.where_
+            ));
+        }
+        let get = |k: &str| value.get(k).and_then(Value::as_u64).map(|v| v as usize);
+        out[i] = Some((get("head_dim"), get("num_key_value_heads")));
+    }
+    Ok(out)
+}
+
+/// Typed access to one JSON object, with errors that name the field and where it was looked for.
+struct Fields<'a> {
+    map: &'a Map<String, Value>,
+    where_: &'static str,
+}
+
+impl Fields<'_> {
+    fn missing(&self, key: &str) -> String {
+        format!("required field `{}{key}` is missing", self.where_)
+    }
+
+    fn get(&self, key: &str) -> Option<&Value> {
+        match self.map.get(key) {
+            Some(Value::Null) | None => None,
+            Some(v) => Some(v),
+        }
+    }
+
+    fn wrong(&self, key: &str, what: &str, v: &Value) -> String {
+        format!("field `{}{key}` must be {what}, found {v}", self.where_)
+    }
+
+    fn usize(&self, key: &str) -> std::result::Result<Option<usize>, String> {
+        self.get(key)
+            .map(|v| {
+                v.as_u64()
+                    .map(|n| n as usize)
+                    .ok_or_else(|| self.wrong(key, "a non-negative integer", v))
+            })
+            .transpose()
+    }
+
+    fn req_usize(&self, key: &str) -> std::result::Result<usize, String> {
+        self.usize(key)?.ok_or_else(|| self.missing(key))
+    }
+
+    fn f64(&self, key: &str) -> std::result::Result<Option<f64>, String> {
+        self.get(key)
+            .map(|v| v.as_f64().ok_or_else(|| self.wrong(key, "a number", v)))
+            .transpose()
+    }
+
+    fn bool(&self, key: &str) -> std::result::Result<Option<bool>, String> {
+        self.get(key)
+            .map(|v| {
+                v.as_bool()
+                    .ok_or_else(|| self.wrong(key, "true or false", v))
+            })
+            .transpose()
+    }
+
+    fn str(&self, key: &str) -> std::result::Result<Option<String>, String> {
+        self.get(key)
+            .map(|v| {
+                v.as_str()
+                    .map(String::from)
+                    .ok_or_else(|| self.wrong(key, "a string", v))
+            })
+            .transpose()
+    }
+}

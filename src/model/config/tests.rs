@@ -1,0 +1,127 @@
+//! `config.json` reading against hand-written configs: layouts, defaults, per-layer overrides, refusals.
+
+use super::*;
+use serde_json::{Value, json};
+
+fn gemma4_text() -> Value {
+    json!({
+        "model_type": "gemma4_text", "hidden_size": 64, "intermediate_size": 96,
+        "num_hidden_layers": 6, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "head_dim": 16, "global_head_dim": 32, "sliding_window": 8, "vocab_size": 512,
+        "layer_types": ["sliding_attention", "sliding_attention", "full_attention",
+                        "sliding_attention", "sliding_attention", "sliding_attention"],
+    })
+}
+
+#[test]
+fn wrapper_and_text_only_layouts_agree() {
+    let text = ModelConfig::from_json(&gemma4_text()).expect("text-only");
+    let wrapped = json!({"model_type": "gemma4", "text_config": gemma4_text()});
+    assert_eq!(ModelConfig::from_json(&wrapped).expect("wrapper"), text);
+}
+
+#[test]
+fn a_missing_required_field_is_named() {
+    let mut v = gemma4_text();
+    v.as_object_mut().expect("object").remove("hidden_size");
+    let wrapped = json!({"model_type": "gemma4", "text_config": v});
+    let err = ModelConfig::from_json(&wrapped).expect_err("must fail");
+    assert!(err.contains("text_config.hidden_size"), "{err}");
+    let mut v = gemma4_text();
+    v["sliding_window"] = json!("eight");
+    let err = ModelConfig::from_json(&v).expect_err("must fail");
+    assert!(
+        err.contains("sliding_window") && err.contains("integer"),
+        "{err}"
+    );
+}
+
+#[test]
+fn gemma4_forces_the_last_layer_full_and_gemma3_does_not() {
+    let c = ModelConfig::from_json(&gemma4_text()).expect("parses");
+    assert_eq!(c.layers[5].kind, AttnKind::Full);
+    assert_eq!(c.layers[5].head_dim, 32);
+    assert_eq!(c.layers[4].head_dim, 16);
+    let mut v = gemma4_text();
+    v["model_type"] = json!("gemma3_text");
+    let c = ModelConfig::from_json(&v).expect("parses");
+    assert_eq!(c.layers[5].kind, AttnKind::Sliding);
+    assert_eq!(c.layers[2].head_dim, 16, "Gemma 3 has one head dim");
+    assert_eq!(c.norm_offset, 1.0);
+    assert!((c.attn_scale - 256f32.powf(-0.5)).abs() < 1e-9);
+}
+
+#[test]
+fn per_layer_config_wins_over_global_keys() {
+    let mut v = gemma4_text();
+    v["attention_k_eq_v"] = json!(true);
+    v["num_global_key_value_heads"] = json!(1);
+    let c = ModelConfig::from_json(&v).expect("parses");
+    assert_eq!((c.layers[2].head_dim, c.layers[2].kv_heads), (32, 1));
+    assert!(!c.layers[2].has_v_proj && c.layers[1].has_v_proj);
+    v["per_layer_config"] = json!({"02": {"head_dim": 24, "num_key_value_heads": 4}});
+    let c = ModelConfig::from_json(&v).expect("parses");
+    assert_eq!((c.layers[2].head_dim, c.layers[2].kv_heads), (24, 4));
+    v["per_layer_config"] = json!({"9": {"head_dim": 24}});
+    assert!(ModelConfig::from_json(&v).is_err());
+}
+
+#[test]
+fn kv_sharing_picks_the_last_donor_of_the_same_type() {
+    let mut v = gemma4_text();
+    v["num_kv_shared_layers"] = json!(3);
+    v["use_double_wide_mlp"] = json!(true);
+    let c = ModelConfig::from_json(&v).expect("parses");
+    let donors: Vec<_> = c.layers.iter().map(|l| l.kv_donor).collect();
+    assert_eq!(donors, [None, None, None, Some(1), Some(1), Some(2)]);
+    assert_eq!(c.layers[2].mlp_width, 96);
+    assert_eq!(c.layers[3].mlp_width, 192);
+}
+
+#[test]
+fn proportional_rope_rotates_a_quarter_over_the_whole_head() {
+    let c = ModelConfig::from_json(&gemma4_text()).expect("parses");
+    let f = c.rope_full.inv_freq(512);
+    assert_eq!(f.len(), 256);
+    assert!(f[64..].iter().all(|&x| x == 0.0));
+    let expect = 1.0 / 1e6f64.powf(2.0 * 63.0 / 512.0);
+    assert!((f[63] as f64 - expect).abs() < 1e-9);
+    assert_eq!(
+        c.rope_sliding.inv_freq(16)[7],
+        (1.0 / 1e4f32.powf(14.0 / 16.0))
+    );
+}
+
+#[test]
+fn gemma3_legacy_rope_keys() {
+    let v = json!({
+        "model_type": "gemma3_text", "hidden_size": 64, "intermediate_size": 96,
+        "num_hidden_layers": 7, "num_attention_heads": 4, "num_key_value_heads": 1,
+        "head_dim": 16, "sliding_window": 8, "vocab_size": 512, "query_pre_attn_scalar": 24,
+        "sliding_window_pattern": 6, "rope_theta": 1e6, "rope_local_base_freq": 1e4,
+        "rope_scaling": {"rope_type": "linear", "factor": 8.0},
+    });
+    let c = ModelConfig::from_json(&v).expect("parses");
+    assert_eq!(c.rope_full.factor, 8.0);
+    assert_eq!(c.rope_sliding.theta, 1e4);
+    let kinds: Vec<_> = c.layers.iter().map(|l| l.kind == AttnKind::Full).collect();
+    assert_eq!(kinds, [false, false, false, false, false, true, false]);
+}
+
+#[test]
+fn unsupported_models_are_refused() {
+    let mut v = gemma4_text();
+    v["model_type"] = json!("llama");
+    assert!(
+        ModelConfig::from_json(&v)
+            .expect_err("refused")
+            .contains("llama")
+    );
+    let mut v = gemma4_text();
+    v["attention_bias"] = json!(true);
+    assert!(
+        ModelConfig::from_json(&v)
+            .expect_err("refused")
+            .contains("attention_bias")
+    );
+}
