@@ -152,7 +152,9 @@ impl GgmlType {
     /// Bytes taken by `n` weights, or `None` when `n` is not a whole number of blocks.
     pub fn bytes_for(self, n: usize) -> Option<usize> {
         let (per, bytes) = self.block();
-        n.is_multiple_of(per).then(|| n / per * bytes)
+        n.is_multiple_of(per)
+            .then(|| (n / per).checked_mul(bytes))
+            .flatten()
     }
 
     /// Dequantizes `data` (whole blocks) into f32.

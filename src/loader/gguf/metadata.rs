@@ -30,6 +30,9 @@ pub enum Value {
 /// vocabulary as one `Value` per entry took 40 MB.
 const PACK_OVER: usize = 4096;
 
+/// How deep metadata arrays may nest (GGUF files use one level).
+const MAX_DEPTH: usize = 4;
+
 /// Strings stored end to end.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct StrArray {
@@ -163,7 +166,15 @@ impl Reader<'_> {
         String::from_utf8(b.to_vec()).map_err(|_| self.err("invalid UTF-8 string"))
     }
 
+    /// One metadata value of type `ty`; arrays nest at most [`MAX_DEPTH`] deep.
     pub(super) fn value(&mut self, ty: u32) -> Result<Value> {
+        self.value_at(ty, 0)
+    }
+
+    fn value_at(&mut self, ty: u32, depth: usize) -> Result<Value> {
+        if depth > MAX_DEPTH {
+            return Err(self.err(&format!("metadata arrays nested deeper than {MAX_DEPTH}")));
+        }
         Ok(match ty {
             0 => Value::U(self.take(1)?[0] as u64),
             1 => Value::I(self.take(1)?[0] as i8 as i64),
@@ -200,14 +211,14 @@ impl Reader<'_> {
                 if n > PACK_OVER && matches!(inner, 0..=7 | 10..=12) {
                     let mut v = Vec::with_capacity(n.min(1 << 24));
                     for _ in 0..n {
-                        let x = self.value(inner)?;
+                        let x = self.value_at(inner, depth + 1)?;
                         v.push(x.as_f64().unwrap_or_default());
                     }
                     return Ok(Value::Numbers(v));
                 }
-                let mut v = Vec::with_capacity(n.min(1 << 20));
+                let mut v = Vec::with_capacity(n.min(1 << 16));
                 for _ in 0..n {
-                    v.push(self.value(inner)?);
+                    v.push(self.value_at(inner, depth + 1)?);
                 }
                 Value::Array(v)
             }

@@ -82,16 +82,23 @@ impl GgufFile {
             let v = r.value(ty)?;
             metadata.insert(key, v);
         }
-        let mut infos = Vec::with_capacity(n_tensors);
+        // Each tensor info takes at least 24 bytes: no more can follow than that allows.
+        let mut infos = Vec::with_capacity(n_tensors.min(mmap.len() / 24));
         for _ in 0..n_tensors {
             let name = r.string()?;
             let n_dims = r.u32()? as usize;
-            if n_dims > 8 {
-                return Err(r.err(&format!("tensor `{name}` has {n_dims} dimensions")));
+            if !(1..=4).contains(&n_dims) {
+                return Err(r.err(&format!(
+                    "tensor `{name}` has {n_dims} dimensions (GGUF stores 1 to 4)"
+                )));
             }
             let mut dims = Vec::with_capacity(n_dims);
             for _ in 0..n_dims {
-                dims.push(r.len()?);
+                let d = r.len()?;
+                if d == 0 {
+                    return Err(r.err(&format!("tensor `{name}` has a dimension of 0")));
+                }
+                dims.push(d);
             }
             let type_id = r.u32()?;
             let offset = r.u64()? as usize;
@@ -102,25 +109,37 @@ impl GgufFile {
             .get("general.alignment")
             .and_then(Value::as_u64)
             .unwrap_or(32) as usize;
-        let data_start = r.pos.div_ceil(align.max(1)) * align.max(1);
+        let align = align.max(1);
+        let data_start = r
+            .pos
+            .div_ceil(align)
+            .checked_mul(align)
+            .filter(|&s| s <= mmap.len())
+            .ok_or_else(|| r.err(&format!("general.alignment = {align} is implausible")))?;
         let mut tensors = HashMap::new();
         for (name, shape, type_id, offset) in infos {
-            let n: usize = shape.iter().product();
+            let n = shape
+                .iter()
+                .try_fold(1usize, |n, &d| n.checked_mul(d))
+                .ok_or_else(|| r.err(&format!("tensor `{name}` is larger than memory")))?;
             let len = GgmlType::from_id(type_id)
                 .and_then(|t| t.bytes_for(n))
                 .unwrap_or(0);
-            let start = data_start + offset;
-            if start + len > mmap.len() {
+            let end = data_start
+                .checked_add(offset)
+                .and_then(|s| s.checked_add(len));
+            let Some(end) = end.filter(|&e| e <= mmap.len()) else {
                 return Err(Error::Weights {
                     path: path.to_path_buf(),
                     msg: format!(
-                        "tensor `{name}` ends at byte {} but the file has {}: the file is \
-                         truncated; download it again",
-                        start + len,
+                        "tensor `{name}` lies past the end of the file ({} bytes, data from byte \
+                         {data_start}, offset {offset}, {len} bytes): the file is truncated or \
+                         damaged; download it again",
                         mmap.len()
                     ),
                 });
-            }
+            };
+            let start = end - len;
             tensors.insert(
                 name,
                 TensorInfo {

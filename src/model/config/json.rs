@@ -53,6 +53,12 @@ impl ModelConfig {
         }
         let hidden_size = f.req_usize("hidden_size")?;
         let num_layers = f.req_usize("num_hidden_layers")?;
+        if !(1..=MAX_LAYERS).contains(&num_layers) {
+            return Err(format!(
+                "{}num_hidden_layers = {num_layers} is out of range: 1 to {MAX_LAYERS}",
+                f.where_
+            ));
+        }
         let num_heads = f.req_usize("num_attention_heads")?;
         let vocab_size = f.req_usize("vocab_size")?;
         let rms_norm_eps = f.f64("rms_norm_eps")?.unwrap_or(1e-6);
@@ -84,9 +90,9 @@ impl ModelConfig {
         let eos_token_ids = token_ids(text.get("eos_token_id"))
             .or_else(|| token_ids(root.get("eos_token_id")))
             .unwrap_or_else(|| vec![1]);
-        let bos_token_id = f.usize("bos_token_id")?.unwrap_or(2) as u32;
+        let bos_token_id = f.usize("bos_token_id")?.unwrap_or(2);
 
-        Ok(ModelConfig {
+        let cfg = ModelConfig {
             family,
             model_type,
             vocab_size,
@@ -106,10 +112,92 @@ impl ModelConfig {
             layers,
             max_position_embeddings: f.usize("max_position_embeddings")?.unwrap_or(131_072),
             tie_word_embeddings,
-            bos_token_id,
+            bos_token_id: bos_token_id.min(u32::MAX as usize) as u32,
             eos_token_ids,
-        })
+        };
+        check_limits(&cfg, bos_token_id)?;
+        Ok(cfg)
     }
+}
+
+/// Most decoder layers a config may declare (the largest Gemma has 62).
+const MAX_LAYERS: usize = 1024;
+
+/// Refuses geometry no model has, before anything is allocated from it: zero or absurd sizes,
+/// a BOS or end id outside the vocabulary, a zero context, window or RoPE factor.
+fn check_limits(c: &ModelConfig, bos: usize) -> std::result::Result<(), String> {
+    let range = |what: &str, v: usize, lo: usize, hi: usize| {
+        if (lo..=hi).contains(&v) {
+            Ok(())
+        } else {
+            Err(format!("{what} = {v} is out of range: {lo} to {hi}"))
+        }
+    };
+    range("vocab_size", c.vocab_size, 1, 1 << 24)?;
+    range("hidden_size", c.hidden_size, 1, 1 << 17)?;
+    range("num_attention_heads", c.num_heads, 1, 1 << 12)?;
+    range(
+        "max_position_embeddings",
+        c.max_position_embeddings,
+        1,
+        1 << 24,
+    )?;
+    range("sliding_window", c.sliding_window, 1, usize::MAX)?;
+    for (i, l) in c.layers.iter().enumerate() {
+        range(&format!("layer {i}: head_dim"), l.head_dim, 1, 1 << 13)?;
+        range(
+            &format!("layer {i}: key/value heads"),
+            l.kv_heads,
+            1,
+            1 << 12,
+        )?;
+        range(
+            &format!("layer {i}: intermediate_size"),
+            l.mlp_width,
+            1,
+            1 << 20,
+        )?;
+    }
+    if let Some(m) = &c.moe {
+        range("num_experts", m.num_experts, 1, 1 << 12)?;
+        range("top_k_experts", m.top_k, 1, m.num_experts)?;
+        range("moe_intermediate_size", m.width, 1, 1 << 20)?;
+    }
+    if let Some(p) = &c.ple {
+        range("hidden_size_per_layer_input", p.width, 1, 1 << 14)?;
+        range("vocab_size_per_layer_input", p.vocab, 1, 1 << 24)?;
+    }
+    if bos >= c.vocab_size {
+        return Err(format!(
+            "bos_token_id = {bos} is outside the vocabulary (vocab_size = {})",
+            c.vocab_size
+        ));
+    }
+    if let Some(id) = c
+        .eos_token_ids
+        .iter()
+        .find(|&&id| id as usize >= c.vocab_size)
+    {
+        return Err(format!(
+            "eos_token_id {id} is outside the vocabulary (vocab_size = {})",
+            c.vocab_size
+        ));
+    }
+    for (what, r) in [("sliding", &c.rope_sliding), ("full", &c.rope_full)] {
+        let ok = |x: f64| x.is_finite() && x > 0.0;
+        let fine = ok(r.theta)
+            && ok(r.factor)
+            && ok(r.partial_rotary_factor)
+            && r.partial_rotary_factor <= 1.0;
+        if !fine {
+            return Err(format!(
+                "the {what} layers' RoPE (theta {}, factor {}, partial_rotary_factor {}) must be \
+                 positive, the fraction at most 1",
+                r.theta, r.factor, r.partial_rotary_factor
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Reads `eos_token_id`, which is an integer or a list of integers.
