@@ -547,3 +547,28 @@ fn restored_chats_attach_to_the_engines_conversations() {
         "{new:?}"
     );
 }
+
+/// The engine stopping mid-turn ends the turn visibly, and the app still quits (and saves).
+#[test]
+fn an_engine_that_stops_mid_turn_leaves_the_app_usable() {
+    let (mut app, _) = new_app();
+    ready(&mut app);
+    let tab = send(&mut app, "Hello");
+    app.update(Msg::Engine(Event::Token {
+        tab,
+        text: "Hi".into(),
+    }));
+    app.update(Msg::Engine(Event::EngineStopped {
+        error: "the engine stopped on an internal error (x)".into(),
+    }));
+    let t = app.tab().expect("tab");
+    assert!(!t.phase.busy(), "the turn ended");
+    assert!(t.failed);
+    assert!(
+        app.last_error
+            .as_deref()
+            .is_some_and(|e| e.contains("internal error"))
+    );
+    app.update(ctrl('q'));
+    assert!(app.quit, "Ctrl+Q still quits");
+}

@@ -61,6 +61,29 @@ impl App {
                 thinking,
                 generation,
             } => return self.ready(model, context_length, thinking, generation),
+            Event::EngineStopped { error } => {
+                if !self.model.ready {
+                    self.model.load_error = Some(error.clone());
+                }
+                self.model.ready = false;
+                let busy: Vec<TabId> = self
+                    .tabs
+                    .iter()
+                    .filter(|t| t.phase.busy())
+                    .map(|t| t.id)
+                    .collect();
+                let active = self.tab().map(|t| t.id);
+                for &tab in &busy {
+                    self.failed(tab, error.clone());
+                }
+                if let Some(t) = self
+                    .tab_mut()
+                    .filter(|_| !busy.iter().any(|b| Some(*b) == active))
+                {
+                    t.push(Message::new(Role::Error, error.clone()));
+                }
+                self.last_error = Some(error);
+            }
             Event::LoadFailed { error } => {
                 self.model.load_error = Some(error.clone());
                 self.last_error = Some(error);

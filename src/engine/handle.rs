@@ -117,6 +117,10 @@ pub struct EngineOptions {
     pub inject_failure: Option<(TabId, usize)>,
 }
 
+/// The engine thread's name (the terminal's panic hook leaves the screen alone for it: its
+/// panics become [`Event::EngineStopped`]).
+pub const ENGINE_THREAD: &str = "gemma-engine";
+
 /// Starts the engine thread. `load` runs on it and reports its progress.
 pub fn spawn<F>(options: EngineOptions, load: F) -> EngineHandle
 where
@@ -125,63 +129,87 @@ where
     let (commands, command_rx) = channel();
     let (event_tx, events) = channel();
     let thread = std::thread::Builder::new()
-        .name("gemma-engine".into())
+        .name(ENGINE_THREAD.into())
         .spawn(move || {
-            let progress = Progress {
-                events: event_tx.clone(),
-            };
-            let lm = match load(&progress) {
-                Ok(lm) => lm,
-                Err(e) => {
-                    let _ = event_tx.send(Event::LoadFailed {
-                        error: e.to_string(),
-                    });
-                    return;
-                }
-            };
-            let Some(tok) = lm.tokenizer.as_ref() else {
-                let _ = event_tx.send(Event::LoadFailed {
-                    error: "this model has no tokenizer, so it cannot chat".into(),
-                });
-                return;
-            };
-            let cfg = lm.model.config();
-            let max = cfg.max_position_embeddings;
-            if let Some(c) = options
-                .context_length
-                .filter(|c| options.context_strict && *c > max)
-            {
-                let _ = event_tx.send(Event::LoadFailed {
+            let tx = event_tx.clone();
+            let run =
+                std::panic::AssertUnwindSafe(move || serve(options, load, event_tx, command_rx));
+            if let Err(payload) = std::panic::catch_unwind(run) {
+                // A bug, not bad input: the UI says so and stays usable (its chats are saved).
+                let what = payload
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| payload.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "an unknown error".into());
+                let _ = tx.send(Event::EngineStopped {
                     error: format!(
-                        "model.context_length = {c} is over this model's maximum ({max}); set \
-                         it to {max} or less in the config"
+                        "the engine stopped on an internal error ({what}); your chats are saved: \
+                         restart gemma-chat, and please report this"
                     ),
                 });
-                return;
             }
-            let context = options.context_length.map_or(max, |c| c.clamp(1, max));
-            let _ = event_tx.send(Event::Ready {
-                model: cfg.model_type.clone(),
-                context_length: context,
-                thinking: lm.supports_thinking(),
-                generation: lm.generation,
-            });
-            let kv = options
-                .kv_dir
-                .clone()
-                .filter(|_| options.kv_disk_bytes > 0)
-                .map(|dir| KvStore::new(dir, &lm.path, &lm.model, options.kv_disk_bytes));
-            let channels = Channels::of(tok).filter(|_| lm.supports_thinking());
-            let convos = options
-                .convo_dir
-                .clone()
-                .map(|dir| ConvoStore::new(dir, fingerprint(&lm.path)));
-            let stores = Stores { kv, convos };
-            Worker::new(&lm, tok, event_tx, options, context, stores, channels).run(command_rx);
         })
         .ok();
     EngineHandle {
         control: EngineControl { commands, thread },
         events,
     }
+}
+
+/// The engine thread's life: load, check, serve until shutdown.
+fn serve<F>(options: EngineOptions, load: F, event_tx: Sender<Event>, command_rx: Receiver<Command>)
+where
+    F: FnOnce(&Progress) -> Result<LoadedModel>,
+{
+    let progress = Progress {
+        events: event_tx.clone(),
+    };
+    let lm = match load(&progress) {
+        Ok(lm) => lm,
+        Err(e) => {
+            let _ = event_tx.send(Event::LoadFailed {
+                error: e.to_string(),
+            });
+            return;
+        }
+    };
+    let Some(tok) = lm.tokenizer.as_ref() else {
+        let _ = event_tx.send(Event::LoadFailed {
+            error: "this model has no tokenizer, so it cannot chat".into(),
+        });
+        return;
+    };
+    let cfg = lm.model.config();
+    let max = cfg.max_position_embeddings;
+    if let Some(c) = options
+        .context_length
+        .filter(|c| options.context_strict && *c > max)
+    {
+        let _ = event_tx.send(Event::LoadFailed {
+            error: format!(
+                "model.context_length = {c} is over this model's maximum ({max}); set \
+                         it to {max} or less in the config"
+            ),
+        });
+        return;
+    }
+    let context = options.context_length.map_or(max, |c| c.clamp(1, max));
+    let _ = event_tx.send(Event::Ready {
+        model: cfg.model_type.clone(),
+        context_length: context,
+        thinking: lm.supports_thinking(),
+        generation: lm.generation,
+    });
+    let kv = options
+        .kv_dir
+        .clone()
+        .filter(|_| options.kv_disk_bytes > 0)
+        .map(|dir| KvStore::new(dir, &lm.path, &lm.model, options.kv_disk_bytes));
+    let channels = Channels::of(tok).filter(|_| lm.supports_thinking());
+    let convos = options
+        .convo_dir
+        .clone()
+        .map(|dir| ConvoStore::new(dir, fingerprint(&lm.path)));
+    let stores = Stores { kv, convos };
+    Worker::new(&lm, tok, event_tx, options, context, stores, channels).run(command_rx);
 }

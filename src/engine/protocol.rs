@@ -248,6 +248,12 @@ pub enum Event {
         /// The sampling defaults the checkpoint declares (`generation_config.json`).
         generation: SamplingLayer,
     },
+    /// The engine thread stopped on an internal error (a bug): no more events come. The UI
+    /// ends every running turn and says so; quitting still saves the chats.
+    EngineStopped {
+        /// What happened and what to do.
+        error: String,
+    },
     /// The model could not be loaded; the engine thread has ended.
     LoadFailed {
         /// What went wrong and what to do.

@@ -27,6 +27,7 @@ use ratatui::backend::CrosstermBackend;
 use crate::app::persist::saver;
 use crate::app::{App, Msg};
 use crate::engine::EngineHandle;
+use crate::engine::handle::ENGINE_THREAD;
 use crate::engine::protocol::Command;
 use crate::error::{Error, Result};
 use crate::ui::view::View;
@@ -188,6 +189,11 @@ impl Screen {
         HOOK.call_once(|| {
             let previous = std::panic::take_hook();
             std::panic::set_hook(Box::new(move |info| {
+                // The engine thread's panics are caught there and shown in the UI, which goes
+                // on: the terminal stays as it is and nothing is printed over the screen.
+                if std::thread::current().name() == Some(ENGINE_THREAD) {
+                    return;
+                }
                 restore();
                 previous(info);
             }));
