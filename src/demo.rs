@@ -28,6 +28,11 @@ pub const PACKAGES: [&str; 5] = [
 /// `directories`).
 pub fn data_dir() -> Result<PathBuf> {
     if let Some(dir) = std::env::var_os("GEMMA_CHAT_DATA_DIR") {
+        if dir.is_empty() {
+            return Err(Error::Invalid(
+                "GEMMA_CHAT_DATA_DIR is empty: unset it, or name a writable folder".into(),
+            ));
+        }
         return Ok(PathBuf::from(dir));
     }
     directories::ProjectDirs::from("", "", "gemma-chat")

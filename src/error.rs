@@ -61,6 +61,9 @@ pub enum Error {
     #[error("tokenizer: {0}")]
     Tokenizer(String),
 
+    /// Chats could not be saved (what failed, and where).
+    #[error("{0}")]
+    Save(String),
     /// A chat template failed (its message; `tokenizer::template::TemplateError` converts).
     #[error("{0}")]
     Template(String),

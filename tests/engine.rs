@@ -566,16 +566,22 @@ fn a_context_length_over_the_models_maximum_is_refused() {
 /// can say so and stay usable.
 #[test]
 fn a_panic_on_the_engine_thread_becomes_an_event() {
-    let h = spawn(EngineOptions::default(), |_progress| -> gemma_chat::Result<_> {
-        panic!("planted bug");
-    });
+    let h = spawn(
+        EngineOptions::default(),
+        |_progress| -> gemma_chat::Result<_> {
+            panic!("planted bug");
+        },
+    );
     match h
         .events
         .recv_timeout(Duration::from_secs(30))
         .expect("an event, not silence")
     {
         Event::EngineStopped { error } => {
-            assert!(error.contains("planted bug") && error.contains("restart"), "{error}")
+            assert!(
+                error.contains("planted bug") && error.contains("restart"),
+                "{error}"
+            )
         }
         other => panic!("unexpected {other:?}"),
     }

@@ -155,6 +155,18 @@ fn tiny_model_chats_in_tabs_and_quits_cleanly() {
         24,
     );
     t.wait("the model to load", 60, |s| s.contains("Ready"));
+    // A second instance on the same data dir is refused before it touches the terminal, and
+    // says who holds it.
+    let second = Tmux::start(
+        "gemma-e2e-tiny-second",
+        &data,
+        &["--model", &m, "--config", &c],
+        200,
+        10,
+    );
+    let s = second.wait("the second instance to refuse", 30, |s| s.contains("EXIT="));
+    assert!(s.contains("another gemma-chat (process") && s.contains("EXIT=1"), "{s}");
+    drop(second);
     t.type_text("hello tiny");
     t.keys(&["Enter"]);
     let s = t.wait("the answer to finish", 60, |s| {

@@ -255,6 +255,12 @@ impl App {
             Msg::Engine(e) => self.engine(e),
             Msg::Config(Ok(c)) => self.reload(*c),
             Msg::Error(e) => {
+                // Shown where it is read, not only in the status line (which may be cut).
+                if let Some(t) = self.tab_mut()
+                    && t.messages.last().is_none_or(|m| m.text != e)
+                {
+                    t.push(Message::new(Role::Error, e.clone()));
+                }
                 self.last_error = Some(e);
                 Vec::new()
             }

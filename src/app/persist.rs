@@ -274,8 +274,8 @@ pub fn load_chats(dir: &Path) -> (Vec<(String, SavedChat)>, Vec<String>) {
             Err(why) => {
                 let aside = dir.join("damaged");
                 let to = aside.join(path.file_name().unwrap_or_default());
-                let moved =
-                    std::fs::create_dir_all(&aside).and_then(|_| std::fs::rename(&path, &to));
+                let moved = crate::files::create_private_dir(&aside)
+                    .and_then(|_| std::fs::rename(&path, &to));
                 warnings.push(match moved {
                     Ok(()) => format!(
                         "a saved chat could not be read ({why}); it was moved to {}",
@@ -297,9 +297,10 @@ pub fn load_chats(dir: &Path) -> (Vec<(String, SavedChat)>, Vec<String>) {
 pub fn saver(
     dir: PathBuf,
     on_error: impl Fn(String) + Send + 'static,
-) -> (Sender<SaveJob>, std::thread::JoinHandle<()>) {
+) -> (Sender<SaveJob>, std::thread::JoinHandle<Vec<String>>) {
     let (tx, rx) = channel::<SaveJob>();
     let handle = std::thread::spawn(move || {
+        let mut failed = Vec::new();
         for job in rx {
             let result = match job {
                 SaveJob::Write(uid, chat) => serde_json::to_vec_pretty(&chat)
@@ -309,7 +310,7 @@ pub fn saver(
                     let from = dir.join(format!("{uid}.json"));
                     let closed = dir.join("closed");
                     if from.exists() {
-                        std::fs::create_dir_all(&closed).and_then(|_| {
+                        crate::files::create_private_dir(&closed).and_then(|_| {
                             std::fs::rename(&from, closed.join(format!("{uid}.json")))
                         })
                     } else {
@@ -318,9 +319,12 @@ pub fn saver(
                 }
             };
             if let Err(e) = result {
-                on_error(format!("saving chats in {}: {e}", dir.display()));
+                let what = format!("saving chats in {}: {e}", dir.display());
+                on_error(what.clone());
+                failed.push(what);
             }
         }
+        failed
     });
     (tx, handle)
 }
@@ -359,5 +363,34 @@ mod tests {
             "moved aside, not deleted"
         );
         assert!(!dir.path().join("a.tmp").exists());
+    }
+
+    /// A save that fails is reported, and the saver says so when it ends (quit turns it into
+    /// an error on stderr and a non-zero exit).
+    #[test]
+    fn failed_saves_are_reported() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let not_a_dir = dir.path().join("file");
+        std::fs::write(&not_a_dir, b"x").expect("write");
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen2 = seen.clone();
+        let (tx, handle) = saver(not_a_dir, move |e| seen2.lock().expect("lock").push(e));
+        let chat = SavedChat {
+            version: VERSION,
+            order: 0,
+            title: "t".into(),
+            model: "m".into(),
+            thinking: false,
+            messages: Vec::new(),
+            ids: Vec::new(),
+            header: 0,
+            last_answer: None,
+        };
+        tx.send(SaveJob::Write("a".into(), Box::new(chat)))
+            .expect("send");
+        drop(tx);
+        let failed = handle.join().expect("saver");
+        assert_eq!(failed.len(), 1, "{failed:?}");
+        assert_eq!(seen.lock().expect("lock").len(), 1);
     }
 }

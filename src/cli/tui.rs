@@ -52,6 +52,8 @@ pub fn run(
     };
     let mib = |m: u64| (m > 0).then_some((m as usize) << 20);
     let data = demo::data_dir()?;
+    // One instance per data dir: two would overwrite each other's chats.
+    let _lock = gemma_chat::files::DirLock::acquire(&data)?;
     let options = EngineOptions {
         memory_budget: mib(config.sessions.memory_budget_mb),
         host_budget: mib(config.sessions.host_budget_mb),

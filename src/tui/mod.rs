@@ -140,7 +140,15 @@ pub fn run(
         let _ = saver.send(job);
     }
     drop(saver);
-    let _ = saver_thread.join();
+    let failed = saver_thread.join().unwrap_or_default();
+    if let Some(last) = failed.last() {
+        // After the screen is restored: the user sees it, and the exit code says so.
+        return Err(Error::Save(format!(
+            "{} chat save(s) failed, the last: {last}; the chats on disk are the ones saved \
+             before",
+            failed.len()
+        )));
+    }
     drop(control);
     Ok(())
 }
