@@ -10,7 +10,9 @@ fn main() -> std::process::ExitCode {
     match cli::run(args) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            // An error may quote a file or a template: no control character reaches the
+            // terminal.
+            eprintln!("error: {}", cli::printable(&format!("{e:#}"), false));
             // An invalid config file is a usage error: exit code 2, as for a bad flag.
             let settings = matches!(
                 e.downcast_ref::<gemma_chat::Error>(),

@@ -117,3 +117,33 @@ fn errors_are_clear_and_exit_nonzero() {
     let err = fails(&["--ids", "2", "--dtype", "fp8"]);
     assert!(err.contains("f32, f16 or bf16"), "{err}");
 }
+
+/// Text the user did not write reaches the terminal without control characters: a template's
+/// `raise_exception` message here (model text goes through the same filter; `--raw` keeps it).
+#[test]
+fn errors_and_headless_text_carry_no_escape_sequences() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let template = tmp.path().join("t.jinja");
+    std::fs::write(
+        &template,
+        "{{ raise_exception('bad \u{1b}]0;pwned\u{7} \u{1b}[2J template') }}",
+    )
+    .expect("write");
+    let messages = tmp.path().join("m.json");
+    std::fs::write(&messages, r#"[{"role": "user", "content": "Hi"}]"#).expect("write");
+    let out = bin()
+        .args(["template", "render", "--template"])
+        .arg(&template)
+        .arg("--messages")
+        .arg(&messages)
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bad") && err.contains("template"), "{err}");
+    assert!(
+        !err.chars()
+            .any(|c| c.is_control() && c != '\n' && c != '\t'),
+        "{err:?}"
+    );
+}

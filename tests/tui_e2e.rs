@@ -165,7 +165,10 @@ fn tiny_model_chats_in_tabs_and_quits_cleanly() {
         10,
     );
     let s = second.wait("the second instance to refuse", 30, |s| s.contains("EXIT="));
-    assert!(s.contains("another gemma-chat (process") && s.contains("EXIT=1"), "{s}");
+    assert!(
+        s.contains("another gemma-chat (process") && s.contains("EXIT=1"),
+        "{s}"
+    );
     drop(second);
     t.type_text("hello tiny");
     t.keys(&["Enter"]);

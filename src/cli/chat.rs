@@ -61,13 +61,22 @@ impl<'a> Chat<'a> {
     }
 
     /// Answers `text`, streaming the answer to stdout.
-    fn turn(&mut self, text: &str, max_new: usize, temperature: f32) -> anyhow::Result<TurnStats> {
+    fn turn(
+        &mut self,
+        text: &str,
+        max_new: usize,
+        temperature: f32,
+        raw: bool,
+    ) -> anyhow::Result<TurnStats> {
         let next = self
             .lm
             .user_turn(&self.convo, self.header, None, false, text)?;
         if let Some(e) = next.template_error.filter(|_| !self.warned) {
             self.warned = true;
-            eprintln!("warning: {e}; using the built-in chat layout");
+            eprintln!(
+                "warning: {}; using the built-in chat layout",
+                super::printable(&e.to_string(), false)
+            );
         }
         self.turns += 1;
         let opts = TurnOptions {
@@ -92,7 +101,7 @@ impl<'a> Chat<'a> {
             // The answer only (thinking is off here; a stray thought is not the answer).
             if let Some(Piece::Answer(t)) = piece {
                 let mut out = stdout.lock();
-                let _ = out.write_all(t.as_bytes());
+                let _ = out.write_all(super::printable(&t, raw).as_bytes());
                 let _ = out.flush();
             }
         };
@@ -113,14 +122,15 @@ pub fn once(
     prompt: &str,
     max_new: usize,
     temperature: f32,
+    raw: bool,
 ) -> anyhow::Result<()> {
     let (lm, _) = load_model(common)?;
-    Chat::new(&lm)?.turn(prompt, max_new, temperature)?;
+    Chat::new(&lm)?.turn(prompt, max_new, temperature, raw)?;
     Ok(())
 }
 
 /// Runs the interactive chat until EOF or `/quit`.
-pub fn run(common: &ModelArgs, max_new: usize, temperature: f32) -> anyhow::Result<()> {
+pub fn run(common: &ModelArgs, max_new: usize, temperature: f32, raw: bool) -> anyhow::Result<()> {
     let (lm, _) = load_model(common)?;
     let mut chat = Chat::new(&lm)?;
     let cfg = lm.model.config();
@@ -141,7 +151,7 @@ pub fn run(common: &ModelArgs, max_new: usize, temperature: f32) -> anyhow::Resu
                 chat.reset();
                 eprintln!("(new conversation)\n");
             }
-            text => match chat.turn(text, max_new, temperature) {
+            text => match chat.turn(text, max_new, temperature, raw) {
                 Ok(stats) => eprintln!(
                     "[{} · reused {} · prefilled {} at {:.0} tok/s · {} tokens at {:.1} tok/s · \
                      context {}/{}]\n",
@@ -154,7 +164,7 @@ pub fn run(common: &ModelArgs, max_new: usize, temperature: f32) -> anyhow::Resu
                     chat.convo.len(),
                     chat.limit,
                 ),
-                Err(e) => eprintln!("error: {e:#}\n"),
+                Err(e) => eprintln!("error: {}\n", super::printable(&format!("{e:#}"), false)),
             },
         }
     }

@@ -63,7 +63,12 @@ pub fn load_model(common: &ModelArgs) -> anyhow::Result<(LoadedModel, ComputeDty
 /// Runs `generate`.
 /// Sampling is greedy unless `--temperature` (or its variable) says otherwise: scripts get
 /// reproducible output by default.
-pub fn run(args: GenerateArgs, common: &ModelArgs, s: &SamplingArgs) -> anyhow::Result<()> {
+pub fn run(
+    args: GenerateArgs,
+    common: &ModelArgs,
+    s: &SamplingArgs,
+    raw: bool,
+) -> anyhow::Result<()> {
     let t0 = Instant::now();
     let (lm, dtype) = load_model(common)?;
     let load_s = t0.elapsed().as_secs_f64();
@@ -98,7 +103,7 @@ pub fn run(args: GenerateArgs, common: &ModelArgs, s: &SamplingArgs) -> anyhow::
         if let Some(Piece::Answer(delta)) = piece {
             if !args.json {
                 let mut out = stdout.lock();
-                let _ = out.write_all(delta.as_bytes());
+                let _ = out.write_all(super::printable(&delta, raw).as_bytes());
                 let _ = out.flush();
             }
             text.push_str(&delta);

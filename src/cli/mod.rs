@@ -32,6 +32,21 @@ pub struct Cli {
     max_new_tokens: Option<usize>,
     #[command(flatten)]
     sampling: SamplingArgs,
+    /// Write model text as it is, control characters included (by default headless output
+    /// drops every control character but newline and tab, so that generated escape sequences
+    /// cannot reach the terminal).
+    #[arg(long, global = true)]
+    raw: bool,
+}
+
+/// `text` as it may be written to a terminal: without control characters (escape sequences,
+/// bell, carriage return, C1 codes) but newline and tab, unless `raw`.
+pub fn printable(text: &str, raw: bool) -> std::borrow::Cow<'_, str> {
+    let bad = |c: char| c.is_control() && c != '\n' && c != '\t';
+    if raw || !text.contains(bad) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    std::borrow::Cow::Owned(text.chars().filter(|&c| !bad(c)).collect())
 }
 
 /// Sampling flags; each overrides its environment variable, which overrides the config file,
@@ -187,7 +202,7 @@ impl ModelChoice {
 pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Some(Command::Generate(args)) => {
-            return generate::run(args, &cli.common, &cli.sampling);
+            return generate::run(args, &cli.common, &cli.sampling, cli.raw);
         }
         Some(Command::Config(args)) => return config_cmd::run(args, &cli.common, &cli.sampling),
         Some(Command::Bench(args)) => return bench::run(args, &cli.common),
@@ -204,9 +219,25 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     let interactive = std::io::IsTerminal::is_terminal(&std::io::stdin())
         && std::io::IsTerminal::is_terminal(&std::io::stdout());
     match cli.prompt {
-        Some(prompt) => chat::once(&cli.common, &prompt, max_new, temperature),
+        Some(prompt) => chat::once(&cli.common, &prompt, max_new, temperature, cli.raw),
         None if interactive => tui::run(&cli.common, config, cli.max_new_tokens, &cli.sampling),
         // Piped: a line-by-line chat on stdin/stdout.
-        None => chat::run(&cli.common, max_new, temperature),
+        None => chat::run(&cli.common, max_new, temperature, cli.raw),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::printable;
+
+    #[test]
+    fn headless_text_keeps_newlines_and_tabs_only() {
+        let evil = "a\u{1b}]0;title\u{7}b\u{1b}[2Jc\r\nd\te\u{9b}f";
+        assert_eq!(printable(evil, false), "a]0;titleb[2Jc\nd\tef");
+        assert_eq!(printable(evil, true), evil);
+        assert!(matches!(
+            printable("plain\ntext", false),
+            std::borrow::Cow::Borrowed(_)
+        ));
     }
 }
