@@ -31,6 +31,22 @@ pub struct KvStore {
     cap: u64,
 }
 
+/// Whether every value of `bytes` (little-endian, of `dtype`) is finite.
+fn all_finite(bytes: &[u8], dtype: DType) -> bool {
+    match dtype {
+        DType::F32 => bytes
+            .chunks_exact(4)
+            .all(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]).is_finite()),
+        DType::F16 => bytes
+            .chunks_exact(2)
+            .all(|c| half::f16::from_le_bytes([c[0], c[1]]).is_finite()),
+        DType::BF16 => bytes
+            .chunks_exact(2)
+            .all(|c| half::bf16::from_le_bytes([c[0], c[1]]).is_finite()),
+        _ => false,
+    }
+}
+
 /// A hex sha256 of token ids.
 fn ids_hash(ids: &[u32]) -> String {
     let mut h = Sha256::new();
@@ -252,11 +268,84 @@ impl KvStore {
             let tensor = |which: &str| -> Option<TensorData> {
                 let t = st.tensor(&format!("{i}.{which}.{start}")).ok()?;
                 let d = burn_dtype(t.dtype()).filter(|d| *d == dtype)?;
+                // Keys and values are finite: a NaN would poison every later step.
+                all_finite(t.data(), d).then_some(())?;
                 TensorData::try_from_bytes_vec(t.data().to_vec(), t.shape().to_vec(), d).ok()
             };
             *layers.get_mut(i)? = Some((tensor("k")?, tensor("v")?, start));
         }
         let host = HostKv::from_layers(cfg, layers, len)?;
         Some((host, ids))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use burn::tensor::Device;
+
+    use super::*;
+    use crate::backend::ComputeDtype;
+    use crate::load::load;
+
+    /// `bytes` with `edit` applied to its tensors and the data checksum recomputed, as someone
+    /// who wanted the file accepted would.
+    fn reseal(bytes: &[u8], edit: impl Fn(&str, &mut Vec<u8>) -> bool) -> Vec<u8> {
+        let (_, meta) = SafeTensors::read_metadata(bytes).expect("metadata");
+        let mut meta = meta.metadata().clone().expect("metadata map");
+        let st = SafeTensors::deserialize(bytes).expect("tensors");
+        let mut kept: Vec<(String, StDtype, Vec<usize>, Vec<u8>)> = Vec::new();
+        for (name, v) in st.tensors() {
+            let mut data = v.data().to_vec();
+            if edit(&name, &mut data) {
+                kept.push((name, v.dtype(), v.shape().to_vec(), data));
+            }
+        }
+        let views: Vec<(String, TensorView)> = kept
+            .iter()
+            .map(|(n, d, s, b)| (n.clone(), TensorView::new(*d, s.clone(), b).expect("view")))
+            .collect();
+        let sha = data_hash(views.iter().map(|(n, v)| (n.as_str(), v.data())));
+        meta.insert("data_sha256".into(), sha);
+        safetensors::serialize(views, Some(meta)).expect("serialize")
+    }
+
+    #[test]
+    fn a_resealed_snapshot_with_a_layer_missing_or_nans_is_refused() {
+        let dir =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/oracle/gemma4_e2b_style");
+        let lm = load(&dir, &Device::flex(), ComputeDtype::F32, &mut |_, _| {}).expect("load");
+        let m = &lm.model;
+        let tmp = tempfile::tempdir().expect("tmp");
+        let store = KvStore::new(tmp.path().to_path_buf(), &dir, m, 1 << 30);
+        let convo: Vec<u32> = (0..20).map(|i| 3 + i * 7 % 500).collect();
+        let mut s = Session::new(m);
+        s.prefill(m, &convo, 8).expect("prefill");
+        store.save(&convo, &s, 0).expect("save");
+        let path = store.file(&convo);
+        let good = std::fs::read(&path).expect("read");
+        // Resealed unchanged: still accepted (the test's resealing is faithful).
+        std::fs::write(&path, reseal(&good, |_, _| true)).expect("write");
+        assert!(store.load(&convo, m, &mut Session::new(m)));
+        // One value NaN.
+        let nan = reseal(&good, |name, data| {
+            if name.starts_with("0.k.") {
+                data[..4].copy_from_slice(&f32::NAN.to_le_bytes());
+            }
+            true
+        });
+        std::fs::write(&path, nan).expect("write");
+        assert!(
+            !store.load(&convo, m, &mut Session::new(m)),
+            "a NaN is refused"
+        );
+        // A layer's keys and values gone.
+        let missing = reseal(&good, |name, _| !name.starts_with("1."));
+        std::fs::write(&path, missing).expect("write");
+        assert!(
+            !store.load(&convo, m, &mut Session::new(m)),
+            "a missing layer is refused"
+        );
     }
 }

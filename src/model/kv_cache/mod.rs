@@ -156,11 +156,21 @@ impl HostKv {
         }
         let kinds: Vec<AttnKind> = cfg.layers.iter().map(|l| l.kind).collect();
         for ((l, kind), layer) in layers.iter().zip(&kinds).zip(&cfg.layers) {
-            let Some((k, v, start)) = l else { continue };
+            // A layer with its own KV must be there (with positions); one sharing a donor's
+            // must not.
+            let Some((k, v, start)) = l else {
+                if layer.kv_donor.is_none() && len > 0 {
+                    return None;
+                }
+                continue;
+            };
+            if layer.kv_donor.is_some() {
+                return None;
+            }
             let (ks, vs) = (k.shape().as_slice(), v.shape().as_slice());
             let fits = ks.len() == 3
                 && vs.len() == 3
-                && vs[..2] == ks[..2]
+                && vs == ks
                 && ks[0] == layer.kv_heads
                 && ks[2] == layer.head_dim
                 && start + ks[1] == len
