@@ -8,12 +8,13 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A file could not be read.
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}: {cause}")]
     Io {
         /// The file.
         path: PathBuf,
-        /// The cause.
-        source: std::io::Error,
+        /// The cause (in the message; not a separate `source`, so that a report of the chain
+        /// does not say it twice).
+        cause: std::io::Error,
     },
     /// The model's `config.json` (or the metadata standing in for it) is invalid.
     #[error("invalid model config {path}: {msg}")]
@@ -101,7 +102,7 @@ impl Error {
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io {
             path: path.into(),
-            source,
+            cause: source,
         }
     }
 

@@ -70,21 +70,21 @@ pub enum LockError {
         pid: String,
     },
     /// The lock file could not be made.
-    #[error("cannot lock the data directory {dir}: {source}")]
+    #[error("cannot lock the data directory {dir}: {cause}")]
     Io {
         /// The data directory.
         dir: String,
         /// What failed.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 }
 
 impl DirLock {
     /// Takes `dir` for this process, or says who has it.
     pub fn acquire(dir: &Path) -> Result<Self, LockError> {
-        let io = |source| LockError::Io {
+        let io = |cause| LockError::Io {
             dir: dir.display().to_string(),
-            source,
+            cause,
         };
         create_private_dir(dir).map_err(io)?;
         let path = dir.join("lock");

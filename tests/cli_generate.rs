@@ -147,3 +147,20 @@ fn errors_and_headless_text_carry_no_escape_sequences() {
         "{err:?}"
     );
 }
+
+/// An I/O error names the file and its cause once.
+#[test]
+fn an_io_error_says_its_cause_once() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(tmp.path().join("gone.json"), tmp.path().join("config.json"))
+        .expect("symlink");
+    let out = bin()
+        .args(["generate", "--ids", "2", "--model"])
+        .arg(tmp.path())
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.matches("os error").count(), 1, "{err}");
+}

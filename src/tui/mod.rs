@@ -156,7 +156,7 @@ pub fn run(
 fn io(e: std::io::Error) -> Error {
     Error::Io {
         path: "terminal".into(),
-        source: e,
+        cause: e,
     }
 }
 
