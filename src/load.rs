@@ -208,7 +208,14 @@ pub fn load(
             path.display()
         )));
     }
-    if let Some(gguf) = gguf_path(path) {
+    if !path.is_file() && !path.is_dir() {
+        return Err(Error::Invalid(format!(
+            "{} is neither a file nor a directory: point --model at a model directory \
+             (config.json + *.safetensors) or a .gguf file",
+            path.display()
+        )));
+    }
+    if let Some(gguf) = gguf_path(path)? {
         return load_gguf(&gguf, device, dtype, progress);
     }
     if path.is_file() {
@@ -241,23 +248,39 @@ pub fn load(
 
 /// The GGUF file `path` names: the path itself, or the only `.gguf` in a directory without a
 /// config.json.
-fn gguf_path(path: &Path) -> Option<PathBuf> {
+fn gguf_path(path: &Path) -> Result<Option<PathBuf>> {
     let is_gguf = |p: &Path| {
         p.extension()
             .is_some_and(|e| e.eq_ignore_ascii_case("gguf"))
     };
     if path.is_file() {
-        return is_gguf(path).then(|| path.to_path_buf());
+        return Ok(is_gguf(path).then(|| path.to_path_buf()));
     }
     if path.join("config.json").exists() {
-        return None;
+        return Ok(None);
     }
-    let found: Vec<PathBuf> = std::fs::read_dir(path)
-        .ok()?
+    let Ok(entries) = std::fs::read_dir(path) else {
+        return Ok(None);
+    };
+    let mut found: Vec<PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| is_gguf(p))
         .collect();
-    (found.len() == 1).then(|| found[0].clone())
+    found.sort();
+    match found.len() {
+        0 => Ok(None),
+        1 => Ok(found.pop()),
+        n => Err(Error::Invalid(format!(
+            "{} holds {n} .gguf files ({}): name one, e.g. --model {}",
+            path.display(),
+            found
+                .iter()
+                .filter_map(|p| p.file_name().map(|f| f.to_string_lossy().into_owned()))
+                .collect::<Vec<_>>()
+                .join(", "),
+            found[0].display()
+        ))),
+    }
 }
 
 fn load_gguf(
@@ -297,7 +320,7 @@ fn load_gguf(
 /// The chat templates of the model at `path` (a directory or a GGUF file), read without its
 /// weights.
 pub fn chat_format_of(path: &Path) -> Result<ChatFormat> {
-    if let Some(gguf) = gguf_path(path) {
+    if let Some(gguf) = gguf_path(path)? {
         let file = GgufFile::open(&gguf)?;
         let config = model_config(&file)?;
         let tokenizer = tokenizer::gguf::from_gguf(&file)?;

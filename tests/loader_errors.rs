@@ -131,3 +131,31 @@ fn unused_kv_tensors_on_shared_layers_are_optional() {
         load(&dir, &Device::flex(), ComputeDtype::F32, &mut |_, _| {}).expect("loads");
     }
 }
+
+/// A directory with two GGUF files asks which one; a device or FIFO is not taken for a
+/// directory.
+#[test]
+fn ambiguous_or_odd_model_paths_say_what_to_do() {
+    let dir = tempfile::tempdir().expect("tmp");
+    for name in ["a.gguf", "b.gguf"] {
+        std::fs::write(dir.path().join(name), b"GGUF").expect("write");
+    }
+    let err = gemma_chat::load::load(
+        dir.path(),
+        &burn::tensor::Device::flex(),
+        gemma_chat::model::ComputeDtype::F32,
+        &mut |_, _| {},
+    )
+    .expect_err("two files")
+    .to_string();
+    assert!(err.contains("2 .gguf files") && err.contains("a.gguf, b.gguf"), "{err}");
+    let err = gemma_chat::load::load(
+        std::path::Path::new("/dev/null"),
+        &burn::tensor::Device::flex(),
+        gemma_chat::model::ComputeDtype::F32,
+        &mut |_, _| {},
+    )
+    .expect_err("a device")
+    .to_string();
+    assert!(err.contains("neither a file nor a directory"), "{err}");
+}
