@@ -134,3 +134,31 @@ fn precedence_is_flag_env_file_model_builtin() {
     let out = show(&[], &[("XDG_CONFIG_HOME", &xdg.to_string_lossy())]);
     assert!(out.contains("temperature = 0.6  (file)"), "{out}");
 }
+
+/// A config file that is there but cannot be read is an error that names it (exit code 2),
+/// never silently the defaults; the flag for answer length takes 1 or more, as the file does.
+#[test]
+fn an_unreadable_config_is_an_error_not_the_defaults() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dangling = tmp.path().join("dangling.toml");
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(tmp.path().join("gone.toml"), &dangling).expect("symlink");
+    let not_utf8 = tmp.path().join("latin1.toml");
+    std::fs::write(&not_utf8, b"[sampling]\n# caf\xe9\ntemperature = 0.5\n").expect("write");
+    for path in [&dangling, &not_utf8] {
+        let err = Config::load(Some(path)).expect_err("unreadable").to_string();
+        assert!(err.contains("cannot read the config file"), "{err}");
+        let out = Command::new(env!("CARGO_BIN_EXE_gemma-chat"))
+            .args(["config", "show", "--config"])
+            .arg(path)
+            .output()
+            .expect("runs");
+        assert_eq!(out.status.code(), Some(2), "{path:?}");
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_gemma-chat"))
+        .args(["--max-new-tokens", "0", "--prompt", "hi"])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("1 or more"));
+}

@@ -27,8 +27,8 @@ pub struct Cli {
     prompt: Option<String>,
     #[command(flatten)]
     common: ModelArgs,
-    /// Most tokens per answer (default: the config's `sampling.max_new_tokens`).
-    #[arg(long, env = "GEMMA_CHAT_MAX_NEW_TOKENS")]
+    /// Most tokens per answer, 1 or more (default: the config's `sampling.max_new_tokens`).
+    #[arg(long, env = "GEMMA_CHAT_MAX_NEW_TOKENS", value_parser = at_least_one)]
     max_new_tokens: Option<usize>,
     #[command(flatten)]
     sampling: SamplingArgs,
@@ -68,6 +68,15 @@ pub struct SamplingArgs {
     /// Seed (0 is random).
     #[arg(long, env = "GEMMA_CHAT_SEED", global = true)]
     seed: Option<u64>,
+}
+
+/// A clap parser for a count of 1 or more.
+fn at_least_one(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("must be 1 or more".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// A clap parser for a float within `lo..=hi`.

@@ -220,6 +220,14 @@ impl UiTable {
     fn check(&self) -> Check {
         one_of(&self.theme, "ui.theme", &["dark", "light"])?;
         for (name, chords) in self.keys.iter().flatten() {
+            if name == "quit" && chords.get_ref().is_empty() {
+                return Err((
+                    chords.span(),
+                    "`ui.keys.quit` is empty: there would be no key to quit".into(),
+                ));
+            }
+        }
+        for (name, chords) in self.keys.iter().flatten() {
             if super::action::Action::from_name(name).is_none() {
                 return Err((
                     chords.span(),

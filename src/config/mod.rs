@@ -127,11 +127,18 @@ impl Config {
         Ok(config)
     }
 
-    /// Reads the file at `path` (when it exists) over the built-in configuration.
+    /// Reads the file at `path` (when there is one) over the built-in configuration. Something
+    /// at `path` that cannot be read (a dangling symlink, a loop, no permission, not UTF-8) is an
+    /// error, never silently the defaults.
     pub fn load(path: Option<&Path>) -> Result<Self> {
-        match path.filter(|p| p.exists()) {
+        match path.filter(|p| std::fs::symlink_metadata(p).is_ok()) {
             Some(p) => {
-                let text = std::fs::read_to_string(p).map_err(|e| Error::io(p, e))?;
+                let text = std::fs::read_to_string(p).map_err(|e| {
+                    Error::Settings(format!(
+                        "cannot read the config file {}: {e}; fix or remove it",
+                        p.display()
+                    ))
+                })?;
                 Self::from_layers(Some((p, &text)))
             }
             None => Self::builtin(),
