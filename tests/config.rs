@@ -146,7 +146,9 @@ fn an_unreadable_config_is_an_error_not_the_defaults() {
     let not_utf8 = tmp.path().join("latin1.toml");
     std::fs::write(&not_utf8, b"[sampling]\n# caf\xe9\ntemperature = 0.5\n").expect("write");
     for path in [&dangling, &not_utf8] {
-        let err = Config::load(Some(path)).expect_err("unreadable").to_string();
+        let err = Config::load(Some(path))
+            .expect_err("unreadable")
+            .to_string();
         assert!(err.contains("cannot read the config file"), "{err}");
         let out = Command::new(env!("CARGO_BIN_EXE_gemma-chat"))
             .args(["config", "show", "--config"])

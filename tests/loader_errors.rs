@@ -148,7 +148,10 @@ fn ambiguous_or_odd_model_paths_say_what_to_do() {
     )
     .expect_err("two files")
     .to_string();
-    assert!(err.contains("2 .gguf files") && err.contains("a.gguf, b.gguf"), "{err}");
+    assert!(
+        err.contains("2 .gguf files") && err.contains("a.gguf, b.gguf"),
+        "{err}"
+    );
     let err = gemma_chat::load::load(
         std::path::Path::new("/dev/null"),
         &burn::tensor::Device::flex(),

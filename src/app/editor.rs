@@ -57,23 +57,31 @@ impl Editor {
         self.lines[self.row].chars().count()
     }
 
-    /// Types `text` at the cursor (newlines split lines; `\r` is dropped).
+    /// Types `text` at the cursor: `\n`, `\r\n` and a lone `\r` (what tmux sends for a pasted
+    /// newline) split lines, a tab is a space, other control characters are dropped. In one pass
+    /// over the text, whatever its length (a paste of a megabyte is one insert).
     pub fn insert(&mut self, text: &str) {
-        for c in text.chars() {
-            match c {
-                '\n' => self.newline(),
-                '\r' => {}
-                '\t' => self.insert_char(' '),
-                c if c.is_control() => {}
-                c => self.insert_char(c),
-            }
-        }
-    }
-
-    fn insert_char(&mut self, c: char) {
+        let clean = |s: &str| -> String {
+            s.chars()
+                .map(|c| if c == '\t' { ' ' } else { c })
+                .filter(|c| !c.is_control())
+                .collect()
+        };
+        let text = text.replace("\r\n", "\n").replace('\r', "\n");
+        let mut parts = text.split('\n').map(clean);
+        let first = parts.next().unwrap_or_default();
         let at = self.byte(self.col);
-        self.lines[self.row].insert(at, c);
-        self.col += 1;
+        let tail = self.lines[self.row].split_off(at);
+        self.col += first.chars().count();
+        self.lines[self.row].push_str(&first);
+        let more: Vec<String> = parts.collect();
+        if let Some(last) = more.last() {
+            self.col = last.chars().count();
+            let n = more.len();
+            self.lines.splice(self.row + 1..self.row + 1, more);
+            self.row += n;
+        }
+        self.lines[self.row].push_str(&tail);
     }
 
     /// Splits the line at the cursor.
@@ -238,5 +246,22 @@ mod tests {
             e.layout(3),
             (vec!["abc".to_string(), String::new()], (0, 1))
         );
+    }
+
+    /// A paste inserts at the cursor with its line breaks whatever the terminal sends for them
+    /// (LF, CRLF, or CR as tmux does), and a large paste arrives whole.
+    #[test]
+    fn pastes_keep_their_line_breaks_and_arrive_whole() {
+        let mut e = Editor::default();
+        e.insert("ab");
+        e.left();
+        e.insert("1\r2\r\n3\n4\t5\u{1b}");
+        assert_eq!(e.text(), "a1\n2\n3\n4 5b");
+        assert_eq!((e.row, e.col), (3, 3));
+        let big: String = "0123456789abcdef\r".repeat(1 << 16);
+        let mut e = Editor::default();
+        e.insert(&big);
+        assert_eq!(e.lines.len(), (1 << 16) + 1);
+        assert_eq!(e.text().len(), big.len());
     }
 }

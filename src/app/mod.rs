@@ -223,7 +223,7 @@ impl App {
             Msg::Key(k) => self.key(k),
             Msg::Paste(text) => {
                 match &mut self.overlay {
-                    Overlay::Rename(e) => e.insert(&text.replace('\n', " ")),
+                    Overlay::Rename(e) => e.insert(&text.replace(['\n', '\r'], " ")),
                     _ => {
                         if let Some(t) = self.tab_mut() {
                             t.editor.insert(&text);
