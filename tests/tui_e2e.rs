@@ -311,3 +311,69 @@ fn finished_turns_survive_sigkill_mid_generation() {
     });
     quit_and_check_restored(&t);
 }
+
+/// Ctrl+Z suspends with the terminal restored and comes back redrawn; SIGTERM ends the app as a
+/// quit does: the chat (the user's message included) saved, the terminal restored, exit 143.
+#[test]
+fn suspend_resume_and_sigterm_keep_the_terminal_and_the_chat() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let model = tiny_model(dir.path());
+    let cfg = config(dir.path(), 40);
+    let (m, c) = (model.to_string_lossy(), cfg.to_string_lossy());
+    let data = dir.path().join("data");
+    let t = Tmux::start(
+        "gemma-e2e-signals",
+        &data,
+        &["--model", &m, "--config", &c],
+        80,
+        24,
+    );
+    t.wait("the model to load", 60, |s| s.contains("Ready"));
+    let pid: i32 = std::fs::read_to_string(data.join("lock"))
+        .expect("the lock names the process")
+        .trim()
+        .parse()
+        .expect("a pid");
+    let tty_raw = || {
+        let out = Command::new("tmux")
+            .args(["display", "-p", "-t", &t.name, "#{alternate_on}"])
+            .output()
+            .expect("display");
+        String::from_utf8_lossy(&out.stdout).trim() == "1"
+    };
+    t.keys(&["C-z"]);
+    let state = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| s.rsplit(')').next().map(|r| r.trim().chars().next()))
+            .flatten()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while state() != Some('T') && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(state(), Some('T'), "stopped by Ctrl+Z");
+    assert!(!tty_raw(), "the alternate screen is left while suspended");
+    Command::new("kill")
+        .args(["-CONT", &pid.to_string()])
+        .status()
+        .expect("kill");
+    t.wait("the screen back", 10, |s| s.contains("Ready"));
+    t.type_text("remember this line");
+    t.keys(&["Enter"]);
+    t.wait("the answer", 60, |s| s.contains("prefilled"));
+    Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .expect("kill");
+    let s = t.wait("the app to end", 30, |s| s.contains("TTY="));
+    assert!(s.contains("EXIT=143"), "{s}");
+    assert!(s.contains("TTY=icanon"), "the tty is left in raw mode: {s}");
+    let saved: String = std::fs::read_dir(data.join("chats"))
+        .expect("chats")
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+        .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
+        .collect();
+    assert!(saved.contains("remember this line"), "{saved}");
+}

@@ -94,7 +94,11 @@ pub fn run(
     let mut initial = initial;
     initial.extend(app.restore(saved, warnings));
     let path = config_path(common.config.as_deref());
-    tui::run(app, initial, engine, path.as_deref(), chats)?;
+    if let Some(signal) = tui::run(app, initial, engine, path.as_deref(), chats)? {
+        // Ended by a signal, everything saved: the shell sees 128 + its number.
+        drop(_lock);
+        std::process::exit(128 + signal);
+    }
     Ok(())
 }
 

@@ -17,12 +17,14 @@ use crossterm::event::{
     PushKeyboardEnhancementFlags,
 };
 use crossterm::terminal::{
-    EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode, enable_raw_mode,
-    supports_keyboard_enhancement,
+    Clear, ClearType, EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode,
+    enable_raw_mode, supports_keyboard_enhancement,
 };
 use crossterm::{cursor, execute};
 use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGTSTP};
+use signal_hook::iterator::Signals;
 
 use crate::app::persist::saver;
 use crate::app::{App, Msg};
@@ -70,7 +72,7 @@ pub fn run(
     engine: EngineHandle,
     config: Option<&Path>,
     chats: PathBuf,
-) -> Result<()> {
+) -> Result<Option<i32>> {
     let EngineHandle { control, events } = engine;
     for c in initial {
         control.send(c);
@@ -96,14 +98,40 @@ pub fn run(
     let (saver, saver_thread) = saver(chats, move |e| {
         let _ = save_tx.send(Msg::Error(e));
     });
+    // SIGTERM, SIGHUP and SIGINT end the app as a quit does (chats and snapshots saved, the
+    // terminal restored); SIGTSTP suspends it with the terminal restored.
+    let signals = Signals::new([SIGTERM, SIGHUP, SIGINT, SIGTSTP]).map_err(io)?;
+    let signal_handle = signals.handle();
+    let (sig_tx, sig_rx) = channel::<i32>();
+    std::thread::spawn(move || {
+        let mut signals = signals;
+        for s in signals.forever() {
+            if sig_tx.send(s).is_err() {
+                break;
+            }
+        }
+    });
     let mut term = Screen::enter()?;
     spawn_input(tx);
+    let mut ended_by = None;
     let size = term.terminal.size().map_err(io)?;
     app.update(Msg::Resize(size.width, size.height));
     let mut view = View::default();
     let mut frames = Frames::new(Instant::now());
     while !app.quit {
+        for sig in sig_rx.try_iter() {
+            if sig == SIGTSTP {
+                suspend(&mut term, &mut app)?;
+            } else {
+                ended_by = Some(sig);
+                app.quit = true;
+            }
+        }
+        if app.quit {
+            break;
+        }
         match inbox.recv_timeout(frames.wait(Instant::now())) {
+            Ok(Msg::Key(k)) if is_suspend(&k) => suspend(&mut term, &mut app)?,
             Ok(msg) => {
                 for c in app.update(msg) {
                     control.send(c);
@@ -140,6 +168,7 @@ pub fn run(
         let _ = saver.send(job);
     }
     drop(saver);
+    signal_handle.close();
     let failed = saver_thread.join().unwrap_or_default();
     if let Some(last) = failed.last() {
         // After the screen is restored: the user sees it, and the exit code says so.
@@ -150,7 +179,7 @@ pub fn run(
         )));
     }
     drop(control);
-    Ok(())
+    Ok(ended_by)
 }
 
 fn io(e: std::io::Error) -> Error {
@@ -176,6 +205,29 @@ fn spawn_input(tx: Sender<Msg>) {
             }
         }
     });
+}
+
+/// Ctrl+Z: in raw mode the terminal sends it as a key, not as a signal.
+fn is_suspend(k: &crossterm::event::KeyEvent) -> bool {
+    use crossterm::event::{KeyCode, KeyEventKind, KeyModifiers};
+    k.kind != KeyEventKind::Release
+        && k.modifiers.contains(KeyModifiers::CONTROL)
+        && matches!(k.code, KeyCode::Char('z') | KeyCode::Char('Z'))
+}
+
+/// Suspends the app as a shell job: the terminal restored, the process stopped; on `fg` the
+/// screen comes back, redrawn whole.
+fn suspend(term: &mut Screen, app: &mut App) -> Result<()> {
+    restore();
+    let _ = signal_hook::low_level::emulate_default_handler(SIGTSTP);
+    // Continued: the screen as it was, drawn whole. (Not `Terminal::clear`: it asks the
+    // terminal for the cursor position, and the input thread reads the answer.)
+    Screen::setup()?;
+    execute!(stdout(), Clear(ClearType::All)).map_err(io)?;
+    term.terminal.swap_buffers();
+    term.terminal.swap_buffers();
+    app.dirty = true;
+    Ok(())
 }
 
 /// Puts `text` on the clipboard through the terminal (OSC 52), which works over SSH too.
@@ -206,6 +258,13 @@ impl Screen {
                 previous(info);
             }));
         });
+        Self::setup()?;
+        let terminal = Terminal::new(CrosstermBackend::new(stdout())).map_err(io)?;
+        Ok(Self { terminal })
+    }
+
+    /// Raw mode, the alternate screen, paste and mouse reporting (again after a suspend).
+    fn setup() -> Result<()> {
         enable_raw_mode().map_err(io)?;
         let mut out = stdout();
         execute!(
@@ -215,7 +274,9 @@ impl Screen {
             EnableMouseCapture
         )
         .map_err(io)?;
-        if supports_keyboard_enhancement().unwrap_or(false) {
+        // Asked once (the answer comes on stdin, which the input thread reads afterwards).
+        static SUPPORTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        if *SUPPORTED.get_or_init(|| supports_keyboard_enhancement().unwrap_or(false)) {
             // Lets terminals that can tell Shift+Enter from Enter say so.
             let pushed = execute!(
                 out,
@@ -223,8 +284,7 @@ impl Screen {
             );
             ENHANCED.store(pushed.is_ok(), Ordering::SeqCst);
         }
-        let terminal = Terminal::new(CrosstermBackend::new(stdout())).map_err(io)?;
-        Ok(Self { terminal })
+        Ok(())
     }
 }
 
