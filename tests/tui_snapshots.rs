@@ -572,3 +572,50 @@ fn an_engine_that_stops_mid_turn_leaves_the_app_usable() {
     app.update(ctrl('q'));
     assert!(app.quit, "Ctrl+Q still quits");
 }
+
+/// With more tabs than the bar can show, the active one is always in view.
+#[test]
+fn the_tab_bar_scrolls_to_the_active_tab() {
+    let (mut app, _) = new_app();
+    ready(&mut app);
+    for _ in 0..49 {
+        app.update(ctrl('t'));
+    }
+    let bar = |app: &mut App| {
+        let term = draw(app, 80, 12);
+        let buf = term.backend().buffer().clone();
+        (0..80u16)
+            .map(|x| buf[(x, 0)].symbol().to_string())
+            .collect::<String>()
+    };
+    let line = bar(&mut app);
+    assert!(line.contains("50 chat 50"), "{line}");
+    assert!(line.starts_with("‹"), "{line}");
+    app.update(Msg::Key(KeyEvent::new(
+        KeyCode::Char('1'),
+        KeyModifiers::ALT,
+    )));
+    let line = bar(&mut app);
+    assert!(line.contains("1 chat 1"), "{line}");
+}
+
+/// An empty tab leaves no chat file, and empty chats of earlier releases do not come back.
+#[test]
+fn empty_tabs_are_not_kept() {
+    use gemma_chat::app::persist::{SaveJob, SavedChat};
+    let (mut app, _) = new_app();
+    ready(&mut app);
+    app.save_all();
+    let jobs = app.take_saves();
+    assert!(
+        jobs.iter().all(|j| matches!(j, SaveJob::Remove(_))),
+        "{jobs:?}"
+    );
+    let empty: SavedChat = serde_json::from_str(
+        r#"{"version":2,"order":0,"title":"e","model":"m","thinking":false,"messages":[]}"#,
+    )
+    .expect("parses");
+    let (mut app, _) = new_app();
+    app.restore(vec![("chat-empty".into(), empty)], Vec::new());
+    assert!(app.tabs.iter().all(|t| t.uid != "chat-empty"));
+}

@@ -109,6 +109,8 @@ pub enum SaveJob {
     Write(String, Box<SavedChat>),
     /// Move the file named `uid` to `closed/`.
     Archive(String),
+    /// Remove the file named `uid`, if there is one (an empty tab).
+    Remove(String),
 }
 
 impl App {
@@ -137,12 +139,16 @@ impl App {
         }
     }
 
-    /// Queues a save of tab `i`.
+    /// Queues a save of tab `i`; a tab with nothing in it leaves no file (it would come back
+    /// empty at every start).
     pub(super) fn save(&mut self, i: usize) {
-        if i < self.tabs.len() {
-            let job = SaveJob::Write(self.tabs[i].uid.clone(), Box::new(self.saved(i)));
-            self.saves.push(job);
-        }
+        let Some(t) = self.tabs.get(i) else { return };
+        let job = if t.messages.is_empty() {
+            SaveJob::Remove(t.uid.clone())
+        } else {
+            SaveJob::Write(t.uid.clone(), Box::new(self.saved(i)))
+        };
+        self.saves.push(job);
     }
 
     /// Queues a save of every tab (on quit, and when tabs moved).
@@ -166,6 +172,8 @@ impl App {
     ) -> Vec<Command> {
         let mut cmds = Vec::new();
         chats.sort_by_key(|(_, c)| c.order);
+        // Empty chats (saved by earlier releases) are not brought back.
+        chats.retain(|(_, c)| !c.messages.is_empty());
         if !chats.is_empty() {
             for t in &self.tabs {
                 cmds.push(Command::CloseTab { tab: t.id });
@@ -306,6 +314,11 @@ pub fn saver(
                 SaveJob::Write(uid, chat) => serde_json::to_vec_pretty(&chat)
                     .map_err(std::io::Error::other)
                     .and_then(|bytes| write_atomic(&dir.join(format!("{uid}.json")), &bytes)),
+                SaveJob::Remove(uid) => match std::fs::remove_file(dir.join(format!("{uid}.json")))
+                {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+                    _ => Ok(()),
+                },
                 SaveJob::Archive(uid) => {
                     let from = dir.join(format!("{uid}.json"));
                     let closed = dir.join("closed");

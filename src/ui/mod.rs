@@ -136,7 +136,22 @@ fn tab_bar(f: &mut Frame, area: Rect, app: &App) {
         spans.push(Span::styled(label, style));
         spans.push(Span::raw(" "));
     }
-    f.render_widget(Paragraph::new(Line::from(spans)), area);
+    // Too many tabs for the width: leave out tabs on the left until the active one shows, with
+    // `‹` saying some are hidden.
+    let width = |spans: &[Span]| spans.iter().map(|s| s.content.width()).sum::<usize>();
+    let active_end = 2 * app.active + 2;
+    let mut first = 0;
+    while first < app.active
+        && width(&spans[2 * first..active_end.min(spans.len())]) + 2 > area.width as usize
+    {
+        first += 1;
+    }
+    let mut shown: Vec<Span> = Vec::new();
+    if first > 0 {
+        shown.push(Span::styled("‹ ", theme.dim));
+    }
+    shown.extend(spans.drain(2 * first..));
+    f.render_widget(Paragraph::new(Line::from(shown)), area);
 }
 
 fn input(f: &mut Frame, area: Rect, app: &App) {
