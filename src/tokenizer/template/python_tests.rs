@@ -109,3 +109,15 @@ fn strftime_matches_known_dates() {
     );
     assert_eq!(strftime::strftime("%d %b %Y", 951_782_400), "29 Feb 2000");
 }
+
+/// Found by tests/fuzz.rs: `{%}` (the opening and closing overlap) is left to the parser to
+/// refuse instead of slicing backwards.
+#[test]
+fn an_overlapping_tag_does_not_panic() {
+    assert_eq!(without_generation_tags("a{%}b"), "a{%}b");
+    // As jinja2 lexes it: the block opened by `{%` runs to the next `%}`.
+    assert_eq!(
+        without_generation_tags("{%} x %}{% generation %}y{% endgeneration %}"),
+        "{%} x %}{% if true %}y{% endif %}"
+    );
+}
