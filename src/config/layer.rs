@@ -226,8 +226,6 @@ impl UiTable {
                     "`ui.keys.quit` is empty: there would be no key to quit".into(),
                 ));
             }
-        }
-        for (name, chords) in self.keys.iter().flatten() {
             if super::action::Action::from_name(name).is_none() {
                 return Err((
                     chords.span(),
