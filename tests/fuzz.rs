@@ -5,8 +5,9 @@
 //! the target, the iteration and the input's hash; an abort (stack overflow, allocation
 //! failure) fails the whole run. Set `GEMMA_CHAT_FUZZ_ITERS` for a longer run.
 //!
-//! Targets: the GGUF reader and its model config, `config.json`, the TOML config, chat files
-//! (parsed and restored into the app), chat templates (compiled and rendered).
+//! Targets: the GGUF reader and its model config, a safetensors checkpoint's header (the whole
+//! load, model built), `config.json`, the TOML config, chat files, chat templates (compiled and
+//! rendered), and KV snapshots (metadata and data, loaded into a session).
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
@@ -86,11 +87,16 @@ fn mutate(seed: &[u8], hot: usize, rng: &mut StdRng) -> Vec<u8> {
 
 /// Runs `target` on `iterations()` mutations of each seed; panics are collected and reported.
 fn fuzz(name: &str, seeds: &[Vec<u8>], hot: usize, target: impl Fn(&[u8])) -> usize {
+    fuzz_n(name, seeds, hot, iterations(), target)
+}
+
+/// [`fuzz`] with `n` mutations per seed (for targets that load a whole model).
+fn fuzz_n(name: &str, seeds: &[Vec<u8>], hot: usize, n: usize, target: impl Fn(&[u8])) -> usize {
     let mut rng = StdRng::seed_from_u64(0x0067_656d_6d61);
     let mut panics = Vec::new();
     let mut ran = 0;
     for seed in seeds {
-        for i in 0..iterations() {
+        for i in 0..n {
             let input = mutate(seed, hot, &mut rng);
             ran += 1;
             if catch_unwind(AssertUnwindSafe(|| target(&input))).is_err() {
@@ -204,6 +210,64 @@ fn chat_templates() {
         };
         if let Ok(t) = ChatTemplate::new(&source, "<bos>", "<eos>") {
             let _ = t.render(&messages, true, Some(false));
+        }
+    });
+}
+
+#[test]
+fn safetensors_checkpoints() {
+    let from = root().join("tests/fixtures/oracle/gemma3");
+    let seed = std::fs::read(from.join("model.safetensors")).expect("weights");
+    // The 8-byte length and the JSON header.
+    let header = 8 + u64::from_le_bytes(seed[..8].try_into().expect("8 bytes")) as usize;
+    let dir = tempfile::tempdir().expect("tmp");
+    std::fs::copy(from.join("config.json"), dir.path().join("config.json")).expect("config");
+    let path = dir.path().join("model.safetensors");
+    let n = (iterations() / 10).max(50);
+    fuzz_n("safetensors", &[seed], header, n, |bytes| {
+        std::fs::write(&path, bytes).expect("write");
+        let _ = gemma_chat::load::load(
+            dir.path(),
+            &burn::tensor::Device::flex(),
+            gemma_chat::model::ComputeDtype::F32,
+            &mut |_, _| {},
+        );
+    });
+}
+
+#[test]
+fn kv_snapshots() {
+    use gemma_chat::engine::kv_store::KvStore;
+    use gemma_chat::engine::session::Session;
+    let from = root().join("tests/fixtures/oracle/gemma4_e2b_style");
+    let lm = gemma_chat::load::load(
+        &from,
+        &burn::tensor::Device::flex(),
+        gemma_chat::model::ComputeDtype::F32,
+        &mut |_, _| {},
+    )
+    .expect("load");
+    let m = &lm.model;
+    let dir = tempfile::tempdir().expect("tmp");
+    let store = KvStore::new(dir.path().to_path_buf(), &from, m, 1 << 30);
+    let convo: Vec<u32> = (0..12).map(|i| 3 + i * 11).collect();
+    let mut s = Session::new(m);
+    s.prefill(m, &convo, 4).expect("prefill");
+    store.save(&convo, &s, 0).expect("save");
+    let file = std::fs::read_dir(dir.path())
+        .expect("dir")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "kv"))
+        .expect("a snapshot");
+    let seed = std::fs::read(&file).expect("read");
+    let header = 8 + u64::from_le_bytes(seed[..8].try_into().expect("8 bytes")) as usize;
+    fuzz("kv snapshots", &[seed], header + 64, |bytes| {
+        std::fs::write(&file, bytes).expect("write");
+        let mut session = Session::new(m);
+        if store.load(&convo, m, &mut session) {
+            // What loads is consistent.
+            assert_eq!(session.position(), session.resident().len());
         }
     });
 }
