@@ -251,6 +251,30 @@ impl Tab {
     }
 }
 
+/// Removes closed tabs' chats (in `dir/closed/`) last written more than `days` days ago (0:
+/// none); how many went.
+pub fn prune_closed(dir: &Path, days: u64) -> usize {
+    if days == 0 {
+        return 0;
+    }
+    let keep = std::time::Duration::from_secs(days.saturating_mul(86_400));
+    let Ok(entries) = std::fs::read_dir(dir.join("closed")) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+        .filter(|e| {
+            e.metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age > keep)
+        })
+        .filter(|e| std::fs::remove_file(e.path()).is_ok())
+        .count()
+}
+
 /// Reads every chat in `dir`. A file that cannot be read or parsed is moved to `damaged/`
 /// (never deleted) and named in a warning.
 pub fn load_chats(dir: &Path) -> (Vec<(String, SavedChat)>, Vec<String>) {
@@ -405,5 +429,25 @@ mod tests {
         let failed = handle.join().expect("saver");
         assert_eq!(failed.len(), 1, "{failed:?}");
         assert_eq!(seen.lock().expect("lock").len(), 1);
+    }
+
+    #[test]
+    fn closed_chats_older_than_the_limit_are_pruned() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let closed = dir.path().join("closed");
+        std::fs::create_dir_all(&closed).expect("dir");
+        let old = closed.join("old.json");
+        let new = closed.join("new.json");
+        std::fs::write(&old, b"{}").expect("write");
+        std::fs::write(&new, b"{}").expect("write");
+        let long_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(40 * 86_400);
+        std::fs::File::options()
+            .write(true)
+            .open(&old)
+            .and_then(|f| f.set_modified(long_ago))
+            .expect("mtime");
+        assert_eq!(prune_closed(dir.path(), 0), 0, "0 keeps them");
+        assert_eq!(prune_closed(dir.path(), 30), 1);
+        assert!(!old.exists() && new.exists());
     }
 }

@@ -90,6 +90,11 @@ pub fn run(
     );
     app.config = Some(Box::new(config));
     let chats = data.join("chats");
+    let keep_closed = app
+        .config
+        .as_ref()
+        .map_or(0, |c| c.sessions.keep_closed_days);
+    gemma_chat::app::persist::prune_closed(&chats, keep_closed);
     let (saved, warnings) = load_chats(&chats);
     let mut initial = initial;
     initial.extend(app.restore(saved, warnings));

@@ -64,6 +64,7 @@ pub struct SessionsTable {
     pub host_budget_mb: Option<Spanned<i64>>,
     pub thinking_policy: Option<Spanned<String>>,
     pub kv_disk_mb: Option<Spanned<i64>>,
+    pub keep_closed_days: Option<Spanned<i64>>,
 }
 
 /// `[ui]` as written.
@@ -206,6 +207,12 @@ impl SessionsTable {
             "sessions.kv_disk_mb",
             0,
             "0 or more (0 turns warm restart off)",
+        )?;
+        int(
+            &self.keep_closed_days,
+            "sessions.keep_closed_days",
+            0,
+            "0 or more (0 keeps closed chats for ever)",
         )?;
         one_of(
             &self.thinking_policy,

@@ -84,6 +84,8 @@ pub struct SessionsConfig {
     pub thinking_policy: String,
     /// MiB of disk for warm-restart KV snapshots (0: off).
     pub kv_disk_mb: u64,
+    /// Days closed tabs' chats are kept (0: for ever).
+    pub keep_closed_days: u64,
 }
 
 /// `[ui]`: looks and keys.
@@ -183,6 +185,7 @@ impl Config {
             d.memory_budget_mb = count(&s.memory_budget_mb).unwrap_or(d.memory_budget_mb);
             d.host_budget_mb = count(&s.host_budget_mb).unwrap_or(d.host_budget_mb);
             d.kv_disk_mb = count(&s.kv_disk_mb).unwrap_or(d.kv_disk_mb);
+            d.keep_closed_days = count(&s.keep_closed_days).unwrap_or(d.keep_closed_days);
             set(&mut d.thinking_policy, &s.thinking_policy);
         }
         if let Some(u) = &l.ui {
