@@ -1,39 +1,19 @@
 //! GGUF files that cannot be used say why: a truncated file, an unknown tensor type, an
 //! unsupported architecture.
 
+mod common;
+
 use std::path::Path;
 
+use common::gguf::{V, gguf};
 use gemma_chat::loader::gguf::GgufFile;
 use gemma_chat::model::gguf_config::model_config;
 
-/// A minimal GGUF v3 file: `kv` string metadata and one tensor.
+/// A minimal GGUF v3 file: `kv` string metadata and one tensor at offset 0.
 fn write_gguf(path: &Path, kv: &[(&str, &str)], tensor: (&str, &[u64], u32), data: usize) {
-    let mut b = Vec::new();
-    let s = |b: &mut Vec<u8>, t: &str| {
-        b.extend((t.len() as u64).to_le_bytes());
-        b.extend(t.as_bytes());
-    };
-    b.extend(b"GGUF");
-    b.extend(3u32.to_le_bytes());
-    b.extend(1u64.to_le_bytes());
-    b.extend((kv.len() as u64).to_le_bytes());
-    for (k, v) in kv {
-        s(&mut b, k);
-        b.extend(8u32.to_le_bytes());
-        s(&mut b, v);
-    }
-    s(&mut b, tensor.0);
-    b.extend((tensor.1.len() as u32).to_le_bytes());
-    for d in tensor.1 {
-        b.extend(d.to_le_bytes());
-    }
-    b.extend(tensor.2.to_le_bytes());
-    b.extend(0u64.to_le_bytes());
-    while b.len() % 32 != 0 {
-        b.push(0);
-    }
-    b.extend(std::iter::repeat_n(0u8, data));
-    std::fs::write(path, b).expect("write");
+    let kv: Vec<(&str, V)> = kv.iter().map(|&(k, v)| (k, V::Str(v))).collect();
+    let bytes = gguf(&kv, &[(tensor.0, tensor.1, tensor.2, 0)], data);
+    std::fs::write(path, bytes).expect("write");
 }
 
 #[test]

@@ -1,69 +1,14 @@
 //! Hostile model files, generated here: every one is refused with a message that says what is
 //! wrong, never a panic, an abort or an allocation sized by the file's claims.
 
+mod common;
+
 use std::path::Path;
 
+use common::gguf::{V, gguf};
 use gemma_chat::loader::gguf::GgufFile;
 use gemma_chat::model::config::ModelConfig;
 use gemma_chat::model::gguf_config::model_config;
-
-/// A metadata value to write.
-enum V {
-    U32(u32),
-    U64(u64),
-    Str(&'static str),
-    /// Raw bytes after the type id (for malformed values).
-    Raw(u32, Vec<u8>),
-}
-
-/// A GGUF v3 file from its parts: metadata, tensor infos `(name, dims, type, offset)`, and
-/// `data` bytes after the aligned header.
-fn gguf(kv: &[(&str, V)], tensors: &[(&str, &[u64], u32, u64)], data: usize) -> Vec<u8> {
-    let mut b = Vec::new();
-    let s = |b: &mut Vec<u8>, t: &str| {
-        b.extend((t.len() as u64).to_le_bytes());
-        b.extend(t.as_bytes());
-    };
-    b.extend(b"GGUF");
-    b.extend(3u32.to_le_bytes());
-    b.extend((tensors.len() as u64).to_le_bytes());
-    b.extend((kv.len() as u64).to_le_bytes());
-    for (k, v) in kv {
-        s(&mut b, k);
-        match v {
-            V::U32(x) => {
-                b.extend(4u32.to_le_bytes());
-                b.extend(x.to_le_bytes());
-            }
-            V::U64(x) => {
-                b.extend(10u32.to_le_bytes());
-                b.extend(x.to_le_bytes());
-            }
-            V::Str(t) => {
-                b.extend(8u32.to_le_bytes());
-                s(&mut b, t);
-            }
-            V::Raw(ty, bytes) => {
-                b.extend(ty.to_le_bytes());
-                b.extend(bytes);
-            }
-        }
-    }
-    for (name, dims, ty, offset) in tensors {
-        s(&mut b, name);
-        b.extend((dims.len() as u32).to_le_bytes());
-        for d in *dims {
-            b.extend(d.to_le_bytes());
-        }
-        b.extend(ty.to_le_bytes());
-        b.extend(offset.to_le_bytes());
-    }
-    while b.len() % 32 != 0 {
-        b.push(0);
-    }
-    b.extend(std::iter::repeat_n(0u8, data));
-    b
-}
 
 fn open(dir: &Path, bytes: &[u8]) -> Result<GgufFile, String> {
     let path = dir.join("m.gguf");

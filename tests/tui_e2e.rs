@@ -140,30 +140,33 @@ fn quit_and_check_restored(t: &Tmux) {
     );
 }
 
-#[test]
-fn tiny_model_chats_in_tabs_and_quits_cleanly() {
+/// The tiny model in a fresh directory, started in tmux session `name` (80 x 24) and loaded:
+/// the directory (kept alive by the caller), the app's data dir, its arguments, the session.
+fn start_tiny(name: &str) -> (tempfile::TempDir, PathBuf, Vec<String>, Tmux) {
     let dir = tempfile::tempdir().expect("tempdir");
     let model = tiny_model(dir.path());
     let cfg = config(dir.path(), 40);
-    let (m, c) = (model.to_string_lossy(), cfg.to_string_lossy());
+    let args: Vec<String> = vec![
+        "--model".into(),
+        model.to_string_lossy().into_owned(),
+        "--config".into(),
+        cfg.to_string_lossy().into_owned(),
+    ];
     let data = dir.path().join("data");
-    let t = Tmux::start(
-        "gemma-e2e-tiny",
-        &data,
-        &["--model", &m, "--config", &c],
-        80,
-        24,
-    );
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let t = Tmux::start(name, &data, &refs, 80, 24);
     t.wait("the model to load", 60, |s| s.contains("Ready"));
+    (dir, data, args, t)
+}
+
+#[test]
+fn tiny_model_chats_in_tabs_and_quits_cleanly() {
+    let (dir, data, args, t) = start_tiny("gemma-e2e-tiny");
+    let cfg = PathBuf::from(&args[3]);
     // A second instance on the same data dir is refused before it touches the terminal, and
     // says who holds it.
-    let second = Tmux::start(
-        "gemma-e2e-tiny-second",
-        &data,
-        &["--model", &m, "--config", &c],
-        200,
-        10,
-    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let second = Tmux::start("gemma-e2e-tiny-second", &data, &args, 200, 10);
     let s = second.wait("the second instance to refuse", 30, |s| s.contains("EXIT="));
     assert!(
         s.contains("another gemma-chat (process") && s.contains("EXIT=1"),
@@ -316,19 +319,7 @@ fn finished_turns_survive_sigkill_mid_generation() {
 /// quit does: the chat (the user's message included) saved, the terminal restored, exit 143.
 #[test]
 fn suspend_resume_and_sigterm_keep_the_terminal_and_the_chat() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let model = tiny_model(dir.path());
-    let cfg = config(dir.path(), 40);
-    let (m, c) = (model.to_string_lossy(), cfg.to_string_lossy());
-    let data = dir.path().join("data");
-    let t = Tmux::start(
-        "gemma-e2e-signals",
-        &data,
-        &["--model", &m, "--config", &c],
-        80,
-        24,
-    );
-    t.wait("the model to load", 60, |s| s.contains("Ready"));
+    let (_dir, data, _, t) = start_tiny("gemma-e2e-signals");
     let pid: i32 = std::fs::read_to_string(data.join("lock"))
         .expect("the lock names the process")
         .trim()

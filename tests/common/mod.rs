@@ -2,6 +2,8 @@
 // Each test crate uses a different subset.
 #![allow(dead_code)]
 
+pub mod gguf;
+
 use std::path::{Path, PathBuf};
 
 use gemma_chat::load::LoadedModel;
