@@ -453,3 +453,73 @@ fn a_restored_tab_holds_what_a_warm_tab_holds() {
         "the rebuilt conversation reads as the warm one"
     );
 }
+
+/// A checkpoint's template that outgrows its memory on the second turn (it grows with the
+/// conversation, so a render at load would pass it): that turn is answered with the built-in
+/// layout and the user is told why, once; the app's memory is untouched.
+#[test]
+fn a_template_that_outgrows_its_memory_is_refused_and_the_builtin_layout_answers() {
+    let dir = fixture("gemma4_moe", None);
+    std::fs::write(
+        dir.path().join("chat_template.jinja"),
+        "{{ bos_token }}{% if messages|length > 2 %}{% set ns = namespace(s='x') %}\
+         {% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{% endif %}\
+         {% for m in messages %}<|turn>{{ 'model' if m.role == 'assistant' else m.role }}\n\
+         {{ m.content | trim }}<turn|>\n{% endfor %}\
+         {% if add_generation_prompt %}<|turn>model\n<|channel>thought\n<channel|>{% endif %}",
+    )
+    .expect("template");
+    let h = engine(dir.path());
+    setup(&h, 1, None, false);
+    let first = turn(&h, dir.path(), 1, "Hi there");
+    assert_eq!(first.reuse, Reuse::New);
+    h.send(Command::Submit {
+        tab: 1,
+        text: "Again".into(),
+    });
+    let (mut warned, mut finished) = (Vec::new(), false);
+    while !finished {
+        match h
+            .events
+            .recv_timeout(Duration::from_secs(120))
+            .expect("event")
+        {
+            Event::TemplateFallback { error, .. } => warned.push(error),
+            Event::Finished { stats, .. } => {
+                // The built-in layout continues the same conversation warm.
+                assert_eq!(stats.reuse, Reuse::ExactPrefix);
+                assert_eq!(stats.reused_tokens, first.ids.len());
+                finished = true;
+            }
+            Event::Failed { error, .. } => panic!("failed: {error}"),
+            _ => {}
+        }
+    }
+    assert_eq!(warned.len(), 1, "{warned:?}");
+    assert!(
+        warned[0].contains("chat_template.jinja") && warned[0].contains("MiB of memory"),
+        "{}",
+        warned[0]
+    );
+    // The tab goes on (the refused template is not run again: see the unit test in turns.rs).
+    turn_with_fallback(&h, 1, "And again");
+}
+
+/// Sends `text` and waits for the turn to finish, a template fallback allowed.
+fn turn_with_fallback(h: &EngineHandle, tab: TabId, text: &str) {
+    h.send(Command::Submit {
+        tab,
+        text: text.into(),
+    });
+    loop {
+        match h
+            .events
+            .recv_timeout(Duration::from_secs(120))
+            .expect("event")
+        {
+            Event::Finished { tab: t, .. } if t == tab => return,
+            Event::Failed { error, .. } => panic!("failed: {error}"),
+            _ => {}
+        }
+    }
+}

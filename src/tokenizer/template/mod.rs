@@ -5,6 +5,7 @@
 //! missing or fails.
 
 pub mod python;
+pub mod sandbox;
 pub mod turns;
 
 use std::path::Path;
@@ -23,6 +24,8 @@ pub struct TemplateError {
     pub what: String,
     /// The template's line, when known.
     pub line: Option<usize>,
+    /// It ran into a limit (work, output, memory or time): the template is refused, not retried.
+    pub limit: bool,
 }
 
 impl From<TemplateError> for crate::error::Error {
@@ -38,6 +41,9 @@ pub struct ChatTemplate {
     bos: String,
     eos: String,
     origin: String,
+    /// Rendered in [`sandbox`] (the checkpoint's own templates), or here (the built-in layouts).
+    isolated: bool,
+    sandbox: sandbox::Sandbox,
 }
 
 /// A template's source text and where it came from.
@@ -85,8 +91,8 @@ impl TemplateSource {
 }
 
 impl ChatTemplate {
-    /// Compiles `source`; `bos` and `eos` are the token texts the template may emit (the engine
-    /// adds BOS as an id instead).
+    /// Compiles `source`, an untrusted template (each render runs in the [`sandbox`]); `bos` and
+    /// `eos` are the token texts the template may emit (the engine adds BOS as an id instead).
     pub fn new(source: &TemplateSource, bos: &str, eos: &str) -> Result<Self, TemplateError> {
         let mut env = python::environment();
         env.add_template_owned("chat", python::without_generation_tags(&source.text))
@@ -96,7 +102,41 @@ impl ChatTemplate {
             bos: bos.to_string(),
             eos: eos.to_string(),
             origin: source.origin.clone(),
+            isolated: true,
+            sandbox: sandbox::Sandbox::default(),
         })
+    }
+
+    /// Makes the sandbox's helper process now, while the process is small; the first render
+    /// makes it otherwise.
+    pub fn start_sandbox(&self) {
+        if self.isolated {
+            self.sandbox.start(&|request| self.render_request(request));
+        }
+    }
+
+    /// A render request as it crosses to the sandbox.
+    fn request(
+        messages: &serde_json::Value,
+        add_generation_prompt: bool,
+        thinking: Option<bool>,
+    ) -> Vec<u8> {
+        serde_json::to_vec(&(messages, add_generation_prompt, thinking)).unwrap_or_default()
+    }
+
+    /// A request rendered (in the sandbox).
+    fn render_request(&self, request: &[u8]) -> Result<String, TemplateError> {
+        let (messages, add_generation_prompt, thinking): (serde_json::Value, bool, Option<bool>) =
+            serde_json::from_slice(request).map_err(|e| self.fault(&format!("request: {e}")))?;
+        self.render_here(&messages, add_generation_prompt, thinking)
+    }
+
+    /// This template rendered in-process: for the built-in layouts, which are known to be small.
+    pub(crate) fn trusted(self) -> Self {
+        Self {
+            isolated: false,
+            ..self
+        }
     }
 
     /// Where the template came from.
@@ -108,6 +148,22 @@ impl ChatTemplate {
     /// as transformers' `apply_chat_template` renders it: `thinking` is passed as
     /// `enable_thinking` when given, `tools` and `documents` are none.
     pub fn render(
+        &self,
+        messages: &serde_json::Value,
+        add_generation_prompt: bool,
+        thinking: Option<bool>,
+    ) -> Result<String, TemplateError> {
+        if self.isolated {
+            let request = Self::request(messages, add_generation_prompt, thinking);
+            self.sandbox
+                .run(&self.origin, &request, &|r| self.render_request(r))
+        } else {
+            self.render_here(messages, add_generation_prompt, thinking)
+        }
+    }
+
+    /// [`Self::render`] in this process.
+    fn render_here(
         &self,
         messages: &serde_json::Value,
         add_generation_prompt: bool,
@@ -132,11 +188,7 @@ impl ChatTemplate {
         };
         let mut out = Limited::default();
         match tpl.render_captured_to(ctx, &mut out) {
-            Ok(_) => String::from_utf8(out.bytes).map_err(|_| TemplateError {
-                origin: self.origin.clone(),
-                what: "wrote invalid UTF-8".into(),
-                line: None,
-            }),
+            Ok(_) => String::from_utf8(out.bytes).map_err(|_| self.fault("wrote invalid UTF-8")),
             Err(_) if out.over => Err(TemplateError {
                 origin: self.origin.clone(),
                 what: format!(
@@ -144,6 +196,7 @@ impl ChatTemplate {
                     python::MAX_OUTPUT >> 20
                 ),
                 line: None,
+                limit: true,
             }),
             Err(e) => Err(error(&self.origin, "failed", &e)),
         }
@@ -169,6 +222,7 @@ impl ChatTemplate {
             origin: self.origin.clone(),
             what: what.to_string(),
             line: None,
+            limit: false,
         }
     }
 }
@@ -187,6 +241,7 @@ fn error(origin: &str, doing: &str, e: &minijinja::Error) -> TemplateError {
         origin: origin.to_string(),
         what,
         line: e.line(),
+        limit: e.kind() == ErrorKind::OutOfFuel,
     }
 }
 
@@ -249,6 +304,32 @@ mod tests {
             .render(&serde_json::json!([]), true, None)
             .expect_err("too big");
         assert!(e.what.contains("MiB"), "{e}");
+    }
+
+    #[test]
+    fn memory_is_bounded() {
+        // Each doubling is one instruction: fuel cannot stop this, the child's limit does.
+        let doubling = "{% set ns = namespace(s='x') %}{% for i in range(64) %}\
+                        {% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s|length }}";
+        let replacing = "{% set ns = namespace(s='x') %}{% for i in range(64) %}\
+                         {% set ns.s = ns.s|replace('x', 'xxxxxxxx') %}{% endfor %}";
+        for source in [doubling, replacing] {
+            let t = compile(source).expect("compiles");
+            let started = std::time::Instant::now();
+            let e = t
+                .render(&serde_json::json!([]), true, None)
+                .expect_err("too big");
+            assert!(
+                e.what.contains("MiB of memory"),
+                "{source}: {e} after {:?}",
+                started.elapsed()
+            );
+            assert_eq!(e.origin, "test.jinja");
+        }
+        // The same process renders on.
+        let t = compile("{{ messages[0].content }}").expect("ok");
+        let m = serde_json::json!([{"role": "user", "content": "still here"}]);
+        assert_eq!(t.render(&m, true, None).expect("renders"), "still here");
     }
 
     #[test]

@@ -86,6 +86,8 @@ impl ChatTemplate {
 pub struct ChatFormat {
     own: Option<Result<ChatTemplate, TemplateError>>,
     builtin: ChatTemplate,
+    /// The checkpoint's template ran into a limit once: the built-in layout stands in from then.
+    refused: std::sync::OnceLock<TemplateError>,
 }
 
 /// The chat layouts built in, one per Gemma generation.
@@ -121,12 +123,17 @@ impl ChatFormat {
     /// generation, with BOS and EOS texts `bos` and `eos`.
     pub fn new(own: Option<&TemplateSource>, builtin: Builtin, bos: &str, eos: &str) -> Self {
         let builtin = builtin.source();
-        let Ok(builtin) = ChatTemplate::new(&builtin, bos, eos) else {
+        let Ok(builtin) = ChatTemplate::new(&builtin, bos, eos).map(ChatTemplate::trusted) else {
             unreachable!("the built-in templates compile (tested)")
         };
+        let own = own.map(|s| ChatTemplate::new(s, bos, eos));
+        if let Some(Ok(t)) = &own {
+            t.start_sandbox();
+        }
         Self {
-            own: own.map(|s| ChatTemplate::new(s, bos, eos)),
+            own,
             builtin,
+            refused: std::sync::OnceLock::new(),
         }
     }
 
@@ -142,19 +149,26 @@ impl ChatFormat {
     }
 
     /// A new user turn, rendered with the checkpoint's template; when that fails, with the
-    /// built-in layout, and the template's error comes back beside it.
+    /// built-in layout, and the template's error comes back beside it. A template that ran into
+    /// a limit is not run again.
     pub fn next_turn(
         &self,
         c: &Conversation,
         user: &str,
     ) -> Result<(TurnText, Option<TemplateError>), TemplateError> {
-        let failed = match &self.own {
-            None => None,
-            Some(Ok(t)) => match t.next_turn(c, user) {
+        let failed = match (&self.own, self.refused.get()) {
+            (None, _) => None,
+            (Some(_), Some(e)) => Some(e.clone()),
+            (Some(Ok(t)), None) => match t.next_turn(c, user) {
                 Ok(turn) => return Ok((turn, None)),
-                Err(e) => Some(e),
+                Err(e) => {
+                    if e.limit {
+                        let _ = self.refused.set(e.clone());
+                    }
+                    Some(e)
+                }
             },
-            Some(Err(e)) => Some(e.clone()),
+            (Some(Err(e)), None) => Some(e.clone()),
         };
         Ok((self.builtin.next_turn(c, user)?, failed))
     }
@@ -233,12 +247,23 @@ mod tests {
             "{{ messages[0].nope.deeper }}",
             "{% if %}",
             "{{ 'no user text' }}",
+            // Grows with the conversation: a probe render would pass it, every turn is bounded.
+            "{% set ns = namespace(s='') %}{% for m in messages %}{% for i in range(64) %}\
+             {% set ns.s = ns.s ~ m.content ~ ns.s %}{% endfor %}{% endfor %}{{ ns.s }}",
         ] {
             let f = format(Builtin::Gemma3, Some(bad));
             let (t, err) = f.next_turn(&c, "hi").expect("the built-in layout renders");
             assert_eq!(t.turn, "hi<end_of_turn>\n<start_of_turn>model\n");
             let err = err.expect("the template's error comes back");
             assert!(err.to_string().contains("test.jinja"), "{err}");
+            assert_eq!(err.limit, bad.contains("namespace"), "{err}");
+            // A limit refuses the template: the next turn does not run it again.
+            let started = std::time::Instant::now();
+            let (_, again) = f.next_turn(&c, "hi").expect("renders");
+            if err.limit {
+                assert_eq!(again.as_ref(), Some(&err));
+                assert!(started.elapsed() < std::time::Duration::from_millis(200));
+            }
         }
     }
 }
