@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds llama.cpp's own tools (llama-quantize, llama-bench) from the llama.cpp tree vendored in
-# the llama-cpp-python sdist on PyPI, once, into a cache outside the repository; prints the
-# directory holding the binaries. The peer for benchmarks and the quantizer for test fixtures.
+# Builds llama.cpp's own tools (llama-quantize, llama-bench, llama-server, ggml-rpc-server) from the
+# llama.cpp tree vendored in the llama-cpp-python sdist on PyPI, once, into a cache outside the
+# repository; prints the directory holding the binaries. The peer for benchmarks, the quantizer for
+# test fixtures, and the server (with RPC workers) the remote engine's tests drive.
 #
 #   scripts/llama-cpp.sh            # → ~/.cache/gemma-chat/llama.cpp-0.3.36/bin
 #
@@ -19,7 +20,10 @@ case "$SIMD" in
   *) echo "LLAMA_SIMD must be avx2 (or unset)" >&2; exit 2 ;;
 esac
 BIN="$DIR/bin"
-if [ -x "$BIN/llama-quantize" ] && [ -x "$BIN/llama-bench" ]; then
+TOOLS=(llama-quantize llama-bench llama-server ggml-rpc-server)
+have=1
+for t in "${TOOLS[@]}"; do [ -x "$BIN/$t" ] || have=0; done
+if [ "$have" = 1 ]; then
   echo "$BIN"
   exit 0
 fi
@@ -63,9 +67,10 @@ if [ "$SIMD" = native ]; then
 fi
 echo "== building llama.cpp $VERSION: ${flags[*]}" >&2
 "$CMAKE" -S "$SRC" -B "$DIR/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF "${flags[@]}" \
-  -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
+  -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON \
+  -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF -DGGML_RPC=ON \
   -DBUILD_SHARED_LIBS=OFF >&2
-"$CMAKE" --build "$DIR/build" -j "$(nproc)" --target llama-quantize llama-bench >&2
+"$CMAKE" --build "$DIR/build" -j "$(nproc)" --target "${TOOLS[@]}" >&2
 mkdir -p "$BIN"
-cp "$DIR/build/bin/llama-quantize" "$DIR/build/bin/llama-bench" "$BIN/"
+for t in "${TOOLS[@]}"; do cp "$DIR/build/bin/$t" "$BIN/"; done
 echo "$BIN"
