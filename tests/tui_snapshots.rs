@@ -4,11 +4,13 @@
 use std::time::{Duration, Instant};
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-use gemma_chat::app::{App, ModelState, Msg, Overlay, TurnSettings};
+use gemma_chat::app::{App, Loading, ModelState, Msg, Overlay, TurnSettings};
 use gemma_chat::config::Config;
 use gemma_chat::config::keymap::Keymap;
 use gemma_chat::config::resolve::{SamplingLayer, Source};
-use gemma_chat::engine::protocol::{Command, Event, Reuse, TabId, Tier, TurnEnd, TurnStats};
+use gemma_chat::engine::protocol::{
+    Command, Event, ProgressUnit, Reuse, TabId, Tier, TurnEnd, TurnStats,
+};
 use gemma_chat::ui::{self, view::View};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
@@ -21,7 +23,7 @@ fn new_app() -> (App, Vec<Command>) {
         backend: "cpu".into(),
         context_limit: 8192,
         thinking: false,
-        loading: ("starting".into(), 0, 0),
+        loading: Loading::default(),
         load_error: None,
         ready: false,
         template_fallback: false,
@@ -121,6 +123,7 @@ fn start_up_shows_loading_progress() {
         stage: "loading weights".into(),
         done: 9,
         total: 18,
+        unit: ProgressUnit::Layers,
     }));
     insta::assert_snapshot!(draw(&mut app, 80, 24).backend());
 }

@@ -1,8 +1,8 @@
 //! Engine events into the UI state: loading, prefill progress, streamed text and thoughts,
 //! finished turns with their stats, tier changes and failures.
 
-use super::App;
 use super::tab::{Message, Phase, Role};
+use super::{App, Loading};
 use crate::engine::protocol::{Command, Event, TabId};
 use crate::sampling::SamplingLayer;
 
@@ -54,7 +54,19 @@ impl App {
     pub(super) fn engine(&mut self, e: Event) -> Vec<Command> {
         let now = self.now;
         match e {
-            Event::Loading { stage, done, total } => self.model.loading = (stage, done, total),
+            Event::Loading {
+                stage,
+                done,
+                total,
+                unit,
+            } => {
+                self.model.loading = Loading {
+                    stage,
+                    done,
+                    total,
+                    unit,
+                }
+            }
             Event::Ready {
                 model,
                 context_length,

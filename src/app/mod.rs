@@ -25,6 +25,7 @@ use self::tab::{Message, Phase, Role, Tab};
 use crate::config::Config;
 use crate::config::action::Action;
 use crate::config::keymap::Keymap;
+use crate::engine::protocol::ProgressUnit;
 use crate::engine::protocol::{Command, Event, TabId};
 
 /// One input to the app.
@@ -59,14 +60,38 @@ pub struct ModelState {
     pub context_limit: usize,
     /// Whether it can think.
     pub thinking: bool,
-    /// Start-up progress: stage, done, total.
-    pub loading: (String, usize, usize),
+    /// Start-up progress.
+    pub loading: Loading,
     /// Why it could not be loaded.
     pub load_error: Option<String>,
     /// Loaded and serving.
     pub ready: bool,
     /// The checkpoint's chat template failed and the built-in layout renders the turns.
     pub template_fallback: bool,
+}
+
+/// Start-up progress as the engine last reported it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Loading {
+    /// What is happening.
+    pub stage: String,
+    /// Units done.
+    pub done: usize,
+    /// Units in all (0: unknown).
+    pub total: usize,
+    /// What they count.
+    pub unit: ProgressUnit,
+}
+
+impl Default for Loading {
+    fn default() -> Self {
+        Self {
+            stage: "starting".into(),
+            done: 0,
+            total: 0,
+            unit: ProgressUnit::Layers,
+        }
+    }
 }
 
 /// A popup over the app.

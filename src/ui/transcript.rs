@@ -9,8 +9,9 @@ use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 use super::markdown;
 use super::theme::Theme;
 use super::view::View;
-use crate::app::App;
 use crate::app::tab::{Message, Role};
+use crate::app::{App, Loading};
+use crate::engine::protocol::ProgressUnit;
 
 /// The lines of one message at `width`; code fences are numbered from `code_base + 1`. Returns
 /// the lines and the number of fences.
@@ -99,12 +100,27 @@ fn welcome(app: &App) -> Paragraph<'static> {
     } else if !m.ready {
         lines.push(Line::from(Span::styled("Starting gemma-chat", theme.model)));
         lines.push(Line::default());
-        let (stage, done, total) = &m.loading;
+        let Loading {
+            stage,
+            done,
+            total,
+            unit,
+        } = &m.loading;
         let progress = if *total > 0 {
             let width = 30;
+            let done = (*done).min(*total);
             let filled = done * width / total;
+            let count = match unit {
+                ProgressUnit::Layers => format!("{done}/{total}"),
+                ProgressUnit::Bytes => format!(
+                    "{:.1}/{:.1} MB ({}%)",
+                    done as f64 / 1e6,
+                    *total as f64 / 1e6,
+                    done * 100 / total
+                ),
+            };
             format!(
-                "{stage}: [{}{}] {done}/{total}",
+                "{stage}: [{}{}] {count}",
                 "█".repeat(filled),
                 "░".repeat(width - filled)
             )
