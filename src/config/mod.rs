@@ -24,6 +24,8 @@ pub const DEFAULT_TOML: &str = include_str!("../../config/default.toml");
 pub struct Config {
     /// `[model]`.
     pub model: ModelConfig,
+    /// `[engine]`.
+    pub engine: EngineConfig,
     /// `[sampling]`.
     pub sampling: SamplingConfig,
     /// `[sessions]`.
@@ -50,6 +52,24 @@ pub struct ModelConfig {
     pub context_length_set: bool,
     /// Gemma 4 thinking for new tabs.
     pub thinking: bool,
+}
+
+/// `[engine]`: the model in this process, or an OpenAI-compatible server's.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineConfig {
+    /// `local` or `remote`.
+    pub kind: String,
+    /// The server's base URL.
+    pub url: String,
+    /// The model to ask the server for (empty: its first).
+    pub model: String,
+    /// The name of the environment variable with the API key (empty: none).
+    pub api_key_env: String,
+    /// Seconds to connect.
+    pub connect_timeout_s: u64,
+    /// Seconds from a request to the first byte of its answer.
+    pub first_byte_timeout_s: u64,
 }
 
 /// `[sampling]`: unset values fall back to the model's `generation_config.json`.
@@ -165,6 +185,16 @@ impl Config {
                 self.model.context_length = c as usize;
                 self.model.context_length_set = true;
             }
+        }
+        if let Some(e) = &l.engine {
+            let d = &mut self.engine;
+            set(&mut d.kind, &e.kind);
+            set(&mut d.url, &e.url);
+            set(&mut d.model, &e.model);
+            set(&mut d.api_key_env, &e.api_key_env);
+            d.connect_timeout_s = count(&e.connect_timeout_s).unwrap_or(d.connect_timeout_s);
+            d.first_byte_timeout_s =
+                count(&e.first_byte_timeout_s).unwrap_or(d.first_byte_timeout_s);
         }
         if let Some(s) = &l.sampling {
             let f =

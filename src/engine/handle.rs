@@ -1,5 +1,5 @@
 //! The UI's handle on the engine thread: [`spawn`] loads the model on a new thread and serves
-//! it ([`super::worker`]); [`EngineHandle`] sends [`Command`]s and receives [`Event`]s;
+//! it ([`super::worker`]; [`super::remote`] serves a server's model through the same handle); [`EngineHandle`] sends [`Command`]s and receives [`Event`]s;
 //! [`EngineOptions`] are its memory limits and policies.
 
 use std::sync::mpsc::{Receiver, Sender, channel};
@@ -138,14 +138,22 @@ pub fn spawn<F>(options: EngineOptions, load: F) -> EngineHandle
 where
     F: FnOnce(&Progress) -> Result<LoadedModel> + Send + 'static,
 {
+    start(move |event_tx, command_rx| serve(options, load, event_tx, command_rx))
+}
+
+/// Starts an engine thread that runs `serve` (the local engine's or the remote one's): a panic
+/// there becomes [`Event::EngineStopped`].
+pub(super) fn start<F>(serve: F) -> EngineHandle
+where
+    F: FnOnce(Sender<Event>, Receiver<Command>) + Send + 'static,
+{
     let (commands, command_rx) = channel();
     let (event_tx, events) = channel();
     let thread = std::thread::Builder::new()
         .name(ENGINE_THREAD.into())
         .spawn(move || {
             let tx = event_tx.clone();
-            let run =
-                std::panic::AssertUnwindSafe(move || serve(options, load, event_tx, command_rx));
+            let run = std::panic::AssertUnwindSafe(move || serve(event_tx, command_rx));
             if let Err(payload) = std::panic::catch_unwind(run) {
                 // A bug, not bad input: the UI says so and stays usable (its chats are saved).
                 let what = payload

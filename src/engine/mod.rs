@@ -1,6 +1,7 @@
 //! The engine side of gemma-chat: one engine thread ([`handle::spawn`], [`worker`]) owns the
 //! weights and every tab ([`tabs`]) with its warm [`session`]; each turn is one [`turn::Turn`]
-//! with its text in a [`reply::Reply`]; the UI talks to it only through [`protocol`].
+//! with its text in a [`reply::Reply`]; the UI talks to it only through [`protocol`], which
+//! [`remote`] serves too, from an OpenAI-compatible server.
 
 mod attach;
 pub mod convo_store;
@@ -8,6 +9,7 @@ pub mod handle;
 mod job;
 pub mod kv_store;
 pub mod protocol;
+pub mod remote;
 pub mod reply;
 pub mod session;
 pub mod stop_strings;
@@ -17,3 +19,4 @@ pub mod turn;
 mod worker;
 
 pub use handle::{EngineControl, EngineHandle, EngineOptions, Progress, spawn};
+pub use remote::{RemoteOptions, spawn_remote};

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod gguf;
+pub mod llama;
 
 use std::path::{Path, PathBuf};
 

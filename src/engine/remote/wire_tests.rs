@@ -1,0 +1,118 @@
+use super::*;
+
+#[test]
+fn a_turn_resends_the_conversation_with_the_tabs_settings() {
+    let history = [Exchange {
+        user: "Hi".into(),
+        answer: " Hello! ".into(),
+    }];
+    let sampling = SamplingParams {
+        temperature: 0.5,
+        top_k: 40,
+        top_p: 0.9,
+        min_p: 0.05,
+        seed: 7,
+    };
+    let stop = ["END".to_string()];
+    let r = TurnRequest {
+        model: "gemma",
+        system: Some("Be brief."),
+        history: &history,
+        user: "Why?",
+        sampling: &sampling,
+        max_tokens: 64,
+        stop: &stop,
+        thinking: true,
+        slot: Some(1),
+        kind: ServerKind::LlamaServer,
+    };
+    let b = body(&r);
+    assert_eq!(
+        b["messages"],
+        json!([
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Hi"},
+            {"role": "assistant", "content": " Hello! "},
+            {"role": "user", "content": "Why?"},
+        ])
+    );
+    assert_eq!(b["stream"], json!(true));
+    assert_eq!(b["stream_options"]["include_usage"], json!(true));
+    assert_eq!(b["max_tokens"], json!(64));
+    assert_eq!(b["top_k"], json!(40));
+    assert_eq!(b["seed"], json!(7));
+    assert_eq!(b["stop"], json!(["END"]));
+    assert_eq!(b["chat_template_kwargs"]["enable_thinking"], json!(true));
+    assert_eq!(b["id_slot"], json!(1));
+    assert_eq!(b["cache_prompt"], json!(true));
+    // Other servers get no llama.cpp extras.
+    let b = body(&TurnRequest {
+        kind: ServerKind::OpenAi,
+        ..r
+    });
+    assert!(b.get("id_slot").is_none() && b.get("cache_prompt").is_none());
+}
+
+#[test]
+fn deltas_thoughts_finish_and_usage_are_read() {
+    let p = parse(r#"{"choices":[{"index":0,"delta":{"reasoning_content":"hmm"}}]}"#).expect("parses");
+    assert_eq!(p, [Piece::Thought("hmm".into())]);
+    // vLLM ≥ 0.18 says `reasoning`.
+    let p = parse(r#"{"choices":[{"delta":{"reasoning":"so"}}]}"#).expect("parses");
+    assert_eq!(p, [Piece::Thought("so".into())]);
+    let p = parse(r#"{"choices":[{"delta":{"content":" a"},"finish_reason":null}]}"#).expect("parses");
+    assert_eq!(p, [Piece::Answer(" a".into())]);
+    let p = parse(r#"{"choices":[{"delta":{},"finish_reason":"length"}]}"#).expect("parses");
+    assert_eq!(p, [Piece::Finish(Finish::Length)]);
+    // llama-server's last chunk: usage with cached tokens, and its timings.
+    let p = parse(
+        r#"{"choices":[],"usage":{"completion_tokens":5,"prompt_tokens":40,"total_tokens":45,
+            "prompt_tokens_details":{"cached_tokens":31}},
+            "timings":{"cache_n":31,"prompt_n":9,"prompt_per_second":900.5,"predicted_per_second":55.0}}"#,
+    )
+    .expect("parses");
+    assert_eq!(
+        p,
+        [Piece::Usage(Usage {
+            prompt_tokens: 40,
+            completion_tokens: 5,
+            cached_tokens: Some(31),
+            prompt_per_second: Some(900.5),
+            predicted_per_second: Some(55.0),
+        })]
+    );
+    // Without prompt_tokens_details, llama-server's timings say what was cached.
+    let p = parse(r#"{"usage":{"prompt_tokens":8,"completion_tokens":1},"timings":{"cache_n":3}}"#)
+        .expect("parses");
+    assert!(matches!(&p[0], Piece::Usage(u) if u.cached_tokens == Some(3)));
+    let p = parse(
+        r#"{"choices":[],"prompt_progress":{"total":90,"cache":60,"processed":75,"time_ms":3}}"#,
+    )
+    .expect("parses");
+    assert_eq!(
+        p,
+        [Piece::Progress {
+            total: 90,
+            cache: 60,
+            processed: 75
+        }]
+    );
+    assert_eq!(parse(" [DONE] ").unwrap(), [Piece::Done]);
+}
+
+#[test]
+fn an_error_mid_stream_and_nonsense_are_errors() {
+    assert_eq!(
+        parse(r#"{"error":{"code":500,"message":"slot unavailable","type":"server_error"}}"#),
+        Err(WireError::Server("slot unavailable".into()))
+    );
+    assert_eq!(
+        parse(r#"{"error":"bad things"}"#),
+        Err(WireError::Server("bad things".into()))
+    );
+    assert!(matches!(parse("<html>"), Err(WireError::Malformed(_))));
+    assert!(matches!(
+        parse(r#"{"choices":7}"#),
+        Err(WireError::Malformed(_))
+    ));
+}
