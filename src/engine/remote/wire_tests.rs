@@ -55,12 +55,14 @@ fn a_turn_resends_the_conversation_with_the_tabs_settings() {
 
 #[test]
 fn deltas_thoughts_finish_and_usage_are_read() {
-    let p = parse(r#"{"choices":[{"index":0,"delta":{"reasoning_content":"hmm"}}]}"#).expect("parses");
+    let p =
+        parse(r#"{"choices":[{"index":0,"delta":{"reasoning_content":"hmm"}}]}"#).expect("parses");
     assert_eq!(p, [Piece::Thought("hmm".into())]);
     // vLLM ≥ 0.18 says `reasoning`.
     let p = parse(r#"{"choices":[{"delta":{"reasoning":"so"}}]}"#).expect("parses");
     assert_eq!(p, [Piece::Thought("so".into())]);
-    let p = parse(r#"{"choices":[{"delta":{"content":" a"},"finish_reason":null}]}"#).expect("parses");
+    let p =
+        parse(r#"{"choices":[{"delta":{"content":" a"},"finish_reason":null}]}"#).expect("parses");
     assert_eq!(p, [Piece::Answer(" a".into())]);
     let p = parse(r#"{"choices":[{"delta":{},"finish_reason":"length"}]}"#).expect("parses");
     assert_eq!(p, [Piece::Finish(Finish::Length)]);
@@ -97,7 +99,7 @@ fn deltas_thoughts_finish_and_usage_are_read() {
             processed: 75
         }]
     );
-    assert_eq!(parse(" [DONE] ").unwrap(), [Piece::Done]);
+    assert_eq!(parse(" [DONE] ").expect("parses"), [Piece::Done]);
 }
 
 #[test]
