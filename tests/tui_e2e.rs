@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 
 use gemma_chat::demo;
 
+mod common;
+
 struct Tmux {
     name: String,
 }
@@ -430,5 +432,37 @@ fn the_demo_download_shows_its_bytes_and_nothing_of_pips() {
         !String::from_utf8_lossy(&title.stdout).contains("pwned"),
         "pip's escape sequence reached the terminal"
     );
+    quit_and_check_restored(&t);
+}
+
+/// The TUI on the remote engine: a llama-server serving the demo model on 127.0.0.1, two turns
+/// in a tab, the second warm by the server's own count; quitting restores the terminal.
+#[test]
+fn the_tui_chats_through_a_llama_server() {
+    let path = demo::ensure(&mut demo::print_progress()).expect("demo model");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let port = common::llama::free_port();
+    let _server = common::llama::llama_server(&path, port, 2, &[], &dir.path().join("server.log"));
+    let cfg = config(dir.path(), 24);
+    let url = format!("http://127.0.0.1:{port}");
+    let t = Tmux::start(
+        "gemma-e2e-remote",
+        &dir.path().join("data"),
+        &["--remote", &url, "--config", &cfg.to_string_lossy()],
+        100,
+        30,
+    );
+    t.wait("the server to be reached", 60, |s| {
+        s.contains("Ready: gemma-3-270m @") && s.contains("llama-server, 2 slots")
+    });
+    t.type_text("Hello there");
+    t.keys(&["Enter"]);
+    t.wait("the first answer", 60, |s| {
+        s.contains("new · reused 0 · prefilled")
+    });
+    t.type_text("And again");
+    t.keys(&["Enter"]);
+    let s = t.wait("a warm follow-up", 60, |s| s.contains("exact_prefix"));
+    assert!(s.contains("Hello there") && s.contains("And again"), "{s}");
     quit_and_check_restored(&t);
 }

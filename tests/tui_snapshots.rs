@@ -622,3 +622,23 @@ fn empty_tabs_are_not_kept() {
     app.restore(vec![("chat-empty".into(), empty)], Vec::new());
     assert!(app.tabs.iter().all(|t| t.uid != "chat-empty"));
 }
+
+/// A remote server lost mid-answer: what came stays, marked as cut off, with the error below it
+/// saying what to do.
+#[test]
+fn an_answer_cut_off_by_a_lost_server_is_kept_and_marked() {
+    let (mut app, _) = new_app();
+    ready(&mut app);
+    let tab = send(&mut app, "Tell me about lighthouses.");
+    app.update(Msg::Engine(Event::Token {
+        tab,
+        text: "Lighthouses guide ships along".into(),
+    }));
+    app.update(Msg::Engine(Event::Failed {
+        tab,
+        error: "the connection to http://10.0.0.5:8080 was lost mid-answer (connection reset); \
+                what came is kept. Send again when the server is back"
+            .into(),
+    }));
+    insta::assert_snapshot!(draw(&mut app, 80, 16).backend());
+}

@@ -41,7 +41,13 @@ impl App {
                 t.failed = true;
                 t.phase = Phase::Idle;
                 if let Some(m) = t.messages.last_mut().filter(|m| m.role == Role::Model) {
-                    m.footer.get_or_insert_with(|| "failed".into());
+                    // What came before the failure stays, marked as cut off.
+                    let mark = if m.text.is_empty() {
+                        "failed"
+                    } else {
+                        "cut off: the turn failed"
+                    };
+                    m.footer.get_or_insert_with(|| mark.into());
                     t.touched(t.messages.len() - 1);
                 }
             }
