@@ -49,6 +49,7 @@ fn engine(port: u16, tabs: &[TabId], max: usize) -> EngineHandle {
                     model.contains("gemma-3-270m") && model.contains("llama-server"),
                     "{model}"
                 );
+                assert!(model.contains("tokens counted by the server"), "{model}");
                 assert_eq!(context_length, 2048, "a slot's context");
                 break;
             }

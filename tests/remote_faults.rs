@@ -144,6 +144,8 @@ fn ready(h: &EngineHandle) {
             } => {
                 assert_eq!(context_length, 4096, "max_model_len");
                 assert!(model.contains("OpenAI-compatible"), "{model}");
+                // This server has no /tokenize: the meter says it estimates.
+                assert!(model.contains("tokens estimated"), "{model}");
                 return;
             }
             other => panic!("unexpected {other:?}"),

@@ -125,6 +125,13 @@ pub(super) async fn serve(
         ServerKind::LlamaServer => format!("llama-server, {} slots", info.slots),
         ServerKind::OpenAi => "OpenAI-compatible".into(),
     };
+    // The context meter's source, said once: the server's count, or an estimate.
+    let probe = [serde_json::json!({"role": "user", "content": "hi"})];
+    let counted = match client.count(&info, &probe).await {
+        Some(_) => "tokens counted by the server",
+        None => "tokens estimated: the server cannot count",
+    };
+    let kind = format!("{kind}; {counted}");
     let _ = events.send(Event::Ready {
         model: format!("{} @ {} ({kind})", info.model, client.url()),
         context_length: context,
