@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use burn::tensor::Device;
+use common::llama::llama_bin;
 use common::{f32s, max_abs_diff, run};
 use gemma_chat::load::load;
 use gemma_chat::model::{ComputeDtype, Logits};
@@ -36,21 +37,6 @@ fn run_ok(cmd: &mut Command, what: &str) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// The directory holding llama.cpp's tools.
-fn llama_bin() -> PathBuf {
-    if let Some(dir) = std::env::var_os("GEMMA_CHAT_LLAMA_BIN") {
-        return PathBuf::from(dir);
-    }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/llama-cpp.sh");
-    let text = run_ok(&mut Command::new(&script), "scripts/llama-cpp.sh");
-    PathBuf::from(
-        text.lines()
-            .last()
-            .expect("the script prints the directory")
-            .trim(),
-    )
 }
 
 /// `ARCH.TYPE.gguf`, quantized from the stored BF16 source (cached in the target directory while

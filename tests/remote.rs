@@ -140,6 +140,12 @@ fn two_tabs_alternate(port: u16) {
             );
             let s = stats(&d);
             let before = history[tab as usize];
+            eprintln!(
+                "tab {tab} turn {round}: history {before}, {} reused {}, prefilled {}",
+                s.reuse.as_str(),
+                s.reused_tokens,
+                s.prefilled_tokens
+            );
             if round == 0 {
                 assert_eq!(s.reuse, Reuse::New, "{d:?}");
             } else {
@@ -172,7 +178,7 @@ fn stop_mid_answer_then_a_follow_up() {
     let dir = tempfile::tempdir().expect("tmp");
     let port = free_port();
     let _server = llama_server(&demo_model(), port, 2, &[], &dir.path().join("server.log"));
-    let h = engine(port, &[1], 400);
+    let h = engine(port, &[1], 64);
     let d = turn(&h, 1, "Write a long story about a lighthouse.", || {
         h.send(Command::Cancel { tab: 1 });
     });
@@ -197,7 +203,7 @@ fn a_server_killed_mid_answer_fails_the_tab_and_the_next_turn_works_after_restar
     let port = free_port();
     let model = demo_model();
     let mut server = llama_server(&model, port, 2, &[], &dir.path().join("server.log"));
-    let h = engine(port, &[1, 2], 400);
+    let h = engine(port, &[1, 2], 64);
     let first = turn(&h, 2, "Say hello.", || {});
     assert!(first.outcome.is_ok(), "{first:?}");
     let d = turn(&h, 1, "Write a long story about a lighthouse.", || {

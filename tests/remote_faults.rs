@@ -245,18 +245,23 @@ fn an_error_mid_stream_and_a_dropped_connection_fail_the_turn_and_keep_what_came
     );
 }
 
+/// Why the engine on `options` could not start.
+fn load_failed(options: RemoteOptions) -> String {
+    let h = spawn_remote(options);
+    loop {
+        match next(&h) {
+            Event::Loading { .. } => {}
+            Event::LoadFailed { error } => return error,
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
 #[test]
 fn a_refused_key_and_an_unknown_model_say_what_to_do() {
     let port = free_port();
     fake_server(port);
-    let h = spawn_remote(options(port, Some("wrong-key-456"), None));
-    let error = loop {
-        match next(&h) {
-            Event::Loading { .. } => {}
-            Event::LoadFailed { error } => break error,
-            other => panic!("{other:?}"),
-        }
-    };
+    let error = load_failed(options(port, Some("wrong-key-456"), None));
     assert!(
         error.contains("HTTP 401") && error.contains("api_key_env"),
         "{error}"
@@ -265,14 +270,7 @@ fn a_refused_key_and_an_unknown_model_say_what_to_do() {
         !error.contains("wrong-key-456"),
         "the key is never shown: {error}"
     );
-    let h = spawn_remote(options(port, Some(KEY), Some("gemma-4-31b")));
-    let error = loop {
-        match next(&h) {
-            Event::Loading { .. } => {}
-            Event::LoadFailed { error } => break error,
-            other => panic!("{other:?}"),
-        }
-    };
+    let error = load_failed(options(port, Some(KEY), Some("gemma-4-31b")));
     assert!(
         error.contains("\"gemma-4-31b\"") && error.contains("it serves: m"),
         "{error}"
