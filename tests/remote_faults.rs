@@ -110,6 +110,12 @@ fn answer(mut conn: TcpStream) {
     } else if script.starts_with("error") {
         send(&delta(r#"{"content":"Half an"}"#));
         send("data: {\"error\":{\"code\":500,\"message\":\"the GPU ran out of memory\"}}\n\n");
+    } else if script.starts_with("count") {
+        // How many messages the request carried: the history the engine re-sent.
+        let n = body.matches("\"role\"").count();
+        send(&delta(&format!("{{\"content\":\"{n}\"}}")));
+        send("data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n");
+        send("data: [DONE]\n\n");
     } else if script.starts_with("drop") {
         send(&delta(r#"{"content":"Cut"}"#));
         // The connection closes with the thread: no finish, no [DONE].
@@ -301,5 +307,47 @@ fn a_server_that_comes_up_later_is_waited_for() {
     assert!(
         matches!(seen.last(), Some(Event::Finished { .. })),
         "{seen:?}"
+    );
+}
+
+/// What each turn re-sends: the whole history as the transcript shows it; a regenerate replaces
+/// the last answer; a failed turn stays in the history (as the transcript keeps it).
+#[test]
+fn the_history_sent_mirrors_the_transcript() {
+    let port = free_port();
+    fake_server(port);
+    let h = spawn_remote(options(port, Some(KEY), None));
+    ready(&h);
+    let answer = |seen: &[Event]| -> String {
+        seen.iter()
+            .filter_map(|e| match e {
+                Event::Token { text, .. } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(answer(&turn(&h, "count 1")), "1");
+    assert_eq!(answer(&turn(&h, "count 2")), "3");
+    h.send(Command::Regenerate { tab: 1 });
+    let mut seen = Vec::new();
+    loop {
+        let e = next(&h);
+        let end = matches!(e, Event::Finished { .. } | Event::Failed { .. });
+        seen.push(e);
+        if end {
+            break;
+        }
+    }
+    assert_eq!(
+        answer(&seen),
+        "3",
+        "regenerate re-sends the same history: {seen:?}"
+    );
+    let failed = turn(&h, "drop it");
+    assert!(matches!(failed.last(), Some(Event::Failed { .. })));
+    assert_eq!(
+        answer(&turn(&h, "count 3")),
+        "7",
+        "the failed turn is in the history"
     );
 }

@@ -30,8 +30,6 @@ struct RemoteTab {
     tokens: usize,
     /// The running turn's cancel switch.
     running: Option<tokio::sync::oneshot::Sender<()>>,
-    /// A regenerate replaces this exchange when its turn ends.
-    replacing: Option<Exchange>,
 }
 
 impl Default for RemoteTab {
@@ -45,7 +43,6 @@ impl Default for RemoteTab {
             stop: Vec::new(),
             tokens: 0,
             running: None,
-            replacing: None,
         }
     }
 }
@@ -165,13 +162,13 @@ pub(super) async fn serve(
 impl Server {
     async fn apply(&mut self, c: Command) {
         match c {
-            Command::Submit { tab, text } => self.submit(tab, text, None),
+            Command::Submit { tab, text } => self.submit(tab, text),
             Command::Regenerate { tab } => {
                 let t = self.tabs.entry(tab).or_default();
                 match t.history.pop() {
                     Some(last) if t.running.is_none() => {
-                        let user = last.user.clone();
-                        self.submit(tab, user, Some(last));
+                        // Its answer is replaced by the new one.
+                        self.submit(tab, last.user);
                     }
                     Some(last) => {
                         t.history.push(last);
@@ -262,11 +259,8 @@ impl Server {
         Some(pick)
     }
 
-    fn submit(&mut self, tab: TabId, text: String, replacing: Option<Exchange>) {
+    fn submit(&mut self, tab: TabId, text: String) {
         if self.tabs.get(&tab).is_some_and(|t| t.running.is_some()) {
-            if let Some(last) = replacing {
-                self.tabs.entry(tab).or_default().history.push(last);
-            }
             return self.fail(tab, "a turn is still running in this tab; stop it first");
         }
         let slot = match self.info.kind {
@@ -290,7 +284,6 @@ impl Server {
         messages_after.push(serde_json::json!({"role": "assistant", "content": ""}));
         let (cancel_tx, cancel_rx) = tokio::sync::oneshot::channel();
         t.running = Some(cancel_tx);
-        t.replacing = replacing;
         let job = TurnJob {
             tab,
             user: text,
@@ -317,17 +310,12 @@ impl Server {
         t.running = None;
         let before = t.tokens;
         let had_history = !t.history.is_empty();
-        let replaced = t.replacing.take();
-        let answered = !d.answer.is_empty();
-        if d.end.is_ok() || answered {
-            // What the user sees is what the next turn sends (a cut-off answer included).
-            t.history.push(Exchange {
-                user: d.user.clone(),
-                answer: d.answer.clone(),
-            });
-        } else if let Some(r) = replaced {
-            t.history.push(r);
-        }
+        // The history mirrors the transcript the user sees: the message, and what came of it
+        // (a cut-off answer, or none when the turn failed at once).
+        t.history.push(Exchange {
+            user: d.user.clone(),
+            answer: d.answer.clone(),
+        });
         let counted = d
             .usage
             .as_ref()
