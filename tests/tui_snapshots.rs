@@ -642,3 +642,50 @@ fn an_answer_cut_off_by_a_lost_server_is_kept_and_marked() {
     }));
     insta::assert_snapshot!(draw(&mut app, 80, 16).backend());
 }
+
+/// `/system TEXT`: the prompt is the transcript's first message, the engine gets it, a chat with
+/// turns says the next one starts over; the saved chat keeps it and a restore sends it before the
+/// chat is attached; `/system` alone removes it.
+#[test]
+fn the_system_prompt_is_shown_first_sent_and_saved() {
+    let (mut app, _) = new_app();
+    ready(&mut app);
+    let tab = send(&mut app, "Hi");
+    app.update(Msg::Engine(Event::Token {
+        tab,
+        text: "Hello!".into(),
+    }));
+    app.update(Msg::Engine(Event::Finished {
+        tab,
+        end: TurnEnd::EndOfTurn(1),
+        stats: stats(0, 10, 2),
+    }));
+    type_text(&mut app, "/system You are a terse pirate.");
+    let cmds = app.update(key(KeyCode::Enter));
+    assert_eq!(
+        cmds,
+        [Command::SetSystem {
+            tab,
+            text: Some("You are a terse pirate.".into())
+        }]
+    );
+    insta::assert_snapshot!(draw(&mut app, 80, 20).backend());
+    let saved = app.saved(0);
+    assert_eq!(saved.messages[0].role, "system");
+    // A restore sets the prompt before attaching the chat.
+    let (mut again, _) = new_app();
+    let cmds = again.restore(vec![("chat-1".into(), saved)], Vec::new());
+    let set = cmds
+        .iter()
+        .position(|c| matches!(c, Command::SetSystem { text: Some(t), .. } if t == "You are a terse pirate."))
+        .expect("the prompt is sent");
+    let attach = cmds
+        .iter()
+        .position(|c| matches!(c, Command::Attach { history, .. } if history.len() == 1))
+        .expect("attached with one exchange");
+    assert!(set < attach, "{cmds:?}");
+    type_text(&mut app, "/system");
+    let cmds = app.update(key(KeyCode::Enter));
+    assert_eq!(cmds, [Command::SetSystem { tab, text: None }]);
+    assert_eq!(app.tab().and_then(|t| t.system()), None);
+}

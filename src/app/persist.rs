@@ -51,7 +51,7 @@ fn is_zero(n: &usize) -> bool {
 /// One saved message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SavedMessage {
-    /// `user`, `model`, `notice` or `error`.
+    /// `user`, `model`, `notice`, `error` or `system` (the system prompt, first).
     pub role: String,
     /// Its text.
     pub text: String,
@@ -69,6 +69,7 @@ fn role_name(r: Role) -> &'static str {
         Role::Model => "model",
         Role::Notice => "notice",
         Role::Error => "error",
+        Role::System => "system",
     }
 }
 
@@ -77,6 +78,7 @@ fn role_of(s: &str) -> Role {
         "user" => Role::User,
         "model" => Role::Model,
         "error" => Role::Error,
+        "system" => Role::System,
         _ => Role::Notice,
     }
 }
@@ -96,7 +98,7 @@ pub fn exchanges(messages: &[Message]) -> Vec<Exchange> {
                     last.answer.push_str(&m.text);
                 }
             }
-            Role::Notice | Role::Error => {}
+            Role::Notice | Role::Error | Role::System => {}
         }
     }
     out
@@ -206,6 +208,21 @@ impl App {
                 .collect();
             for i in 0..t.messages.len() {
                 t.touched(i);
+            }
+            // A system prompt anywhere but first is not one (a hand-edited file).
+            if let Some(i) = t
+                .messages
+                .iter()
+                .skip(1)
+                .position(|m| m.role == Role::System)
+            {
+                t.messages[i + 1].role = Role::Notice;
+            }
+            if let Some(system) = t.system() {
+                cmds.push(Command::SetSystem {
+                    tab: t.id,
+                    text: Some(system.to_string()),
+                });
             }
             // The engine brings the conversation back: its own saved ids, else (a chat of an
             // earlier release) the ids the file held, else the transcript's text.

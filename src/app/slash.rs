@@ -1,12 +1,13 @@
-//! Commands typed in the input (`/rename NAME`, `/copy [N]`, `/think on|off`, `/help`) and what
-//! they do to the app: copying the last answer or a numbered code block, thinking per tab.
+//! Commands typed in the input (`/rename NAME`, `/copy [N]`, `/think on|off`, `/system [TEXT]`,
+//! `/help`) and what they do to the app: copying the last answer or a numbered code block,
+//! thinking and the system prompt per tab.
 
 use super::tab::{Message, Role};
 use super::{App, Overlay, fences};
 use crate::engine::protocol::Command;
 
 impl App {
-    /// `/rename NAME`, `/copy [N]`, `/think on|off`, `/help`.
+    /// `/rename NAME`, `/copy [N]`, `/think on|off`, `/system [TEXT]`, `/help`.
     pub(super) fn slash(&mut self, cmd: String) -> Vec<Command> {
         let (name, arg) = cmd.split_once(' ').unwrap_or((cmd.as_str(), ""));
         let arg = arg.trim();
@@ -28,9 +29,11 @@ impl App {
                 out = self.set_thinking(on);
             }
             "help" => self.overlay = Overlay::Help,
+            "system" => out = self.set_system(Some(arg.to_string()).filter(|a| !a.is_empty())),
             _ => {
                 self.flash = Some(format!(
-                    "unknown command /{name}: try /rename NAME, /copy [N], /think on|off, /help"
+                    "unknown command /{name}: try /rename NAME, /copy [N], /think on|off, \
+                     /system [TEXT], /help"
                 ));
                 return out;
             }
@@ -39,6 +42,35 @@ impl App {
             t.editor.take();
         }
         out
+    }
+
+    /// Sets the tab's system prompt (`None` removes it): shown first in the transcript, sent to
+    /// the engine, which rewinds the conversation to its start for the next turn and says so.
+    pub(super) fn set_system(&mut self, text: Option<String>) -> Vec<Command> {
+        let Some(t) = self.tab_mut() else {
+            return Vec::new();
+        };
+        if t.phase.busy() {
+            self.flash = Some("stop the answer first (Esc), then change the system prompt".into());
+            return Vec::new();
+        }
+        if t.system() == text.as_deref() {
+            return Vec::new();
+        }
+        let note = match (&text, t.messages.iter().any(|m| m.role == Role::User)) {
+            (Some(_), true) => {
+                "system prompt set: the next turn starts the conversation over from it"
+            }
+            (None, true) => "system prompt removed: the next turn starts the conversation over",
+            (Some(_), false) => "system prompt set",
+            (None, false) => "system prompt removed",
+        };
+        t.set_system(text.clone());
+        t.push(Message::new(Role::Notice, note));
+        let id = t.id;
+        let i = self.active;
+        self.save(i);
+        vec![Command::SetSystem { tab: id, text }]
     }
 
     pub(super) fn set_thinking(&mut self, on: bool) -> Vec<Command> {

@@ -19,6 +19,8 @@ pub enum Role {
     Notice,
     /// An error.
     Error,
+    /// The tab's system prompt (always the first message when there is one).
+    System,
 }
 
 /// One message of the transcript.
@@ -213,6 +215,38 @@ impl Tab {
             self.new_output = false;
         } else {
             self.pin = Some(top);
+        }
+    }
+
+    /// The system prompt, if the tab has one.
+    pub fn system(&self) -> Option<&str> {
+        self.messages
+            .first()
+            .filter(|m| m.role == Role::System)
+            .map(|m| m.text.as_str())
+    }
+
+    /// Sets (or with `None` removes) the system prompt, the first message.
+    pub fn set_system(&mut self, text: Option<String>) {
+        let had = self.system().is_some();
+        match (text, had) {
+            (Some(t), true) => {
+                self.messages[0].text = t;
+                self.touched(0);
+            }
+            (Some(t), false) => {
+                self.messages.insert(0, Message::new(Role::System, t));
+                for i in 0..self.messages.len() {
+                    self.touched(i);
+                }
+            }
+            (None, true) => {
+                self.messages.remove(0);
+                for i in 0..self.messages.len() {
+                    self.touched(i);
+                }
+            }
+            (None, false) => {}
         }
     }
 

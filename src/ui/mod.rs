@@ -266,7 +266,7 @@ fn help(f: &mut Frame, app: &App) {
     let key_w = entries.iter().map(|(k, _)| k.width()).max().unwrap_or(0) + 2;
     let entry_w = key_w + entries.iter().map(|(_, d)| d.width()).max().unwrap_or(0);
     let footer = [
-        "Commands: /rename NAME · /copy [N] (code block N) · /think on|off",
+        "Commands: /rename NAME · /copy [N] (code block N) · /think on|off · /system [TEXT]",
         "Any key closes this help.",
     ];
     // Two columns when one does not fit the screen's height.

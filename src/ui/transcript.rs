@@ -48,6 +48,13 @@ pub fn message_lines(
         }
         Role::Notice => lines.extend(markdown::plain(&m.text, width, "· ", "  ", theme.dim)),
         Role::Error => lines.extend(markdown::plain(&m.text, width, "✗ ", "  ", theme.error)),
+        Role::System => {
+            lines.push(Line::from(Span::styled(
+                "System prompt (/system TEXT changes it)",
+                theme.dim,
+            )));
+            lines.extend(markdown::plain(&m.text, width, "│ ", "│ ", theme.thought));
+        }
     }
     if let Some(f) = &m.footer {
         lines.push(Line::from(Span::styled(f.clone(), theme.dim)));
