@@ -689,3 +689,37 @@ fn the_system_prompt_is_shown_first_sent_and_saved() {
     assert_eq!(cmds, [Command::SetSystem { tab, text: None }]);
     assert_eq!(app.tab().and_then(|t| t.system()), None);
 }
+
+/// `/export json PATH` hands the tab's chat, as JSON, to the saver; `/export` alone writes
+/// Markdown named after the tab.
+#[test]
+fn export_queues_the_tabs_chat() {
+    use gemma_chat::app::persist::SaveJob;
+    let (mut app, _) = new_app();
+    ready(&mut app);
+    let tab = send(&mut app, "Hi");
+    app.update(Msg::Engine(Event::Finished {
+        tab,
+        end: TurnEnd::EndOfTurn(1),
+        stats: stats(0, 10, 0),
+    }));
+    app.take_saves();
+    type_text(&mut app, "/export json /tmp/out.json");
+    app.update(key(KeyCode::Enter));
+    match app.take_saves().as_slice() {
+        [SaveJob::Export(path, text)] => {
+            assert_eq!(path, &std::path::PathBuf::from("/tmp/out.json"));
+            assert!(text.contains("\"text\": \"Hi\""), "{text}");
+        }
+        other => panic!("{other:?}"),
+    }
+    type_text(&mut app, "/export");
+    app.update(key(KeyCode::Enter));
+    match app.take_saves().as_slice() {
+        [SaveJob::Export(path, text)] => {
+            assert_eq!(path, &std::path::PathBuf::from("chat-1.md"));
+            assert!(text.starts_with("# chat 1\n"), "{text}");
+        }
+        other => panic!("{other:?}"),
+    }
+}

@@ -4,6 +4,7 @@
 
 pub mod editor;
 mod events;
+pub mod export;
 pub mod fences;
 mod keys;
 pub mod persist;

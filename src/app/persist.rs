@@ -16,7 +16,7 @@ use crate::files::write_atomic;
 
 /// The file format's version: 2 holds the transcript only; 1 also held the conversation in ids,
 /// which is read once, for the engine to take over.
-const VERSION: u32 = 2;
+pub const VERSION: u32 = 2;
 
 /// One saved tab.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -113,6 +113,8 @@ pub enum SaveJob {
     Archive(String),
     /// Remove the file named `uid`, if there is one (an empty tab).
     Remove(String),
+    /// Write an export: the path and its text.
+    Export(PathBuf, String),
 }
 
 impl App {
@@ -351,7 +353,15 @@ pub fn saver(
     let handle = std::thread::spawn(move || {
         let mut failed = Vec::new();
         for job in rx {
+            if let SaveJob::Export(path, text) = job {
+                // An export that fails loses no chat: it is said, not counted as a failed save.
+                if let Err(e) = write_atomic(&path, text.as_bytes()) {
+                    on_error(format!("exporting to {}: {e}", path.display()));
+                }
+                continue;
+            }
             let result = match job {
+                SaveJob::Export(..) => Ok(()),
                 SaveJob::Write(uid, chat) => serde_json::to_vec_pretty(&chat)
                     .map_err(std::io::Error::other)
                     .and_then(|bytes| write_atomic(&dir.join(format!("{uid}.json")), &bytes)),

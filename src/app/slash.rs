@@ -1,9 +1,9 @@
 //! Commands typed in the input (`/rename NAME`, `/copy [N]`, `/think on|off`, `/system [TEXT]`,
-//! `/help`) and what they do to the app: copying the last answer or a numbered code block,
-//! thinking and the system prompt per tab.
+//! `/export [md|json] [PATH]`, `/help`) and what they do to the app: copying the last answer or a
+//! numbered code block, thinking and the system prompt per tab, exporting the tab.
 
 use super::tab::{Message, Role};
-use super::{App, Overlay, fences};
+use super::{App, Overlay, export, fences, persist};
 use crate::engine::protocol::Command;
 
 impl App {
@@ -29,11 +29,12 @@ impl App {
                 out = self.set_thinking(on);
             }
             "help" => self.overlay = Overlay::Help,
+            "export" => self.export_tab(arg),
             "system" => out = self.set_system(Some(arg.to_string()).filter(|a| !a.is_empty())),
             _ => {
                 self.flash = Some(format!(
                     "unknown command /{name}: try /rename NAME, /copy [N], /think on|off, \
-                     /system [TEXT], /help"
+                     /system [TEXT], /export [md|json] [PATH], /help"
                 ));
                 return out;
             }
@@ -71,6 +72,43 @@ impl App {
         let i = self.active;
         self.save(i);
         vec![Command::SetSystem { tab: id, text }]
+    }
+
+    /// `/export [md|json] [PATH]`: the tab's chat written to PATH (default: its title in the
+    /// current directory) by the saver thread.
+    fn export_tab(&mut self, arg: &str) {
+        let (format, path) = match arg.split_once(' ') {
+            Some((f, p)) => (f, p.trim()),
+            None => (arg, ""),
+        };
+        let (format, path) = match export::Format::parse(format) {
+            Some(f) => (f, path),
+            // `/export PATH`: Markdown, unless the path says .json.
+            None if !format.is_empty() => {
+                let f = if arg.ends_with(".json") {
+                    export::Format::Json
+                } else {
+                    export::Format::Markdown
+                };
+                (f, arg)
+            }
+            None => (export::Format::Markdown, ""),
+        };
+        let chat = self.saved(self.active);
+        let path = if path.is_empty() {
+            std::path::PathBuf::from(format!(
+                "{}.{}",
+                export::file_stem(&chat),
+                format.extension()
+            ))
+        } else {
+            std::path::PathBuf::from(path)
+        };
+        self.flash = Some(format!("exported to {}", path.display()));
+        self.saves.push(persist::SaveJob::Export(
+            path,
+            export::export(&chat, format),
+        ));
     }
 
     pub(super) fn set_thinking(&mut self, on: bool) -> Vec<Command> {

@@ -2,6 +2,7 @@
 
 mod bench;
 mod chat;
+mod chats_cmd;
 mod config_cmd;
 mod generate;
 mod template_cmd;
@@ -137,6 +138,10 @@ enum Command {
     Bench(bench::BenchArgs),
     /// See what a chat template renders for a conversation.
     Template(template_cmd::TemplateArgs),
+    /// Write saved chats as Markdown or JSON.
+    Export(chats_cmd::ExportArgs),
+    /// Read chats (gemma-chat's JSON export, or ChatGPT's conversations.json) into new tabs.
+    Import(chats_cmd::ImportArgs),
 }
 
 /// Options shared by every command that loads a model. Each one overrides the config file.
@@ -259,6 +264,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Config(args)) => return config_cmd::run(args, &cli.common, &cli.sampling),
         Some(Command::Bench(args)) => return bench::run(args, &cli.common),
         Some(Command::Template(args)) => return template_cmd::run(args, &cli.common),
+        Some(Command::Export(args)) => return chats_cmd::export(args, cli.raw),
+        Some(Command::Import(args)) => return chats_cmd::import(args),
         None => {}
     }
     let config = cli.common.config()?;

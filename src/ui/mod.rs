@@ -267,6 +267,7 @@ fn help(f: &mut Frame, app: &App) {
     let entry_w = key_w + entries.iter().map(|(_, d)| d.width()).max().unwrap_or(0);
     let footer = [
         "Commands: /rename NAME · /copy [N] (code block N) · /think on|off · /system [TEXT]",
+        "          /export [md|json] [PATH] (this tab to a file)",
         "Any key closes this help.",
     ];
     // Two columns when one does not fit the screen's height.

@@ -1,0 +1,216 @@
+//! Chats out and in: a saved chat as Markdown a person reads (code blocks kept as written,
+//! thoughts folded) or as JSON (the chat file's own format, which `import` reads back), and
+//! imports from that JSON or from ChatGPT's `conversations.json` export.
+
+use serde_json::Value;
+
+use super::persist::{SavedChat, SavedMessage, VERSION};
+
+/// An export format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// Markdown.
+    Markdown,
+    /// The chat file's JSON.
+    Json,
+}
+
+impl Format {
+    /// `md` or `json`.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "md" | "markdown" => Some(Format::Markdown),
+            "json" => Some(Format::Json),
+            _ => None,
+        }
+    }
+
+    /// The file extension.
+    pub fn extension(self) -> &'static str {
+        match self {
+            Format::Markdown => "md",
+            Format::Json => "json",
+        }
+    }
+}
+
+/// `chat` in `format`.
+pub fn export(chat: &SavedChat, format: Format) -> String {
+    match format {
+        Format::Markdown => markdown(chat),
+        Format::Json => serde_json::to_string_pretty(chat).unwrap_or_default() + "\n",
+    }
+}
+
+/// A chat as Markdown: a heading per message, the text as written (so code fences stay code),
+/// thoughts in a `<details>` block, notices and errors as quotes.
+pub fn markdown(chat: &SavedChat) -> String {
+    let mut out = format!("# {}\n\n", one_line(&chat.title));
+    if !chat.model.is_empty() {
+        out.push_str(&format!("*gemma-chat · {}*\n\n", one_line(&chat.model)));
+    }
+    for m in &chat.messages {
+        match m.role.as_str() {
+            "system" => out.push_str(&format!("## System prompt\n\n{}\n\n", m.text.trim_end())),
+            "user" => out.push_str(&format!("## You\n\n{}\n\n", m.text.trim_end())),
+            "model" => {
+                out.push_str("## Gemma\n\n");
+                if !m.thought.trim().is_empty() {
+                    out.push_str(&format!(
+                        "<details><summary>Thought</summary>\n\n{}\n\n</details>\n\n",
+                        m.thought.trim()
+                    ));
+                }
+                out.push_str(&format!("{}\n\n", m.text.trim()));
+                if let Some(f) = &m.footer {
+                    out.push_str(&format!("*{}*\n\n", one_line(f)));
+                }
+            }
+            _ => {
+                for line in m.text.lines() {
+                    out.push_str(&format!("> {line}\n"));
+                }
+                out.push('\n');
+            }
+        }
+    }
+    out
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// A file name for `chat` (its title, made safe), without extension.
+pub fn file_stem(chat: &SavedChat) -> String {
+    let stem: String = chat
+        .title
+        .chars()
+        .map(|c| if c.is_alphanumeric() { c } else { '-' })
+        .collect();
+    let stem = stem.trim_matches('-');
+    let stem: String = stem.chars().take(60).collect();
+    if stem.is_empty() { "chat".into() } else { stem }
+}
+
+/// The chats in `text`: our JSON (one chat, or a list of them) or ChatGPT's
+/// `conversations.json` (a list of conversations, each the path to its current message).
+pub fn import(text: &str) -> Result<Vec<SavedChat>, String> {
+    let v: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    let items: Vec<&Value> = match &v {
+        Value::Array(a) => a.iter().collect(),
+        other => vec![other],
+    };
+    let mut chats = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let chat = if item.get("mapping").is_some() {
+            chatgpt(item)
+        } else {
+            serde_json::from_value::<SavedChat>((*item).clone())
+                .map_err(|e| format!("chat {}: not a gemma-chat or ChatGPT chat ({e})", i + 1))
+        }?;
+        if !chat.messages.is_empty() {
+            chats.push(SavedChat {
+                version: VERSION,
+                order: 1_000 + chats.len(),
+                ..chat
+            });
+        }
+    }
+    if chats.is_empty() {
+        return Err("no chat with messages in it".into());
+    }
+    Ok(chats)
+}
+
+/// One ChatGPT conversation: from `current_node` up the `parent` links to the root, the user's
+/// and the assistant's text parts (a system message becomes the system prompt).
+fn chatgpt(c: &Value) -> Result<SavedChat, String> {
+    let mapping = c
+        .get("mapping")
+        .and_then(Value::as_object)
+        .ok_or("a ChatGPT conversation without its mapping")?;
+    let mut node = c
+        .get("current_node")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .or_else(|| {
+            // No current node: the last leaf in the file.
+            mapping
+                .iter()
+                .filter(|(_, n)| {
+                    n.get("children")
+                        .and_then(Value::as_array)
+                        .is_none_or(Vec::is_empty)
+                })
+                .map(|(k, _)| k.clone())
+                .next_back()
+        });
+    let mut path = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    while let Some(id) = node.take() {
+        if !seen.insert(id.clone()) || path.len() > 100_000 {
+            return Err("a ChatGPT conversation whose parent links loop".into());
+        }
+        let Some(n) = mapping.get(&id) else { break };
+        path.push(n);
+        node = n.get("parent").and_then(Value::as_str).map(str::to_string);
+    }
+    path.reverse();
+    let mut messages = Vec::new();
+    for n in path {
+        let Some(m) = n.get("message").filter(|m| !m.is_null()) else {
+            continue;
+        };
+        let role = m
+            .pointer("/author/role")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let text: String = m
+            .pointer("/content/parts")
+            .and_then(Value::as_array)
+            .map(|parts| {
+                parts
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
+            .unwrap_or_default();
+        if text.trim().is_empty() {
+            continue;
+        }
+        let role = match role {
+            "user" => "user",
+            "assistant" => "model",
+            "system" if messages.is_empty() => "system",
+            _ => continue,
+        };
+        messages.push(SavedMessage {
+            role: role.into(),
+            text,
+            thought: String::new(),
+            footer: None,
+        });
+    }
+    Ok(SavedChat {
+        version: VERSION,
+        order: 0,
+        title: c
+            .get("title")
+            .and_then(Value::as_str)
+            .filter(|t| !t.trim().is_empty())
+            .unwrap_or("imported chat")
+            .to_string(),
+        model: "ChatGPT".into(),
+        thinking: false,
+        messages,
+        ids: Vec::new(),
+        header: 0,
+        last_answer: None,
+    })
+}
+
+#[cfg(test)]
+#[path = "export_tests.rs"]
+mod tests;

@@ -1,0 +1,147 @@
+//! `gemma-chat export` and `gemma-chat import`: the saved chats out as Markdown or JSON (one, or
+//! all into a folder), and chats in from our JSON or ChatGPT's `conversations.json`, as new tabs
+//! for the next start.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use clap::Args;
+use gemma_chat::app::export::{self, Format};
+use gemma_chat::app::persist::{SavedChat, load_chats};
+use gemma_chat::demo;
+use gemma_chat::files::{DirLock, create_private_dir, write_atomic};
+
+/// `export`'s options.
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// md (Markdown to read) or json (the chat with its messages, thoughts and stats lines).
+    #[arg(long, default_value = "md")]
+    format: String,
+    /// Every saved chat, one file each, into the folder PATH (made if missing).
+    #[arg(long)]
+    all: bool,
+    /// Where to write: a file (default: standard output, the most recently saved chat), or with
+    /// --all a folder.
+    path: Option<PathBuf>,
+}
+
+/// `import`'s options.
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// A chat exported as JSON by gemma-chat, or ChatGPT's conversations.json.
+    file: PathBuf,
+}
+
+fn chats_dir() -> anyhow::Result<PathBuf> {
+    Ok(demo::data_dir()?.join("chats"))
+}
+
+/// Runs `export`.
+pub fn export(args: ExportArgs, raw: bool) -> anyhow::Result<()> {
+    let format = Format::parse(&args.format)
+        .with_context(|| format!("--format {}: use md or json", args.format))?;
+    let dir = chats_dir()?;
+    let (mut chats, warnings) = load_chats(&dir);
+    for w in warnings {
+        eprintln!("{w}");
+    }
+    anyhow::ensure!(!chats.is_empty(), "no saved chats in {}", dir.display());
+    if args.all {
+        let out = args.path.context(
+            "--all writes one file per chat: name the folder, e.g. `export --all chats/`",
+        )?;
+        create_private_dir(&out).with_context(|| format!("creating {}", out.display()))?;
+        chats.sort_by_key(|(_, c)| c.order);
+        let mut used = std::collections::HashSet::new();
+        for (_, chat) in &chats {
+            let path = free_name(
+                &out,
+                &export::file_stem(chat),
+                format.extension(),
+                &mut used,
+            );
+            write_atomic(&path, export::export(chat, format).as_bytes())
+                .with_context(|| format!("writing {}", path.display()))?;
+        }
+        eprintln!("exported {} chats to {}", chats.len(), out.display());
+        return Ok(());
+    }
+    let newest = newest(&dir, chats).context("no saved chats")?;
+    let text = export::export(&newest, format);
+    match args.path {
+        Some(p) => {
+            write_atomic(&p, text.as_bytes())
+                .with_context(|| format!("writing {}", p.display()))?;
+            eprintln!("exported \"{}\" to {}", newest.title, p.display());
+        }
+        None => print!("{}", super::printable(&text, raw)),
+    }
+    Ok(())
+}
+
+/// The most recently saved of `chats` (by its file's time).
+fn newest(dir: &Path, chats: Vec<(String, SavedChat)>) -> Option<SavedChat> {
+    chats
+        .into_iter()
+        .max_by_key(|(uid, _)| {
+            std::fs::metadata(dir.join(format!("{uid}.json")))
+                .and_then(|m| m.modified())
+                .ok()
+        })
+        .map(|(_, c)| c)
+}
+
+/// `dir/stem.ext`, or `dir/stem-2.ext`… when taken.
+fn free_name(
+    dir: &Path,
+    stem: &str,
+    ext: &str,
+    used: &mut std::collections::HashSet<PathBuf>,
+) -> PathBuf {
+    let mut n = 1;
+    loop {
+        let name = if n == 1 {
+            format!("{stem}.{ext}")
+        } else {
+            format!("{stem}-{n}.{ext}")
+        };
+        let p = dir.join(name);
+        if !p.exists() && used.insert(p.clone()) {
+            return p;
+        }
+        n += 1;
+    }
+}
+
+/// Runs `import`.
+pub fn import(args: ImportArgs) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(&args.file)
+        .with_context(|| format!("reading {}", args.file.display()))?;
+    let chats =
+        export::import(&text).map_err(|why| anyhow::anyhow!("{}: {why}", args.file.display()))?;
+    let data = demo::data_dir()?;
+    // Not while gemma-chat runs on this data dir: it would overwrite the chat list on quit.
+    let _lock = DirLock::acquire(&data)?;
+    let dir = data.join("chats");
+    create_private_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    for (i, chat) in chats.iter().enumerate() {
+        let path = dir.join(format!("chat-{ms}-import{i}.json"));
+        let bytes = serde_json::to_vec_pretty(chat)?;
+        write_atomic(&path, &bytes).with_context(|| format!("writing {}", path.display()))?;
+    }
+    eprintln!(
+        "imported {} chat{} ({}); they open as tabs when gemma-chat starts",
+        chats.len(),
+        if chats.len() == 1 { "" } else { "s" },
+        chats
+            .iter()
+            .take(5)
+            .map(|c| format!("\"{}\"", c.title))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    Ok(())
+}
