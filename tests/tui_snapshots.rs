@@ -723,3 +723,68 @@ fn export_queues_the_tabs_chat() {
         other => panic!("{other:?}"),
     }
 }
+
+/// `/preset NAME` gives the tab the preset's system prompt, sampling and answer length at once
+/// (F4 shows which preset); new tabs take `ui.default_preset`; an unknown name says which exist.
+#[test]
+fn presets_set_a_tab_up_at_once() {
+    let (mut app, _) = new_app();
+    ready(&mut app);
+    let mut config = Config::builtin().expect("config");
+    config.presets.insert(
+        "coder".into(),
+        gemma_chat::config::Preset {
+            system: Some("Answer with code first.".into()),
+            temperature: Some(0.2),
+            max_new_tokens: Some(2048),
+            ..Default::default()
+        },
+    );
+    app.config = Some(Box::new(config.clone()));
+    type_text(&mut app, "/preset coder");
+    let cmds = app.update(key(KeyCode::Enter));
+    assert!(
+        cmds.contains(&Command::SetSystem {
+            tab: 1,
+            text: Some("Answer with code first.".into())
+        }),
+        "{cmds:?}"
+    );
+    match cmds.last() {
+        Some(Command::SetSampling {
+            sampling,
+            max_new_tokens,
+            ..
+        }) => {
+            assert_eq!(sampling.temperature, 0.2);
+            assert_eq!(*max_new_tokens, 2048);
+        }
+        other => panic!("{other:?}"),
+    }
+    app.update(key(KeyCode::F(4)));
+    insta::assert_snapshot!(draw(&mut app, 80, 20).backend());
+    app.update(key(KeyCode::Esc));
+    type_text(&mut app, "/preset nope");
+    app.update(key(KeyCode::Enter));
+    assert_eq!(app.flash.as_deref(), Some("no preset \"nope\": try coder"));
+    // A new tab takes the default preset, quietly.
+    config.ui.default_preset = "coder".into();
+    app.config = Some(Box::new(config));
+    let cmds = app.update(Msg::Key(KeyEvent::new(
+        KeyCode::Char('t'),
+        KeyModifiers::CONTROL,
+    )));
+    assert!(
+        cmds.iter().any(|c| matches!(
+            c,
+            Command::SetSystem {
+                tab: 2,
+                text: Some(_)
+            }
+        )),
+        "{cmds:?}"
+    );
+    let t = app.tab().expect("tab");
+    assert_eq!(t.preset.as_deref(), Some("coder"));
+    assert_eq!(t.messages.len(), 1, "the system prompt, no notice");
+}

@@ -8,6 +8,7 @@ pub mod export;
 pub mod fences;
 mod keys;
 pub mod persist;
+mod preset;
 pub mod settings;
 mod slash;
 pub mod tab;
@@ -318,6 +319,14 @@ impl App {
         }
         if self.settings.thinking {
             cmds.push(Command::SetThinking { tab: id, on: true });
+        }
+        let default = self
+            .config
+            .as_ref()
+            .map(|c| c.ui.default_preset.clone())
+            .filter(|p| !p.is_empty());
+        if let Some(p) = default {
+            cmds.extend(self.apply_preset(&p, true));
         }
         cmds
     }

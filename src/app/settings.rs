@@ -113,7 +113,7 @@ impl App {
         Command::SetSampling {
             tab: tab.id,
             sampling: self.tab_sampling(tab).params,
-            max_new_tokens: self.settings.max_new_tokens,
+            max_new_tokens: tab.max_new_tokens.unwrap_or(self.settings.max_new_tokens),
             stop: self.settings.stop.clone(),
         }
     }

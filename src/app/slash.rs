@@ -30,11 +30,12 @@ impl App {
             }
             "help" => self.overlay = Overlay::Help,
             "export" => self.export_tab(arg),
+            "preset" => out = self.preset_command(arg),
             "system" => out = self.set_system(Some(arg.to_string()).filter(|a| !a.is_empty())),
             _ => {
                 self.flash = Some(format!(
                     "unknown command /{name}: try /rename NAME, /copy [N], /think on|off, \
-                     /system [TEXT], /export [md|json] [PATH], /help"
+                     /system [TEXT], /preset NAME, /export [md|json] [PATH], /help"
                 ));
                 return out;
             }

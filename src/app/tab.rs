@@ -116,6 +116,10 @@ pub struct Tab {
     pub overrides: SamplingLayer,
     /// Its own context limit, when it differs from the model's (set at its opening).
     pub context_limit: Option<usize>,
+    /// The preset it took last (`/preset NAME`, or the default for new tabs).
+    pub preset: Option<String>,
+    /// Its own answer length, over the app's (from a preset).
+    pub max_new_tokens: Option<usize>,
     /// Its file name in the chats directory, and the name the engine keeps its conversation
     /// under.
     pub uid: String,
@@ -146,6 +150,8 @@ impl Tab {
             thinking,
             overrides: SamplingLayer::default(),
             context_limit: None,
+            preset: None,
+            max_new_tokens: None,
             uid: String::new(),
             lines: 0,
             edits: 0,

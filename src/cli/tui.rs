@@ -88,6 +88,8 @@ pub fn run(
         config.ui.show_thoughts,
     );
     app.config = Some(Box::new(config));
+    let mut initial = initial;
+    initial.extend(app.apply_default_preset());
     let chats = data.join("chats");
     let keep_closed = app
         .config
@@ -95,7 +97,6 @@ pub fn run(
         .map_or(0, |c| c.sessions.keep_closed_days);
     gemma_chat::app::persist::prune_closed(&chats, keep_closed);
     let (saved, warnings) = load_chats(&chats);
-    let mut initial = initial;
     initial.extend(app.restore(saved, warnings));
     let path = config_path(common.config.as_deref());
     if let Some(signal) = tui::run(app, initial, engine, path.as_deref(), chats)? {

@@ -85,9 +85,25 @@ pub struct SessionsTable {
 #[serde(deny_unknown_fields)]
 #[allow(missing_docs)]
 pub struct UiTable {
+    pub default_preset: Option<Spanned<String>>,
     pub theme: Option<Spanned<String>>,
     pub show_thoughts: Option<Spanned<bool>>,
     pub keys: Option<BTreeMap<String, Spanned<Vec<String>>>>,
+}
+
+/// `[presets.NAME]` as written.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(missing_docs)]
+pub struct PresetTable {
+    pub system: Option<Spanned<String>>,
+    pub temperature: Option<Spanned<Num>>,
+    pub top_k: Option<Spanned<i64>>,
+    pub top_p: Option<Spanned<Num>>,
+    pub min_p: Option<Spanned<Num>>,
+    pub seed: Option<Spanned<i64>>,
+    pub thinking: Option<Spanned<bool>>,
+    pub max_new_tokens: Option<Spanned<i64>>,
 }
 
 /// A whole file as written.
@@ -100,6 +116,7 @@ pub struct ConfigLayer {
     pub sampling: Option<SamplingTable>,
     pub sessions: Option<SessionsTable>,
     pub ui: Option<UiTable>,
+    pub presets: Option<BTreeMap<String, PresetTable>>,
 }
 
 /// `line:column` (1-based) of byte `at` in `text`.
@@ -146,6 +163,36 @@ impl ConfigLayer {
         }
         if let Some(s) = &self.sessions {
             s.check()?;
+        }
+        for (name, p) in self.presets.iter().flatten() {
+            p.check(name)?;
+        }
+        if let Some(d) = self.ui.as_ref().and_then(|u| u.default_preset.as_ref())
+            && !d.get_ref().is_empty()
+            && !self
+                .presets
+                .as_ref()
+                .is_some_and(|p| p.contains_key(d.get_ref()))
+        {
+            let known: Vec<&str> = self
+                .presets
+                .iter()
+                .flatten()
+                .map(|(k, _)| k.as_str())
+                .collect();
+            return Err((
+                d.span(),
+                format!(
+                    "`ui.default_preset` = {:?}: there is no [presets.{}] ({})",
+                    d.get_ref(),
+                    d.get_ref(),
+                    if known.is_empty() {
+                        "this file defines no preset".to_string()
+                    } else {
+                        format!("presets: {}", known.join(", "))
+                    }
+                ),
+            ));
         }
         if let Some(u) = &self.ui {
             u.check()?;
@@ -227,6 +274,39 @@ fn is_env_name(s: &str) -> bool {
         .is_some_and(|f| f.is_ascii_alphabetic() || f == '_')
         && c.all(|c| c.is_ascii_alphanumeric() || c == '_')
         && s.len() <= 128
+}
+
+impl PresetTable {
+    fn check(&self, name: &str) -> Check {
+        let key = |k: &str| format!("presets.{name}.{k}");
+        num(
+            &self.temperature,
+            &key("temperature"),
+            |t| (0.0..=2.0).contains(&t),
+            "0 to 2 (0 is greedy)",
+        )?;
+        int(&self.top_k, &key("top_k"), 0, "0 or more (0 is off)")?;
+        num(
+            &self.top_p,
+            &key("top_p"),
+            |p| p > 0.0 && p <= 1.0,
+            "in (0, 1]",
+        )?;
+        num(
+            &self.min_p,
+            &key("min_p"),
+            |p| (0.0..=1.0).contains(&p),
+            "in [0, 1]",
+        )?;
+        int(
+            &self.seed,
+            &key("seed"),
+            0,
+            "0 or more (0 is a random seed)",
+        )?;
+        int(&self.max_new_tokens, &key("max_new_tokens"), 1, "1 or more")?;
+        Ok(())
+    }
 }
 
 impl SamplingTable {

@@ -32,6 +32,31 @@ pub struct Config {
     pub sessions: SessionsConfig,
     /// `[ui]`.
     pub ui: UiConfig,
+    /// `[presets.NAME]`.
+    #[serde(default)]
+    pub presets: BTreeMap<String, Preset>,
+}
+
+/// `[presets.NAME]`: settings a tab takes together; what is left out is inherited.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Preset {
+    /// The system prompt.
+    pub system: Option<String>,
+    /// 0 to 2.
+    pub temperature: Option<f32>,
+    /// 0 is off.
+    pub top_k: Option<usize>,
+    /// In (0, 1].
+    pub top_p: Option<f32>,
+    /// In [0, 1].
+    pub min_p: Option<f32>,
+    /// 0 is a random seed per turn.
+    pub seed: Option<u64>,
+    /// Gemma 4 thinking.
+    pub thinking: Option<bool>,
+    /// Most tokens per answer.
+    pub max_new_tokens: Option<usize>,
 }
 
 /// `[model]`: what to load and where to run it.
@@ -112,6 +137,8 @@ pub struct SessionsConfig {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct UiConfig {
+    /// The preset new tabs start with (empty: none).
+    pub default_preset: String,
     /// `dark` or `light`.
     pub theme: String,
     /// Thoughts expanded by default.
@@ -218,7 +245,25 @@ impl Config {
             d.keep_closed_days = count(&s.keep_closed_days).unwrap_or(d.keep_closed_days);
             set(&mut d.thinking_policy, &s.thinking_policy);
         }
+        for (name, p) in l.presets.iter().flatten() {
+            let f =
+                |v: &Option<toml::Spanned<layer::Num>>| v.as_ref().map(|n| n.get_ref().f() as f32);
+            self.presets.insert(
+                name.clone(),
+                Preset {
+                    system: p.system.as_ref().map(|s| s.get_ref().clone()),
+                    temperature: f(&p.temperature),
+                    top_k: count(&p.top_k).map(|k| k as usize),
+                    top_p: f(&p.top_p),
+                    min_p: f(&p.min_p),
+                    seed: count(&p.seed),
+                    thinking: p.thinking.as_ref().map(|t| *t.get_ref()),
+                    max_new_tokens: count(&p.max_new_tokens).map(|n| n as usize),
+                },
+            );
+        }
         if let Some(u) = &l.ui {
+            set(&mut self.ui.default_preset, &u.default_preset);
             set(&mut self.ui.theme, &u.theme);
             set(&mut self.ui.show_thoughts, &u.show_thoughts);
             for (name, chords) in u.keys.iter().flatten() {

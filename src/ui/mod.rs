@@ -78,6 +78,14 @@ pub fn render(f: &mut Frame, app: &App, view: &mut View) -> Option<(TabId, usize
         }
         Overlay::Settings(e) => {
             let mut lines = Vec::new();
+            let preset = app.tab().and_then(|t| t.preset.clone());
+            lines.push(Line::from(Span::styled(
+                match &preset {
+                    Some(p) => format!(" preset {p} (/preset NAME changes it)"),
+                    None => " no preset (/preset NAME takes one)".to_string(),
+                },
+                theme.dim,
+            )));
             for (i, (name, value, source)) in app.settings_rows(e).into_iter().enumerate() {
                 let style = if i == e.field {
                     theme.tab_active
@@ -94,7 +102,7 @@ pub fn render(f: &mut Frame, app: &App, view: &mut View) -> Option<(TabId, usize
                 " ←/→ change · r inherit · Enter apply · Esc cancel",
                 theme.dim,
             )));
-            popup(f, app, " This tab's sampling ", lines, 54, 7);
+            popup(f, app, " This tab's sampling ", lines, 54, 8);
         }
         Overlay::Rename(e) => {
             let line = Line::from(vec![Span::raw(e.text()), Span::styled("▏", theme.accent)]);
@@ -267,7 +275,7 @@ fn help(f: &mut Frame, app: &App) {
     let entry_w = key_w + entries.iter().map(|(_, d)| d.width()).max().unwrap_or(0);
     let footer = [
         "Commands: /rename NAME · /copy [N] (code block N) · /think on|off · /system [TEXT]",
-        "          /export [md|json] [PATH] (this tab to a file)",
+        "          /preset NAME · /export [md|json] [PATH] (this tab to a file)",
         "Any key closes this help.",
     ];
     // Two columns when one does not fit the screen's height.
