@@ -163,8 +163,8 @@ fn draw_at(app: &mut App, w: u16, h: u16, now: Instant) -> Terminal<TestBackend>
     let mut measured = None;
     t.draw(|f| measured = ui::render(f, app, &mut View::default()))
         .expect("draw");
-    if let Some((tab, lines)) = measured {
-        app.measured(tab, lines);
+    if let Some((tab, lines, focus_top)) = measured {
+        app.measured(tab, lines, focus_top);
     }
     t
 }
@@ -787,4 +787,50 @@ fn presets_set_a_tab_up_at_once() {
     let t = app.tab().expect("tab");
     assert_eq!(t.preset.as_deref(), Some("coder"));
     assert_eq!(t.messages.len(), 1, "the system prompt, no notice");
+}
+
+/// Ctrl+F searches every tab as you type (the active tab's hits first); Enter opens the hit's
+/// tab with the message at the top of the view, marked.
+#[test]
+fn search_finds_a_message_in_another_tab_and_opens_it() {
+    let (mut app, _) = new_app();
+    ready(&mut app);
+    let first = send(&mut app, "Tell me about lighthouses.");
+    app.update(Msg::Engine(Event::Token {
+        tab: first,
+        text: "A lighthouse guides ships.".into(),
+    }));
+    app.update(Msg::Engine(Event::Finished {
+        tab: first,
+        end: TurnEnd::EndOfTurn(1),
+        stats: stats(0, 10, 4),
+    }));
+    for n in 0..12 {
+        let m = gemma_chat::app::tab::Message::new(
+            gemma_chat::app::tab::Role::Notice,
+            format!("filler line {n}"),
+        );
+        app.tabs[0].push(m);
+    }
+    app.update(Msg::Key(KeyEvent::new(
+        KeyCode::Char('t'),
+        KeyModifiers::CONTROL,
+    )));
+    let second = send(&mut app, "What about the LIGHTHOUSE of Alexandria?");
+    app.update(Msg::Engine(Event::Finished {
+        tab: second,
+        end: TurnEnd::EndOfTurn(1),
+        stats: stats(0, 10, 0),
+    }));
+    app.update(Msg::Key(KeyEvent::new(
+        KeyCode::Char('f'),
+        KeyModifiers::CONTROL,
+    )));
+    type_text(&mut app, "lighthouse");
+    app.update(key(KeyCode::Down));
+    app.update(key(KeyCode::Down));
+    insta::assert_snapshot!("search_overlay", draw(&mut app, 80, 16).backend());
+    app.update(key(KeyCode::Enter));
+    assert_eq!(app.active, 0, "the hit's tab");
+    insta::assert_snapshot!("search_opens_the_hit", draw(&mut app, 80, 16).backend());
 }

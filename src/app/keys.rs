@@ -39,6 +39,7 @@ impl App {
                 };
             }
             Overlay::Settings(e) => return self.settings_key(e, &k),
+            Overlay::Search(s) => return self.search_key(s, &k),
             Overlay::Rename(mut e) => {
                 match k.code {
                     KeyCode::Enter => {
@@ -149,6 +150,7 @@ impl App {
                 return self.set_thinking(on);
             }
             Action::Help => self.overlay = Overlay::Help,
+            Action::Search => self.open_search(),
             Action::Settings => {
                 if let Some(t) = self.tab() {
                     self.overlay = Overlay::Settings(super::settings::SettingsEdit {
@@ -215,7 +217,7 @@ impl App {
 }
 
 /// The editing keys of a text field.
-fn edit(e: &mut Editor, k: &KeyEvent) {
+pub(super) fn edit(e: &mut Editor, k: &KeyEvent) {
     let ctrl = k.modifiers.contains(KeyModifiers::CONTROL);
     match k.code {
         KeyCode::Char('a') if ctrl => e.home(),

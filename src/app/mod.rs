@@ -9,6 +9,7 @@ pub mod fences;
 mod keys;
 pub mod persist;
 mod preset;
+pub mod search;
 pub mod settings;
 mod slash;
 pub mod tab;
@@ -109,6 +110,8 @@ pub enum Overlay {
     Rename(Editor),
     /// The active tab's sampling.
     Settings(SettingsEdit),
+    /// Search across the chats.
+    Search(search::SearchState),
 }
 
 /// The whole UI state.
@@ -226,9 +229,13 @@ impl App {
 
     /// Takes what the renderer measured of the shown tab's transcript (its lines at the current
     /// width), which scrolling is bounded by.
-    pub fn measured(&mut self, tab: TabId, lines: usize) {
+    pub fn measured(&mut self, tab: TabId, lines: usize, focus_top: Option<usize>) {
         if let Some(t) = self.tabs.iter_mut().find(|t| t.id == tab) {
             t.lines = lines;
+            // The view stays where the found message put it.
+            if let Some(top) = focus_top {
+                t.pin = Some(top);
+            }
         }
     }
 

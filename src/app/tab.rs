@@ -116,6 +116,9 @@ pub struct Tab {
     pub overrides: SamplingLayer,
     /// Its own context limit, when it differs from the model's (set at its opening).
     pub context_limit: Option<usize>,
+    /// A message found by search: shown at the top of the view and highlighted until the next
+    /// message is sent.
+    pub focus: Option<usize>,
     /// The preset it took last (`/preset NAME`, or the default for new tabs).
     pub preset: Option<String>,
     /// Its own answer length, over the app's (from a preset).
@@ -150,6 +153,7 @@ impl Tab {
             thinking,
             overrides: SamplingLayer::default(),
             context_limit: None,
+            focus: None,
             preset: None,
             max_new_tokens: None,
             uid: String::new(),
@@ -175,6 +179,8 @@ impl Tab {
 
     /// Adds a message.
     pub fn push(&mut self, m: Message) {
+        // Something new: the found message is no longer the point.
+        self.focus = None;
         self.messages.push(m);
         self.touched(self.messages.len() - 1);
     }

@@ -38,6 +38,8 @@ pub enum Action {
     Help,
     /// The tab's sampling settings.
     Settings,
+    /// Search every chat.
+    Search,
     /// Scroll a page up.
     ScrollUp,
     /// Scroll a page down.
@@ -52,7 +54,7 @@ pub enum Action {
     ScrollBottom,
 }
 
-const SIMPLE: [(Action, &str, &str); 22] = [
+const SIMPLE: [(Action, &str, &str); 23] = [
     (Action::Quit, "quit", "quit"),
     (
         Action::Interrupt,
@@ -85,6 +87,7 @@ const SIMPLE: [(Action, &str, &str); 22] = [
     ),
     (Action::Help, "help", "this help"),
     (Action::Settings, "settings", "this tab's sampling settings"),
+    (Action::Search, "search", "search every chat"),
     (Action::ScrollUp, "scroll-up", "scroll up a page"),
     (Action::ScrollDown, "scroll-down", "scroll down a page"),
     (Action::HalfPageUp, "half-page-up", "scroll up half a page"),

@@ -18,6 +18,8 @@ use unicode_width::UnicodeWidthStr;
 
 use self::theme::Theme;
 use self::view::View;
+use crate::app::search::MAX_HITS;
+use crate::app::tab::Role;
 use crate::app::{App, Overlay};
 use crate::config::action::Action;
 use crate::engine::protocol::{TabId, Tier};
@@ -55,8 +57,9 @@ pub fn areas(app: &App) -> Areas {
 }
 
 /// Draws the whole app; `view` keeps the laid-out transcripts between frames. Returns the shown
-/// tab and its transcript's length in lines, for [`App::measured`].
-pub fn render(f: &mut Frame, app: &App, view: &mut View) -> Option<(TabId, usize)> {
+/// tab, its transcript's length in lines and where a found message put the view, for
+/// [`App::measured`].
+pub fn render(f: &mut Frame, app: &App, view: &mut View) -> Option<(TabId, usize, Option<usize>)> {
     let theme = &Theme::named(&app.theme);
     let a = areas(app);
     view.retain(|id| app.tabs.iter().any(|t| t.id == id));
@@ -104,6 +107,47 @@ pub fn render(f: &mut Frame, app: &App, view: &mut View) -> Option<(TabId, usize
             )));
             popup(f, app, " This tab's sampling ", lines, 54, 8);
         }
+        Overlay::Search(s) => {
+            let (sw, sh) = app.size;
+            let w = sw.saturating_sub(8).clamp(20, 100);
+            let h = sh.saturating_sub(4).clamp(6, 24);
+            let mut lines = vec![Line::from(vec![
+                Span::raw(format!(" {}", s.query.text())),
+                Span::styled("▏", theme.accent),
+            ])];
+            let room = (h as usize).saturating_sub(4);
+            let first = s.selected.saturating_sub(room.saturating_sub(1));
+            for (i, hit) in s.hits.iter().enumerate().skip(first).take(room) {
+                let who = match hit.role {
+                    Role::User => "You",
+                    Role::Model => "Gemma",
+                    _ => "System",
+                };
+                let style = if i == s.selected {
+                    theme.tab_active
+                } else {
+                    Default::default()
+                };
+                lines.push(Line::from(vec![
+                    Span::styled(format!(" {} · {who}: ", hit.title), theme.dim),
+                    Span::styled(hit.snippet.clone(), style),
+                ]));
+            }
+            let found = match s.hits.len() {
+                0 if s.query.text().trim().is_empty() => "type to search every chat".to_string(),
+                0 => "nothing found".to_string(),
+                n if n >= MAX_HITS => format!("the first {n} found"),
+                n => format!("{n} found"),
+            };
+            while lines.len() < room + 1 {
+                lines.push(Line::default());
+            }
+            lines.push(Line::from(Span::styled(
+                format!(" {found} · ↑/↓ pick · Enter open · Esc close"),
+                theme.dim,
+            )));
+            popup(f, app, " Search ", lines, w, h);
+        }
         Overlay::Rename(e) => {
             let line = Line::from(vec![Span::raw(e.text()), Span::styled("▏", theme.accent)]);
             popup(
@@ -116,7 +160,7 @@ pub fn render(f: &mut Frame, app: &App, view: &mut View) -> Option<(TabId, usize
             );
         }
     }
-    measured.map(|lines| (app.tab().map_or(0, |t| t.id), lines))
+    measured.map(|(lines, focus_top)| (app.tab().map_or(0, |t| t.id), lines, focus_top))
 }
 
 fn tab_bar(f: &mut Frame, area: Rect, app: &App) {

@@ -65,17 +65,36 @@ pub fn message_lines(
 
 /// Draws the active tab's transcript in `area`, or the start-up screen while there is none;
 /// returns the transcript's length in lines (what scrolling is bounded by).
-pub fn render(f: &mut Frame, area: Rect, app: &App, view: &mut View) -> Option<usize> {
+pub fn render(
+    f: &mut Frame,
+    area: Rect,
+    app: &App,
+    view: &mut View,
+) -> Option<(usize, Option<usize>)> {
     let theme = &Theme::named(&app.theme);
     let tab = app.tab()?;
     if tab.messages.is_empty() {
         f.render_widget(welcome(app), area);
-        return Some(0);
+        return Some((0, None));
     }
     let layout = view.transcript(tab, area.width, &app.theme, app.show_thoughts);
     let height = area.height as usize;
-    let top = tab.view_top(layout.total(), height);
-    let lines = layout.lines(top, height);
+    // A message found by search: at the top of the view (once; the app pins it there), marked.
+    let bottom = layout.total().saturating_sub(height);
+    let found = tab.focus.filter(|&i| i < tab.messages.len());
+    let focus_top = found
+        .filter(|_| tab.pin.is_none())
+        .map(|i| layout.start_of(i).min(bottom));
+    let top = focus_top.unwrap_or_else(|| tab.view_top(layout.total(), height));
+    let mut lines = layout.lines(top, height);
+    if let Some(i) = found
+        && let Some(line) = layout
+            .start_of(i)
+            .checked_sub(top)
+            .and_then(|k| lines.get_mut(k))
+    {
+        line.spans.push(Span::styled(" ◀ found", theme.tab_active));
+    }
     f.render_widget(Paragraph::new(lines), area);
     if tab.pin.is_some() && tab.new_output && area.height > 0 {
         let hint = " new output ↓ (End) ";
@@ -83,7 +102,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &App, view: &mut View) -> Option<u
         let r = Rect::new(area.right() - w, area.bottom() - 1, w, 1);
         f.render_widget(Paragraph::new(Span::styled(hint, theme.tab_active)), r);
     }
-    Some(layout.total())
+    Some((layout.total(), focus_top))
 }
 
 /// What an empty tab shows: loading progress, a load error with what to do, or a greeting.

@@ -96,6 +96,11 @@ impl TranscriptLayout {
         self.total
     }
 
+    /// The line message `i` starts at.
+    pub fn start_of(&self, i: usize) -> usize {
+        self.blocks.iter().take(i).map(|b| b.lines.len()).sum()
+    }
+
     /// Lines `from..from + count`, across messages.
     pub fn lines(&self, from: usize, count: usize) -> Vec<Line<'static>> {
         self.blocks

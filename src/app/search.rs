@@ -1,0 +1,145 @@
+//! Search across every open chat (Ctrl+F): an overlay that lists, as you type, the messages that
+//! hold the text (case-insensitive for ASCII), with the tab and a snippet; Enter opens that tab
+//! at that message, scrolled to it and highlighted.
+
+use aho_corasick::AhoCorasick;
+use crossterm::event::{KeyCode, KeyEvent};
+
+use super::editor::Editor;
+use super::tab::{Role, Tab};
+use super::{App, Overlay};
+use crate::engine::protocol::{Command, TabId};
+
+/// Most hits listed.
+pub const MAX_HITS: usize = 200;
+
+/// The search overlay's state.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SearchState {
+    /// What is typed.
+    pub query: Editor,
+    /// The messages found, best first (the active tab's, then the others', newest first).
+    pub hits: Vec<Hit>,
+    /// The hit Enter opens.
+    pub selected: usize,
+}
+
+/// One message that holds the text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hit {
+    /// Its tab.
+    pub tab: TabId,
+    /// The tab's title.
+    pub title: String,
+    /// The message's index in the tab.
+    pub message: usize,
+    /// Who wrote it.
+    pub role: Role,
+    /// The text around the match, on one line.
+    pub snippet: String,
+}
+
+/// The messages of `tabs` that hold `query` (ASCII case-insensitive), at most `limit`.
+pub fn search<'a>(tabs: impl IntoIterator<Item = &'a Tab>, query: &str, limit: usize) -> Vec<Hit> {
+    let query = query.trim();
+    if query.is_empty() {
+        return Vec::new();
+    }
+    let Ok(finder) = AhoCorasick::builder()
+        .ascii_case_insensitive(true)
+        .build([query])
+    else {
+        return Vec::new();
+    };
+    let mut hits = Vec::new();
+    for t in tabs {
+        for (i, m) in t.messages.iter().enumerate().rev() {
+            if !matches!(m.role, Role::User | Role::Model | Role::System) {
+                continue;
+            }
+            if let Some(found) = finder.find(&m.text) {
+                hits.push(Hit {
+                    tab: t.id,
+                    title: t.title.clone(),
+                    message: i,
+                    role: m.role,
+                    snippet: snippet(&m.text, found.start(), found.end()),
+                });
+                if hits.len() >= limit {
+                    return hits;
+                }
+            }
+        }
+    }
+    hits
+}
+
+/// About 30 characters either side of `start..end`, whitespace folded to single spaces.
+fn snippet(text: &str, start: usize, end: usize) -> String {
+    let before: String = {
+        let b: Vec<char> = text[..start].chars().rev().take(30).collect();
+        b.into_iter().rev().collect()
+    };
+    let after: String = text[end..].chars().take(50).collect();
+    let lead = if before.chars().count() == 30 {
+        "…"
+    } else {
+        ""
+    };
+    let tail = if text[end..].chars().nth(50).is_some() {
+        "…"
+    } else {
+        ""
+    };
+    let joined = format!("{lead}{before}{}{after}{tail}", &text[start..end]);
+    joined.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+impl App {
+    /// Opens the search overlay.
+    pub(super) fn open_search(&mut self) {
+        self.overlay = Overlay::Search(SearchState::default());
+    }
+
+    /// Keys in the search overlay: typing searches, Up/Down pick, Enter opens, Esc closes.
+    pub(super) fn search_key(&mut self, mut s: SearchState, k: &KeyEvent) -> Vec<Command> {
+        match k.code {
+            KeyCode::Esc => return Vec::new(),
+            KeyCode::Up => s.selected = s.selected.saturating_sub(1),
+            KeyCode::Down => s.selected = (s.selected + 1).min(s.hits.len().saturating_sub(1)),
+            KeyCode::Enter => {
+                if let Some(hit) = s.hits.get(s.selected).cloned() {
+                    self.open_hit(&hit);
+                    return Vec::new();
+                }
+            }
+            _ => {
+                super::keys::edit(&mut s.query, k);
+                // The active tab's hits first.
+                let active = self.active;
+                let order = self.tabs.get(active).into_iter().chain(
+                    self.tabs
+                        .iter()
+                        .enumerate()
+                        .filter(move |(i, _)| *i != active)
+                        .map(|(_, t)| t),
+                );
+                s.hits = search(order, &s.query.text(), MAX_HITS);
+                s.selected = 0;
+            }
+        }
+        self.overlay = Overlay::Search(s);
+        Vec::new()
+    }
+
+    /// Shows `hit`: its tab active, the view at its message, which is highlighted.
+    fn open_hit(&mut self, hit: &Hit) {
+        if let Some(i) = self.tabs.iter().position(|t| t.id == hit.tab) {
+            self.active = i;
+            let t = &mut self.tabs[i];
+            t.pin = None;
+            t.focus = Some(hit.message);
+            t.touched(hit.message);
+        }
+    }
+}
