@@ -278,72 +278,60 @@ fn is_env_name(s: &str) -> bool {
 
 impl PresetTable {
     fn check(&self, name: &str) -> Check {
-        let key = |k: &str| format!("presets.{name}.{k}");
-        num(
+        sampling_ranges(
+            &format!("presets.{name}"),
             &self.temperature,
-            &key("temperature"),
-            |t| (0.0..=2.0).contains(&t),
-            "0 to 2 (0 is greedy)",
-        )?;
-        int(&self.top_k, &key("top_k"), 0, "0 or more (0 is off)")?;
-        num(
+            &self.top_k,
             &self.top_p,
-            &key("top_p"),
-            |p| p > 0.0 && p <= 1.0,
-            "in (0, 1]",
-        )?;
-        num(
             &self.min_p,
-            &key("min_p"),
-            |p| (0.0..=1.0).contains(&p),
-            "in [0, 1]",
-        )?;
-        int(
             &self.seed,
-            &key("seed"),
-            0,
-            "0 or more (0 is a random seed)",
-        )?;
-        int(&self.max_new_tokens, &key("max_new_tokens"), 1, "1 or more")?;
-        Ok(())
+            &self.max_new_tokens,
+        )
     }
 }
 
 impl SamplingTable {
     fn check(&self) -> Check {
-        num(
+        sampling_ranges(
+            "sampling",
             &self.temperature,
-            "sampling.temperature",
-            |t| (0.0..=2.0).contains(&t),
-            "0 to 2 (0 is greedy)",
-        )?;
-        int(&self.top_k, "sampling.top_k", 0, "0 or more (0 is off)")?;
-        num(
+            &self.top_k,
             &self.top_p,
-            "sampling.top_p",
-            |p| p > 0.0 && p <= 1.0,
-            "in (0, 1]",
-        )?;
-        num(
             &self.min_p,
-            "sampling.min_p",
-            |p| (0.0..=1.0).contains(&p),
-            "in [0, 1]",
-        )?;
-        int(
             &self.seed,
-            "sampling.seed",
-            0,
-            "0 or more (0 is a random seed)",
-        )?;
-        int(
             &self.max_new_tokens,
-            "sampling.max_new_tokens",
-            1,
-            "1 or more",
-        )?;
-        Ok(())
+        )
     }
+}
+
+/// The sampling values' ranges, for `[sampling]` and each preset (`table` names it).
+fn sampling_ranges(
+    table: &str,
+    temperature: &Option<Spanned<Num>>,
+    top_k: &Option<Spanned<i64>>,
+    top_p: &Option<Spanned<Num>>,
+    min_p: &Option<Spanned<Num>>,
+    seed: &Option<Spanned<i64>>,
+    max_new_tokens: &Option<Spanned<i64>>,
+) -> Check {
+    let key = |k: &str| format!("{table}.{k}");
+    num(
+        temperature,
+        &key("temperature"),
+        |t| (0.0..=2.0).contains(&t),
+        "0 to 2 (0 is greedy)",
+    )?;
+    int(top_k, &key("top_k"), 0, "0 or more (0 is off)")?;
+    num(top_p, &key("top_p"), |p| p > 0.0 && p <= 1.0, "in (0, 1]")?;
+    num(
+        min_p,
+        &key("min_p"),
+        |p| (0.0..=1.0).contains(&p),
+        "in [0, 1]",
+    )?;
+    int(seed, &key("seed"), 0, "0 or more (0 is a random seed)")?;
+    int(max_new_tokens, &key("max_new_tokens"), 1, "1 or more")?;
+    Ok(())
 }
 
 impl SessionsTable {
