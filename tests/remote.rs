@@ -279,3 +279,52 @@ fn the_model_split_across_an_rpc_worker_serves_the_same_tabs() {
         rpc.output()
     );
 }
+
+/// Piped chat and `--prompt` through the server: answers on stdout, the server's numbers on
+/// stderr, the second line of a piped chat warm.
+#[test]
+fn headless_chat_through_the_server() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let port = free_port();
+    let _server = llama_server(&demo_model(), port, 1, &[], &dir.path().join("server.log"));
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, "").expect("config");
+    let url = format!("http://127.0.0.1:{port}");
+    let run = |args: &[&str], stdin: &str| {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gemma-chat"))
+            .args(["--remote", &url, "--config", &config.to_string_lossy()])
+            .args(["--temperature", "0", "--max-new-tokens", "8"])
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("runs");
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(stdin.as_bytes())
+            .expect("write");
+        let out = child.wait_with_output().expect("ends");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (answer, log) = run(&["--prompt", "Say hello."], "");
+    assert!(!answer.trim().is_empty(), "{log}");
+    assert!(log.contains("[new · reused 0 · prefilled"), "{log}");
+    let (answers, log) = run(&[], "Hello there\nAnd again\n");
+    assert!(
+        answers.lines().filter(|l| !l.is_empty()).count() >= 1,
+        "{answers}"
+    );
+    assert!(log.contains("[exact_prefix · reused"), "{log}");
+}

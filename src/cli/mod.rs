@@ -5,6 +5,7 @@ mod chat;
 mod chats_cmd;
 mod config_cmd;
 mod generate;
+mod remote_chat;
 mod template_cmd;
 mod tui;
 
@@ -277,11 +278,14 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         .unwrap_or(1.0);
     let interactive = std::io::IsTerminal::is_terminal(&std::io::stdin())
         && std::io::IsTerminal::is_terminal(&std::io::stdout());
-    if cli.common.remote(&config)?.is_some() && (cli.prompt.is_some() || !interactive) {
-        anyhow::bail!(
-            "the remote engine serves the terminal UI; --prompt and piped chat run a model in \
-             this process (set [engine] kind = \"local\" or drop --remote for them)"
-        );
+    if let Some(remote) = cli.common.remote(&config)? {
+        match cli.prompt {
+            Some(prompt) => {
+                return remote_chat::once(remote, &prompt, max_new, temperature, cli.raw);
+            }
+            None if !interactive => return remote_chat::run(remote, max_new, temperature, cli.raw),
+            None => {}
+        }
     }
     match cli.prompt {
         Some(prompt) => chat::once(&cli.common, &prompt, max_new, temperature, cli.raw),
