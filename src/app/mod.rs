@@ -9,6 +9,7 @@ pub mod fences;
 mod keys;
 pub mod persist;
 mod preset;
+mod saver;
 pub mod search;
 pub mod settings;
 mod slash;

@@ -1,18 +1,17 @@
 //! Chats on disk: each tab's transcript, one JSON file per tab in the data dir's `chats/` (the
 //! conversation in token ids is the engine's, saved under the same name: the app attaches each
-//! restored tab to it with [`Command::Attach`]). Files are written atomically (temp file, fsync, rename) by a saver
-//! thread, so saving never blocks the UI and a crash never loses a finished turn. At start the
-//! files come back as tabs; a damaged one is moved aside, never deleted, with a warning.
+//! restored tab to it with [`Command::Attach`]). Files are written atomically (temp file, fsync,
+//! rename) by the saver thread ([`saver`]), so saving never blocks the UI and a crash never loses
+//! a finished turn. At start the files come back as tabs; a damaged one is moved aside, never
+//! deleted, with a warning.
 
-use std::path::{Path, PathBuf};
-use std::sync::mpsc::{Sender, channel};
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
 use super::App;
 use super::tab::{Message, Role, Tab};
 use crate::engine::protocol::{Command, Exchange, LegacyConvo};
-use crate::files::write_atomic;
 
 /// The file format's version: 2 holds the transcript only; 1 also held the conversation in ids,
 /// which is read once, for the engine to take over.
@@ -104,18 +103,7 @@ pub fn exchanges(messages: &[Message]) -> Vec<Exchange> {
     out
 }
 
-/// What the saver thread does.
-#[derive(Debug, Clone)]
-pub enum SaveJob {
-    /// Write `chat` to the file named `uid`.
-    Write(String, Box<SavedChat>),
-    /// Move the file named `uid` to `closed/`.
-    Archive(String),
-    /// Remove the file named `uid`, if there is one (an empty tab).
-    Remove(String),
-    /// Write an export: the path and its text.
-    Export(PathBuf, String),
-}
+pub use super::saver::{SaveJob, saver};
 
 impl App {
     /// A tab as it is saved.
@@ -343,59 +331,10 @@ pub fn load_chats(dir: &Path) -> (Vec<(String, SavedChat)>, Vec<String>) {
     (chats, warnings)
 }
 
-/// Starts the saver thread for `dir`; errors come back through `on_error`. Dropping the sender
-/// ends the thread once every queued job is written; join the handle to wait for that.
-pub fn saver(
-    dir: PathBuf,
-    on_error: impl Fn(String) + Send + 'static,
-) -> (Sender<SaveJob>, std::thread::JoinHandle<Vec<String>>) {
-    let (tx, rx) = channel::<SaveJob>();
-    let handle = std::thread::spawn(move || {
-        let mut failed = Vec::new();
-        for job in rx {
-            if let SaveJob::Export(path, text) = job {
-                // An export that fails loses no chat: it is said, not counted as a failed save.
-                if let Err(e) = write_atomic(&path, text.as_bytes()) {
-                    on_error(format!("exporting to {}: {e}", path.display()));
-                }
-                continue;
-            }
-            let result = match job {
-                SaveJob::Export(..) => Ok(()),
-                SaveJob::Write(uid, chat) => serde_json::to_vec_pretty(&chat)
-                    .map_err(std::io::Error::other)
-                    .and_then(|bytes| write_atomic(&dir.join(format!("{uid}.json")), &bytes)),
-                SaveJob::Remove(uid) => match std::fs::remove_file(dir.join(format!("{uid}.json")))
-                {
-                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
-                    _ => Ok(()),
-                },
-                SaveJob::Archive(uid) => {
-                    let from = dir.join(format!("{uid}.json"));
-                    let closed = dir.join("closed");
-                    if from.exists() {
-                        crate::files::create_private_dir(&closed).and_then(|_| {
-                            std::fs::rename(&from, closed.join(format!("{uid}.json")))
-                        })
-                    } else {
-                        Ok(())
-                    }
-                }
-            };
-            if let Err(e) = result {
-                let what = format!("saving chats in {}: {e}", dir.display());
-                on_error(what.clone());
-                failed.push(what);
-            }
-        }
-        failed
-    });
-    (tx, handle)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::files::write_atomic;
 
     #[test]
     fn atomic_writes_and_damaged_files_moved_aside() {
