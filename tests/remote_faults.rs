@@ -176,6 +176,26 @@ fn turn(h: &EngineHandle, text: &str) -> Vec<Event> {
     }
 }
 
+/// The answer text among `seen`.
+fn answer_of(seen: &[Event]) -> String {
+    seen.iter()
+        .filter_map(|e| match e {
+            Event::Token { text, .. } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The thought text among `seen`.
+fn thought_of(seen: &[Event]) -> String {
+    seen.iter()
+        .filter_map(|e| match e {
+            Event::Thought { text, .. } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
 #[test]
 fn thoughts_comments_and_the_servers_numbers() {
     let port = free_port();
@@ -183,22 +203,8 @@ fn thoughts_comments_and_the_servers_numbers() {
     let h = spawn_remote(options(port, Some(KEY), Some("m")));
     ready(&h);
     let seen = turn(&h, "comments please");
-    let thought: String = seen
-        .iter()
-        .filter_map(|e| match e {
-            Event::Thought { text, .. } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect();
-    let answer: String = seen
-        .iter()
-        .filter_map(|e| match e {
-            Event::Token { text, .. } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(thought, "Let me see. Yes.");
-    assert_eq!(answer, "Hello, world");
+    assert_eq!(thought_of(&seen), "Let me see. Yes.");
+    assert_eq!(answer_of(&seen), "Hello, world");
     assert!(
         seen.contains(&Event::Committed { tab: 1, tokens: 34 }),
         "{seen:?}"
@@ -225,14 +231,7 @@ fn an_error_mid_stream_and_a_dropped_connection_fail_the_turn_and_keep_what_came
         ("drop now", "lost mid-answer", "Cut"),
     ] {
         let seen = turn(&h, script);
-        let answer: String = seen
-            .iter()
-            .filter_map(|e| match e {
-                Event::Token { text, .. } => Some(text.as_str()),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(answer, kept);
+        assert_eq!(answer_of(&seen), kept);
         match seen.last() {
             Some(Event::Failed { error, .. }) => {
                 assert!(
@@ -318,16 +317,8 @@ fn the_history_sent_mirrors_the_transcript() {
     fake_server(port);
     let h = spawn_remote(options(port, Some(KEY), None));
     ready(&h);
-    let answer = |seen: &[Event]| -> String {
-        seen.iter()
-            .filter_map(|e| match e {
-                Event::Token { text, .. } => Some(text.as_str()),
-                _ => None,
-            })
-            .collect()
-    };
-    assert_eq!(answer(&turn(&h, "count 1")), "1");
-    assert_eq!(answer(&turn(&h, "count 2")), "3");
+    assert_eq!(answer_of(&turn(&h, "count 1")), "1");
+    assert_eq!(answer_of(&turn(&h, "count 2")), "3");
     h.send(Command::Regenerate { tab: 1 });
     let mut seen = Vec::new();
     loop {
@@ -339,14 +330,14 @@ fn the_history_sent_mirrors_the_transcript() {
         }
     }
     assert_eq!(
-        answer(&seen),
+        answer_of(&seen),
         "3",
         "regenerate re-sends the same history: {seen:?}"
     );
     let failed = turn(&h, "drop it");
     assert!(matches!(failed.last(), Some(Event::Failed { .. })));
     assert_eq!(
-        answer(&turn(&h, "count 3")),
+        answer_of(&turn(&h, "count 3")),
         "7",
         "the failed turn is in the history"
     );
