@@ -328,12 +328,7 @@ impl App {
         if self.settings.thinking {
             cmds.push(Command::SetThinking { tab: id, on: true });
         }
-        let default = self
-            .config
-            .as_ref()
-            .map(|c| c.ui.default_preset.clone())
-            .filter(|p| !p.is_empty());
-        if let Some(p) = default {
+        if let Some(p) = self.default_preset() {
             cmds.extend(self.apply_preset(&p, true));
         }
         cmds

@@ -8,13 +8,25 @@ use crate::engine::protocol::Command;
 use crate::sampling::SamplingLayer;
 
 impl App {
-    /// `/preset NAME` on the active tab (`/preset` alone lists them).
-    pub(super) fn preset_command(&mut self, name: &str) -> Vec<Command> {
-        let names: Vec<String> = self
-            .config
+    /// The config's presets, by name.
+    fn preset_names(&self) -> Vec<String> {
+        self.config
             .as_ref()
             .map(|c| c.presets.keys().cloned().collect())
-            .unwrap_or_default();
+            .unwrap_or_default()
+    }
+
+    /// The preset new tabs take, if the config names one.
+    pub(super) fn default_preset(&self) -> Option<String> {
+        self.config
+            .as_ref()
+            .map(|c| c.ui.default_preset.clone())
+            .filter(|p| !p.is_empty())
+    }
+
+    /// `/preset NAME` on the active tab (`/preset` alone lists them).
+    pub(super) fn preset_command(&mut self, name: &str) -> Vec<Command> {
+        let names = self.preset_names();
         if name.is_empty() {
             self.flash = Some(if names.is_empty() {
                 "no presets: add [presets.NAME] to the config (see `gemma-chat config path`)".into()
@@ -29,12 +41,7 @@ impl App {
     /// The config's default preset for the tabs that have none yet (the first tab, which opens
     /// before the config is in).
     pub fn apply_default_preset(&mut self) -> Vec<Command> {
-        let Some(name) = self
-            .config
-            .as_ref()
-            .map(|c| c.ui.default_preset.clone())
-            .filter(|p| !p.is_empty())
-        else {
+        let Some(name) = self.default_preset() else {
             return Vec::new();
         };
         let active = self.active;
@@ -57,11 +64,7 @@ impl App {
             .and_then(|c| c.presets.get(name))
             .cloned()
         else {
-            let known: Vec<String> = self
-                .config
-                .as_ref()
-                .map(|c| c.presets.keys().cloned().collect())
-                .unwrap_or_default();
+            let known = self.preset_names();
             self.flash = Some(format!(
                 "no preset {name:?}{}",
                 if known.is_empty() {

@@ -18,7 +18,7 @@ use unicode_width::UnicodeWidthStr;
 
 use self::theme::Theme;
 use self::view::View;
-use crate::app::search::MAX_HITS;
+use crate::app::search::{MAX_HITS, SearchState};
 use crate::app::tab::Role;
 use crate::app::{App, Overlay};
 use crate::config::action::Action;
@@ -107,47 +107,7 @@ pub fn render(f: &mut Frame, app: &App, view: &mut View) -> Option<(TabId, usize
             )));
             popup(f, app, " This tab's sampling ", lines, 54, 8);
         }
-        Overlay::Search(s) => {
-            let (sw, sh) = app.size;
-            let w = sw.saturating_sub(8).clamp(20, 100);
-            let h = sh.saturating_sub(4).clamp(6, 24);
-            let mut lines = vec![Line::from(vec![
-                Span::raw(format!(" {}", s.query.text())),
-                Span::styled("▏", theme.accent),
-            ])];
-            let room = (h as usize).saturating_sub(4);
-            let first = s.selected.saturating_sub(room.saturating_sub(1));
-            for (i, hit) in s.hits.iter().enumerate().skip(first).take(room) {
-                let who = match hit.role {
-                    Role::User => "You",
-                    Role::Model => "Gemma",
-                    _ => "System",
-                };
-                let style = if i == s.selected {
-                    theme.tab_active
-                } else {
-                    Default::default()
-                };
-                lines.push(Line::from(vec![
-                    Span::styled(format!(" {} · {who}: ", hit.title), theme.dim),
-                    Span::styled(hit.snippet.clone(), style),
-                ]));
-            }
-            let found = match s.hits.len() {
-                0 if s.query.text().trim().is_empty() => "type to search every chat".to_string(),
-                0 => "nothing found".to_string(),
-                n if n >= MAX_HITS => format!("the first {n} found"),
-                n => format!("{n} found"),
-            };
-            while lines.len() < room + 1 {
-                lines.push(Line::default());
-            }
-            lines.push(Line::from(Span::styled(
-                format!(" {found} · ↑/↓ pick · Enter open · Esc close"),
-                theme.dim,
-            )));
-            popup(f, app, " Search ", lines, w, h);
-        }
+        Overlay::Search(s) => search_popup(f, app, s),
         Overlay::Rename(e) => {
             let line = Line::from(vec![Span::raw(e.text()), Span::styled("▏", theme.accent)]);
             popup(
@@ -368,4 +328,48 @@ fn popup(f: &mut Frame, app: &App, title: &str, lines: Vec<Line>, w: u16, h: u16
         .border_style(theme.accent)
         .title(title.to_string());
     f.render_widget(Paragraph::new(lines).block(block), area);
+}
+
+/// The search overlay: the query, the hits (the selected one marked) and a footer.
+fn search_popup(f: &mut Frame, app: &App, s: &SearchState) {
+    let theme = &Theme::named(&app.theme);
+    let (sw, sh) = app.size;
+    let w = sw.saturating_sub(8).clamp(20, 100);
+    let h = sh.saturating_sub(4).clamp(6, 24);
+    let mut lines = vec![Line::from(vec![
+        Span::raw(format!(" {}", s.query.text())),
+        Span::styled("▏", theme.accent),
+    ])];
+    let room = (h as usize).saturating_sub(4);
+    let first = s.selected.saturating_sub(room.saturating_sub(1));
+    for (i, hit) in s.hits.iter().enumerate().skip(first).take(room) {
+        let who = match hit.role {
+            Role::User => "You",
+            Role::Model => "Gemma",
+            _ => "System",
+        };
+        let style = if i == s.selected {
+            theme.tab_active
+        } else {
+            Default::default()
+        };
+        lines.push(Line::from(vec![
+            Span::styled(format!(" {} · {who}: ", hit.title), theme.dim),
+            Span::styled(hit.snippet.clone(), style),
+        ]));
+    }
+    let found = match s.hits.len() {
+        0 if s.query.text().trim().is_empty() => "type to search every chat".to_string(),
+        0 => "nothing found".to_string(),
+        n if n >= MAX_HITS => format!("the first {n} found"),
+        n => format!("{n} found"),
+    };
+    while lines.len() < room + 1 {
+        lines.push(Line::default());
+    }
+    lines.push(Line::from(Span::styled(
+        format!(" {found} · ↑/↓ pick · Enter open · Esc close"),
+        theme.dim,
+    )));
+    popup(f, app, " Search ", lines, w, h);
 }

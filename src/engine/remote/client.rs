@@ -183,6 +183,11 @@ impl Client {
 
     async fn get_json(&self, path: &str) -> Result<Value, RemoteError> {
         let r = self.send(self.request(reqwest::Method::GET, path)).await?;
+        self.json(r, path).await
+    }
+
+    /// The body of `r` (from `path`) as JSON.
+    async fn json(&self, r: reqwest::Response, path: &str) -> Result<Value, RemoteError> {
         r.json().await.map_err(|e| RemoteError::Status {
             url: self.base.clone(),
             status: 200,
@@ -194,11 +199,7 @@ impl Client {
         let r = self
             .send(self.request(reqwest::Method::POST, path).json(body))
             .await?;
-        r.json().await.map_err(|e| RemoteError::Status {
-            url: self.base.clone(),
-            status: 200,
-            message: format!("{path} is not JSON: {e}"),
-        })
+        self.json(r, path).await
     }
 
     /// What the server is and serves; `model` is the model asked for (`None`: the first).

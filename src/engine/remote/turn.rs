@@ -70,6 +70,13 @@ pub(super) async fn run(
     let tab = job.tab;
     let mut first: Option<Instant> = None;
     let mut finish = None;
+    // The body ended (or said `[DONE]`) without a finish reason: the server went away.
+    let ended = |finish: Option<TurnEnd>| {
+        finish.ok_or_else(|| RemoteError::Dropped {
+            url: client.url().to_string(),
+            why: "the stream ended before the answer did".into(),
+        })
+    };
     let stream = tokio::select! {
         s = client.stream(&job.body) => Some(s),
         _ = &mut cancel => None,
@@ -85,16 +92,7 @@ pub(super) async fn run(
                     _ = &mut cancel => break Ok(TurnEnd::Cancelled),
                 };
                 let pieces = match next {
-                    None => {
-                        break match finish {
-                            Some(f) => Ok(f),
-                            // The body ended without a finish reason: the server went away.
-                            None => Err(RemoteError::Dropped {
-                                url: client.url().to_string(),
-                                why: "the stream ended before the answer did".into(),
-                            }),
-                        };
-                    }
+                    None => break ended(finish),
                     Some(Err(e)) => break Err(e),
                     Some(Ok(p)) => p,
                 };
@@ -135,10 +133,7 @@ pub(super) async fn run(
                     }
                 }
                 if over {
-                    break finish.ok_or_else(|| RemoteError::Dropped {
-                        url: client.url().to_string(),
-                        why: "the stream ended before the answer did".into(),
-                    });
+                    break ended(finish);
                 }
             }
         }
