@@ -8,92 +8,24 @@
 //! of the next prompt. A restored tab's ids equal a warm tab's, the older saved form included, and
 //! a chat with only its transcript is rebuilt to read the same.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 use std::time::Duration;
 
-use burn::tensor::Device;
-use gemma_chat::engine::convo_store::ConvoStore;
-use gemma_chat::engine::kv_store::fingerprint;
+use gemma_chat::engine::EngineHandle;
 use gemma_chat::engine::protocol::Reuse;
 use gemma_chat::engine::protocol::{Command, Event, Exchange, LegacyConvo, TabId};
-use gemma_chat::engine::{EngineHandle, EngineOptions, spawn};
-use gemma_chat::load::load;
-use gemma_chat::model::ComputeDtype;
 use gemma_chat::sampling::SamplingParams;
 use gemma_chat::tokenizer::Tokenizer;
 use gemma_chat::tokenizer::template::{ChatTemplate, TemplateSource};
 use serde_json::json;
 
+use common::chat::{convos, engine, fixture, root, store};
+
 const PRIMER: &str = "<|channel>thought\n<channel|>";
 const OFFICIAL: &str = "tests/fixtures/templates/official/gemma4-31b-it.jinja";
 const BUILTIN: &str = "assets/templates/gemma4.jinja";
-
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// A copy of a Gemma 4 oracle fixture with the tiny Gemma 4 tokenizer and, if given, a
-/// `chat_template.jinja`.
-fn fixture(name: &str, template: Option<&str>) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().expect("tmp");
-    let from = root().join("tests/fixtures/oracle").join(name);
-    for e in std::fs::read_dir(&from).expect("fixture") {
-        let p = e.expect("entry").path();
-        let n = p.file_name().expect("name").to_string_lossy().into_owned();
-        if !n.starts_with("reference") {
-            std::fs::copy(&p, dir.path().join(&n)).expect("copy");
-        }
-    }
-    std::fs::copy(
-        root().join("tests/fixtures/tiny_chat_gemma4/tokenizer.json"),
-        dir.path().join("tokenizer.json"),
-    )
-    .expect("tokenizer");
-    if let Some(t) = template {
-        std::fs::copy(root().join(t), dir.path().join("chat_template.jinja")).expect("template");
-    }
-    dir
-}
-
-/// Where the engine saves the conversations of the fixture copy in `dir`.
-fn convos(dir: &Path) -> PathBuf {
-    dir.join("conversations")
-}
-
-/// The engine's saved conversations for the model in `dir`.
-fn store(dir: &Path) -> ConvoStore {
-    ConvoStore::new(convos(dir), fingerprint(dir))
-}
-
-fn engine(dir: &Path) -> EngineHandle {
-    let path: PathBuf = dir.to_path_buf();
-    let options = EngineOptions {
-        convo_dir: Some(convos(dir)),
-        ..EngineOptions::default()
-    };
-    let h = spawn(options, move |progress| {
-        load(&path, &Device::flex(), ComputeDtype::F32, &mut |d, t| {
-            progress.layers(d, t)
-        })
-    });
-    loop {
-        match h
-            .events
-            .recv_timeout(Duration::from_secs(120))
-            .expect("loads")
-        {
-            Event::Loading { .. } => {}
-            Event::Ready { thinking, .. } => {
-                assert!(
-                    thinking,
-                    "the tiny Gemma 4 tokenizer has the thinking tokens"
-                );
-                return h;
-            }
-            other => panic!("unexpected {other:?}"),
-        }
-    }
-}
 
 /// What a finished turn committed.
 struct Turn {

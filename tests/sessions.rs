@@ -566,3 +566,48 @@ fn a_cut_past_the_sliding_window_comes_back_through_the_turn_snapshot() {
         );
     }
 }
+
+/// An edit of an earlier message: the prompt keeps the first exchange and changes after it.
+/// With both answers far past the sliding window, the session goes back to the snapshot taken at
+/// the end of the first answer (no full prefill) and the logits equal a cold run of the edited
+/// conversation.
+#[test]
+fn an_edit_rewinds_to_the_answer_end_snapshot_and_equals_a_cold_run() {
+    for name in FIXTURES {
+        let lm = model(name);
+        let m = &lm.model;
+        let vocab = m.config().vocab_size;
+        let window = m.config().sliding_window;
+        let mut s = Session::new(m);
+        let mut first = vec![2];
+        first.extend(ids(11, 5, vocab));
+        let (_, _, got) = turn(&lm, &mut s, &first, 2 * window).expect("turn 1");
+        first.extend(&got);
+        let shared = first.len();
+        let mut old = first.clone();
+        old.extend(ids(12, 6, vocab));
+        let (_, _, got) = turn(&lm, &mut s, &old, 2 * window).expect("turn 2");
+        old.extend(&got);
+        // The second user message edited.
+        let mut edited = first.clone();
+        edited.extend(ids(13, 7, vocab));
+        assert_eq!(
+            s.prepare(&edited).expect("prepare"),
+            Reuse::Rewind,
+            "{name}"
+        );
+        assert_eq!(
+            s.position(),
+            shared,
+            "{name}: back to the end of the first answer"
+        );
+        let warm = s
+            .prefill(m, &edited[shared..], 4)
+            .expect("prefill")
+            .to_vec()
+            .expect("read back");
+        let d = max_abs_diff(&warm, &cold(m, &edited));
+        assert!(d < 1e-4, "{name}: the edit differs from a cold run by {d}");
+        assert_eq!(s.resident(), edited.as_slice());
+    }
+}

@@ -466,3 +466,82 @@ fn the_tui_chats_through_a_llama_server() {
     assert!(s.contains("Hello there") && s.contains("And again"), "{s}");
     quit_and_check_restored(&t);
 }
+
+/// The number right after `label` on the screen's last line that has it.
+fn number_after(screen: &str, label: &str) -> Option<usize> {
+    let line = screen.lines().rev().find(|l| l.contains(label))?;
+    let rest = &line[line.rfind(label)? + label.len()..];
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
+/// Edits an earlier message in the real binary: Alt+Up twice selects it, Enter puts it in the
+/// input, the new text is sent as version 2, and the turn rewinds to exactly the first exchange
+/// (the context after turn 1: the shared history is not prefilled again, through the snapshot at
+/// the end of the first answer, since the tiny model's sliding window is 8). Alt+, shows version
+/// 1 again, and the status line says what stays cached.
+#[test]
+fn an_edited_message_rewinds_to_what_the_versions_share() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let model = tiny_model(dir.path());
+    let cfg = config(dir.path(), 24);
+    let model = model.to_string_lossy().into_owned();
+    let cfg = cfg.to_string_lossy().into_owned();
+    let data = dir.path().join("data");
+    let t = Tmux::start(
+        "gemma-e2e-edit",
+        &data,
+        &["--model", &model, "--config", &cfg],
+        160,
+        40,
+    );
+    t.wait("the model to load", 60, |s| s.contains("Ready"));
+    t.type_text("first question");
+    t.keys(&["Enter"]);
+    let s = t.wait("the first answer", 60, |s| {
+        s.contains("reused 0 · prefilled")
+    });
+    let first = number_after(&s, " ctx ").expect("the context meter");
+    t.type_text("second question");
+    t.keys(&["Enter"]);
+    t.wait("the second answer", 60, |s| {
+        s.contains("exact_prefix · reused")
+    });
+    t.keys(&["M-Up"]);
+    t.keys(&["M-Up"]);
+    t.wait("the second question selected", 10, |s| {
+        s.lines().any(|l| l.starts_with("You ◀ selected")) && s.contains("second question")
+    });
+    t.keys(&["Enter"]);
+    t.wait("the edit in the input", 10, |s| {
+        s.contains("Editing") && s.contains("│second question")
+    });
+    t.keys(&["BSpace"; 8]);
+    t.type_text("thought");
+    t.keys(&["Enter"]);
+    let s = t.wait("the edited turn", 60, |s| s.contains("rewind · reused"));
+    let reused = number_after(&s, "rewind · reused ").expect("reused");
+    let prefilled = number_after(&s, "· prefilled ").expect("prefilled");
+    assert_eq!(
+        reused, first,
+        "the whole first exchange, and nothing of it again: {s}"
+    );
+    assert!(prefilled > 0, "{s}");
+    assert!(s.contains("You ‹2/2›"), "the version switcher: {s}");
+    // Version 1 again: the status line says what the paths share.
+    t.keys(&["M-,"]);
+    let s = t.wait("the switch", 10, |s| {
+        s.contains("tokens stay cached") && s.contains("You ‹1/2›")
+    });
+    let common = number_after(&s, "rewind: ").expect("common");
+    assert!(common >= first, "{s}");
+    assert!(
+        s.contains("You ‹1/2›") && s.contains("second question"),
+        "{s}"
+    );
+    println!(
+        "edit of message 2: reused {reused} (the first exchange: {first}), prefilled \
+         {prefilled}; back to version 1: {common} tokens stay cached"
+    );
+    quit_and_check_restored(&t);
+}

@@ -163,8 +163,8 @@ fn draw_at(app: &mut App, w: u16, h: u16, now: Instant) -> Terminal<TestBackend>
     let mut measured = None;
     t.draw(|f| measured = ui::render(f, app, &mut View::default()))
         .expect("draw");
-    if let Some((tab, lines, focus_top)) = measured {
-        app.measured(tab, lines, focus_top);
+    if let Some(m) = measured {
+        app.measured(m);
     }
     t
 }
@@ -209,7 +209,11 @@ fn help_overlay_lists_the_keymap() {
     app.update(key(KeyCode::Char('?')));
     assert_eq!(app.overlay, Overlay::Help);
     insta::assert_snapshot!(draw(&mut app, 100, 30).backend());
-    // Any key closes it; `?` in a non-empty input is typed, not help.
+    // Taller than the screen: it scrolls to its end.
+    app.update(key(KeyCode::PageDown));
+    assert_eq!(app.overlay, Overlay::Help);
+    insta::assert_snapshot!("help_overlay_scrolled", draw(&mut app, 100, 30).backend());
+    // Any other key closes it; `?` in a non-empty input is typed, not help.
     app.update(key(KeyCode::Esc));
     assert_eq!(app.overlay, Overlay::None);
     type_text(&mut app, "why?");
@@ -316,7 +320,7 @@ fn stop_close_confirm_regenerate_and_quit() {
     assert_eq!(
         app.tab().expect("tab").messages.len(),
         1,
-        "the old answer goes"
+        "the old answer leaves the path (it stays as version 1)"
     );
     // Ctrl+C twice on an idle app quits.
     finish(&mut app, tab, TurnEnd::EndOfTurn(106), stats(5, 1, 1));
@@ -538,7 +542,10 @@ fn restored_chats_attach_to_the_engines_conversations() {
         })
     );
     let saved = serde_json::to_value(app.saved(0)).expect("json");
-    assert_eq!(saved["version"], 2);
+    // Saved again as format 3: the transcript became a tree of one path.
+    assert_eq!(saved["version"], 3);
+    assert_eq!(saved["messages"][1]["parent"], saved["messages"][0]["id"]);
+    assert!(saved.get("branches").is_none(), "{saved}");
     assert!(saved.get("ids").is_none(), "{saved}");
     assert_eq!(saved["messages"].as_array().map(Vec::len), Some(4));
     // A new tab is attached under its own name, with nothing to bring back.
@@ -833,4 +840,106 @@ fn search_finds_a_message_in_another_tab_and_opens_it() {
     app.update(key(KeyCode::Enter));
     assert_eq!(app.active, 0, "the hit's tab");
     insta::assert_snapshot!("search_opens_the_hit", draw(&mut app, 80, 16).backend());
+}
+
+fn alt(code: KeyCode) -> Msg {
+    Msg::Key(KeyEvent::new(code, KeyModifiers::ALT))
+}
+
+fn answer(app: &mut App, tab: TabId, text: &str, stats: TurnStats) {
+    app.update(Msg::Engine(Event::Token {
+        tab,
+        text: text.into(),
+    }));
+    finish(app, tab, TurnEnd::EndOfTurn(106), stats);
+}
+
+fn exchange(user: &str, answer: &str) -> gemma_chat::engine::protocol::Exchange {
+    gemma_chat::engine::protocol::Exchange {
+        user: user.into(),
+        answer: answer.into(),
+    }
+}
+
+/// Edit an earlier message, switch its versions ‹n/m›, regenerate as a new version and copy the
+/// path into a new tab: what the screen shows and what the engine is told.
+#[test]
+fn the_version_switcher_edits_switches_and_branches() {
+    let (mut app, _) = new_app();
+    ready(&mut app);
+    let tab = send(&mut app, "Hi");
+    answer(&mut app, tab, "Hello", stats(0, 9, 1));
+    send(&mut app, "Tell me a joke");
+    answer(&mut app, tab, "No.", stats(10, 8, 2));
+    // Select the second message (Alt+Up twice) and edit it.
+    app.update(alt(KeyCode::Up));
+    app.update(alt(KeyCode::Up));
+    assert_eq!(app.tab().expect("tab").selected, Some(2));
+    insta::assert_snapshot!(
+        "version_switcher_selected",
+        draw(&mut app, 60, 16).backend()
+    );
+    assert!(app.update(key(KeyCode::Enter)).is_empty());
+    assert_eq!(app.tab().expect("tab").editor.text(), "Tell me a joke");
+    for _ in "joke".chars() {
+        app.update(key(KeyCode::Backspace));
+    }
+    type_text(&mut app, "pun");
+    let cmds = app.update(key(KeyCode::Enter));
+    assert_eq!(
+        cmds,
+        vec![
+            Command::SetPath {
+                tab,
+                history: vec![exchange("Hi", "Hello")],
+            },
+            Command::Submit {
+                tab,
+                text: "Tell me a pun".into(),
+            },
+        ]
+    );
+    let mut rewound = stats(12, 7, 3);
+    rewound.reuse = Reuse::Rewind;
+    answer(&mut app, tab, "Puns are fun.", rewound);
+    insta::assert_snapshot!("version_switcher_edited", draw(&mut app, 60, 16).backend());
+    // Back to version 1 of that message: its old answer comes back with it.
+    let cmds = app.update(alt(KeyCode::Char(',')));
+    assert_eq!(
+        cmds,
+        vec![Command::SetPath {
+            tab,
+            history: vec![exchange("Hi", "Hello"), exchange("Tell me a joke", "No.")],
+        }]
+    );
+    app.update(Msg::Engine(Event::Rebased {
+        tab,
+        tokens: 21,
+        common: 14,
+    }));
+    insta::assert_snapshot!(
+        "version_switcher_switched",
+        draw(&mut app, 150, 16).backend()
+    );
+    // Regenerate keeps the old answer as another version.
+    assert_eq!(app.update(ctrl('r')), vec![Command::Regenerate { tab }]);
+    answer(&mut app, tab, "Yes.", stats(20, 1, 2));
+    let t = app.tab().expect("tab");
+    let last = t.messages.last().expect("answer");
+    assert_eq!((last.text.as_str(), last.versions), ("Yes.", Some((2, 2))));
+    // Saved as a tree, it comes back as one.
+    let saved = app.saved(app.active);
+    assert_eq!(saved.version, 3);
+    assert_eq!(saved.branches.len(), 2, "{saved:?}");
+    assert_eq!(saved.messages[1].parent, Some(saved.messages[0].id));
+    // Copy the path into a new tab: it starts from this tab's session.
+    let cmds = app.update(alt(KeyCode::Char('b')));
+    let new = app.tab().expect("new tab").id;
+    assert_ne!(new, tab);
+    assert!(cmds.contains(&Command::Fork {
+        tab: new,
+        from: tab,
+        history: vec![exchange("Hi", "Hello"), exchange("Tell me a joke", "Yes.")],
+    }));
+    assert_eq!(app.tab().expect("tab").messages.len(), 4);
 }

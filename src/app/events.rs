@@ -144,7 +144,9 @@ impl App {
                         stats.prefilled_tokens,
                         stats.decode_tok_s
                     );
-                    t.answer().footer = Some(footer);
+                    let answer = t.answer();
+                    answer.footer = Some(footer);
+                    answer.stats = Some(stats.clone());
                     t.last_stats = Some(stats);
                 }
                 self.save_tab(tab);
@@ -160,6 +162,23 @@ impl App {
                     t.push(Message::new(
                         Role::Notice,
                         format!("{error}; the model's built-in layout is used instead"),
+                    ));
+                }
+            }
+            Event::Rebased {
+                tab,
+                tokens,
+                common,
+            } => {
+                // Said for a switch of versions; an edit's turn says it in its footer.
+                let shown = self.tab().is_some_and(|t| t.id == tab && !t.phase.busy());
+                if let Some(t) = self.by_id(tab) {
+                    t.context_used = tokens;
+                }
+                if shown {
+                    self.flash = Some(format!(
+                        "rewind: {common}/{tokens} tokens stay cached, {} to prefill",
+                        tokens.saturating_sub(common)
                     ));
                 }
             }

@@ -186,12 +186,7 @@ fn chatgpt(c: &Value) -> Result<SavedChat, String> {
             "system" if messages.is_empty() => "system",
             _ => continue,
         };
-        messages.push(SavedMessage {
-            role: role.into(),
-            text,
-            thought: String::new(),
-            footer: None,
-        });
+        messages.push(SavedMessage::new(role, &text));
     }
     Ok(SavedChat {
         version: VERSION,
@@ -205,9 +200,7 @@ fn chatgpt(c: &Value) -> Result<SavedChat, String> {
         model: "ChatGPT".into(),
         thinking: false,
         messages,
-        ids: Vec::new(),
-        header: 0,
-        last_answer: None,
+        ..SavedChat::default()
     })
 }
 

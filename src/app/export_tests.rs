@@ -1,12 +1,7 @@
 use super::*;
 
 fn msg(role: &str, text: &str) -> SavedMessage {
-    SavedMessage {
-        role: role.into(),
-        text: text.into(),
-        thought: String::new(),
-        footer: None,
-    }
+    SavedMessage::new(role, text)
 }
 
 fn chat() -> SavedChat {
@@ -28,9 +23,7 @@ fn chat() -> SavedChat {
             answer,
             msg("notice", "thinking on"),
         ],
-        ids: Vec::new(),
-        header: 0,
-        last_answer: None,
+        ..SavedChat::default()
     }
 }
 

@@ -3,7 +3,6 @@
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
 use super::editor::Editor;
-use super::tab::Phase;
 use super::{App, Overlay};
 use crate::config::action::Action;
 use crate::config::keymap::Chord;
@@ -22,8 +21,19 @@ impl App {
         match std::mem::replace(&mut self.overlay, Overlay::None) {
             Overlay::None => {}
             Overlay::Help => {
-                // Any key closes the help; a quit still quits.
-                if action == Some(Action::Quit) {
+                // Up/Down scroll it; any other key closes it, and a quit still quits.
+                let step = match k.code {
+                    KeyCode::Up => -1,
+                    KeyCode::Down => 1,
+                    KeyCode::PageUp => -10,
+                    KeyCode::PageDown => 10,
+                    _ => 0,
+                };
+                if step != 0 {
+                    let scroll = self.help_scroll as i32 + step;
+                    self.help_scroll = scroll.clamp(0, 200) as u16;
+                    self.overlay = Overlay::Help;
+                } else if action == Some(Action::Quit) {
                     self.quit = true;
                 }
                 return Vec::new();
@@ -57,6 +67,9 @@ impl App {
                 }
                 return Vec::new();
             }
+        }
+        if let Some(cmds) = self.selection_key(&k) {
+            return cmds;
         }
         let input_empty = self.tab().is_none_or(|t| t.editor.is_empty());
         let owned_by_input = Chord::of(&k).belongs_to_input() && !input_empty;
@@ -121,35 +134,28 @@ impl App {
                     t.editor.newline();
                 }
             }
-            Action::Stop => return self.stop(),
-            Action::Regenerate => {
-                if let (Some(id), false) = (id, busy) {
-                    let t = &mut self.tabs[self.active];
-                    if t.last_answer().is_none() {
-                        self.flash = Some("there is no answer to regenerate yet".into());
-                        return Vec::new();
-                    }
-                    // The old answer goes; the new one streams in its place.
-                    while t
-                        .messages
-                        .last()
-                        .is_some_and(|m| m.role != super::tab::Role::User)
-                    {
-                        t.messages.pop();
-                    }
-                    t.touched(t.messages.len());
-                    t.phase = Phase::Waiting;
-                    t.failed = false;
-                    return vec![Command::Regenerate { tab: id }];
+            Action::Stop => {
+                if !busy {
+                    self.cancel_edit();
                 }
+                return self.stop();
             }
+            Action::Regenerate => return self.regenerate(),
+            Action::SelectPrev => self.select(-1),
+            Action::SelectNext => self.select(1),
+            Action::PrevVersion => return self.cycle(self.tab().and_then(|t| t.selected), -1),
+            Action::NextVersion => return self.cycle(self.tab().and_then(|t| t.selected), 1),
+            Action::BranchTab => return self.branch_tab(),
             Action::CopyAnswer => self.copy(None),
             Action::ToggleThoughts => self.show_thoughts = !self.show_thoughts,
             Action::ToggleThinking => {
                 let on = !self.tab().is_some_and(|t| t.thinking);
                 return self.set_thinking(on);
             }
-            Action::Help => self.overlay = Overlay::Help,
+            Action::Help => {
+                self.overlay = Overlay::Help;
+                self.help_scroll = 0;
+            }
             Action::Search => self.open_search(),
             Action::Settings => {
                 if let Some(t) = self.tab() {

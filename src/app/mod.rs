@@ -2,6 +2,7 @@
 //! events) goes through [`App::update`], which changes the state and returns the commands for
 //! the engine. It sees the engine only through [`crate::engine::protocol`], and draws nothing.
 
+mod chat_file;
 pub mod editor;
 mod events;
 pub mod export;
@@ -14,6 +15,8 @@ pub mod search;
 pub mod settings;
 mod slash;
 pub mod tab;
+pub mod tree;
+mod versions;
 
 /// Most input rows shown before the input scrolls.
 pub const INPUT_ROWS: u16 = 8;
@@ -98,6 +101,19 @@ impl Default for Loading {
     }
 }
 
+/// What the renderer measured of the shown tab's transcript: see [`App::measured`].
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Measured {
+    /// The tab.
+    pub tab: TabId,
+    /// Lines of its transcript.
+    pub lines: usize,
+    /// Where a found or selected message put the top of the view.
+    pub focus_top: Option<usize>,
+    /// The line each message starts at.
+    pub starts: Vec<usize>,
+}
+
 /// A popup over the app.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Overlay {
@@ -135,6 +151,8 @@ pub struct App {
     pub show_thoughts: bool,
     /// The popup shown.
     pub overlay: Overlay,
+    /// Lines the help overlay is scrolled down by (it scrolls when the keys outgrow the screen).
+    pub help_scroll: u16,
     /// Terminal size.
     pub size: (u16, u16),
     /// The app should end.
@@ -178,6 +196,7 @@ impl App {
             settings,
             show_thoughts,
             overlay: Overlay::None,
+            help_scroll: 0,
             size: (80, 24),
             quit: false,
             quit_armed: false,
@@ -229,12 +248,13 @@ impl App {
     }
 
     /// Takes what the renderer measured of the shown tab's transcript (its lines at the current
-    /// width), which scrolling is bounded by.
-    pub fn measured(&mut self, tab: TabId, lines: usize, focus_top: Option<usize>) {
-        if let Some(t) = self.tabs.iter_mut().find(|t| t.id == tab) {
-            t.lines = lines;
+    /// width, which bound scrolling, and where each message starts, which clicks select by).
+    pub fn measured(&mut self, m: Measured) {
+        if let Some(t) = self.tabs.iter_mut().find(|t| t.id == m.tab) {
+            t.lines = m.lines;
+            t.starts = m.starts;
             // The view stays where the found message put it.
-            if let Some(top) = focus_top {
+            if let Some(top) = m.focus_top {
                 t.pin = Some(top);
             }
         }
@@ -249,7 +269,9 @@ impl App {
             Msg::Key(k) => k.kind == crossterm::event::KeyEventKind::Release,
             Msg::Mouse(m) => !matches!(
                 m.kind,
-                MouseEventKind::ScrollUp | MouseEventKind::ScrollDown
+                MouseEventKind::ScrollUp
+                    | MouseEventKind::ScrollDown
+                    | MouseEventKind::Down(crossterm::event::MouseButton::Left)
             ),
             _ => false,
         };
@@ -272,7 +294,12 @@ impl App {
                 let delta = match m.kind {
                     MouseEventKind::ScrollUp => -3,
                     MouseEventKind::ScrollDown => 3,
-                    _ => return Vec::new(),
+                    _ => {
+                        if self.overlay == Overlay::None {
+                            self.click(&m);
+                        }
+                        return Vec::new();
+                    }
                 };
                 if let Some(t) = self.tab_mut() {
                     t.scroll(delta, h);
@@ -339,8 +366,7 @@ impl App {
             self.saves.push(persist::SaveJob::Archive(t.uid.clone()));
         }
         self.tabs.retain(|t| t.id != id);
-        self.pending
-            .retain(|c| !matches!(c, Command::Submit { tab, .. } if *tab == id));
+        self.pending.retain(|c| c.tab() != Some(id));
         let mut cmds = vec![Command::CloseTab { tab: id }];
         if self.tabs.is_empty() {
             cmds.extend(self.open_tab());
@@ -365,6 +391,18 @@ impl App {
             return self.slash(cmd.to_string());
         }
         let t = &mut self.tabs[self.active];
+        // A new version of an earlier message: the path from it on becomes a branch, and the
+        // engine follows the path up to its parent before the turn.
+        let mut cmds = Vec::new();
+        if let Some(i) = t.editing.take()
+            && t.messages.get(i).is_some_and(|m| m.role == Role::User)
+        {
+            t.fork_at(i);
+            cmds.push(Command::SetPath {
+                tab: t.id,
+                history: persist::exchanges(&t.messages),
+            });
+        }
         t.editor.take();
         t.history.push(text.clone());
         t.recall = None;
@@ -373,11 +411,11 @@ impl App {
         t.pin = None;
         t.new_output = false;
         t.push(Message::new(Role::User, text.trim_end()));
-        let submit = Command::Submit { tab: t.id, text };
+        cmds.push(Command::Submit { tab: t.id, text });
         if self.model.ready {
-            vec![submit]
+            cmds
         } else {
-            self.pending.push(submit);
+            self.pending.extend(cmds);
             Vec::new()
         }
     }

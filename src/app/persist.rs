@@ -7,80 +7,12 @@
 
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
-
 use super::App;
+use super::chat_file;
 use super::tab::{Message, Role, Tab};
 use crate::engine::protocol::{Command, Exchange, LegacyConvo};
 
-/// The file format's version: 2 holds the transcript only; 1 also held the conversation in ids,
-/// which is read once, for the engine to take over.
-pub const VERSION: u32 = 2;
-
-/// One saved tab.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SavedChat {
-    /// Format version.
-    pub version: u32,
-    /// Position in the tab bar.
-    pub order: usize,
-    /// Tab title.
-    pub title: String,
-    /// The model the chat was made with.
-    pub model: String,
-    /// Gemma 4 thinking.
-    pub thinking: bool,
-    /// The transcript.
-    pub messages: Vec<SavedMessage>,
-    /// Version 1 only: the conversation in token ids.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub ids: Vec<u32>,
-    /// Version 1 only: header ids after BOS.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub header: usize,
-    /// Version 1 only: where the last answer starts in `ids`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_answer: Option<usize>,
-}
-
-fn is_zero(n: &usize) -> bool {
-    *n == 0
-}
-
-/// One saved message.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SavedMessage {
-    /// `user`, `model`, `notice`, `error` or `system` (the system prompt, first).
-    pub role: String,
-    /// Its text.
-    pub text: String,
-    /// The thought, if any.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub thought: String,
-    /// The footer, if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub footer: Option<String>,
-}
-
-fn role_name(r: Role) -> &'static str {
-    match r {
-        Role::User => "user",
-        Role::Model => "model",
-        Role::Notice => "notice",
-        Role::Error => "error",
-        Role::System => "system",
-    }
-}
-
-fn role_of(s: &str) -> Role {
-    match s {
-        "user" => Role::User,
-        "model" => Role::Model,
-        "error" => Role::Error,
-        "system" => Role::System,
-        _ => Role::Notice,
-    }
-}
+pub use super::chat_file::{SavedBranch, SavedChat, SavedMessage, SavedStats, VERSION};
 
 /// A transcript's exchanges, for the engine: each user message with the model's answer after it
 /// (empty when none came); notices and errors are not part of the conversation.
@@ -109,26 +41,12 @@ impl App {
     /// A tab as it is saved.
     pub fn saved(&self, i: usize) -> SavedChat {
         let t = &self.tabs[i];
-        SavedChat {
-            version: VERSION,
-            order: i,
-            title: t.title.clone(),
-            model: self.model.name.clone(),
-            thinking: t.thinking,
-            messages: t
-                .messages
-                .iter()
-                .map(|m| SavedMessage {
-                    role: role_name(m.role).into(),
-                    text: m.text.clone(),
-                    thought: m.thought.clone(),
-                    footer: m.footer.clone(),
-                })
-                .collect(),
-            ids: Vec::new(),
-            header: 0,
-            last_answer: None,
-        }
+        let mut chat = chat_file::saved_tree(t);
+        chat.order = i;
+        chat.title = t.title.clone();
+        chat.model = self.model.name.clone();
+        chat.thinking = t.thinking;
+        chat
     }
 
     /// Queues a save of tab `i`; a tab with nothing in it leaves no file (it would come back
@@ -185,17 +103,17 @@ impl App {
                     on: chat.thinking,
                 });
             }
-            t.messages = chat
-                .messages
-                .into_iter()
-                .map(|m| Message {
-                    role: role_of(&m.role),
-                    text: m.text,
-                    thought: m.thought,
-                    footer: m.footer,
-                    rev: 0,
-                })
-                .collect();
+            let (messages, branches) = chat_file::tree(chat.messages, chat.branches);
+            t.messages = messages;
+            t.branches = branches;
+            t.next_msg = t.all_messages().map(|m| m.id).max().unwrap_or(0) + 1;
+            if let Some(s) = chat.sampling {
+                t.overrides = s.layer();
+                t.max_new_tokens = s.max_new_tokens;
+                t.preset = s.preset;
+                cmds.push(self.sampling_command(&self.tabs[self.tabs.len() - 1]));
+            }
+            let t = self.tabs.last_mut().expect("just opened");
             for i in 0..t.messages.len() {
                 t.touched(i);
             }
@@ -208,6 +126,7 @@ impl App {
             {
                 t.messages[i + 1].role = Role::Notice;
             }
+            t.refresh_versions();
             if let Some(system) = t.system() {
                 cmds.push(Command::SetSystem {
                     tab: t.id,
@@ -302,10 +221,13 @@ pub fn load_chats(dir: &Path) -> (Vec<(String, SavedChat)>, Vec<String>) {
             .map_err(|e| e.to_string())
             .and_then(|t| serde_json::from_str::<SavedChat>(&t).map_err(|e| e.to_string()))
             .and_then(|c| {
-                if c.version == VERSION {
+                if (2..=VERSION).contains(&c.version) {
                     Ok(c)
                 } else {
-                    Err(format!("format version {} is not {VERSION}", c.version))
+                    Err(format!(
+                        "format version {} is not one this release reads (2 to {VERSION})",
+                        c.version
+                    ))
                 }
             });
         match parsed {
@@ -345,15 +267,9 @@ mod tests {
             title: "t".into(),
             model: "m".into(),
             thinking: false,
-            messages: vec![SavedMessage {
-                role: "user".into(),
-                text: "hi".into(),
-                thought: String::new(),
-                footer: None,
-            }],
+            messages: vec![SavedMessage::new("user", "hi")],
             ids: vec![2, 5],
-            header: 0,
-            last_answer: None,
+            ..SavedChat::default()
         };
         let bytes = serde_json::to_vec(&good).expect("json");
         write_atomic(&dir.path().join("a.json"), &bytes).expect("write");
@@ -384,10 +300,7 @@ mod tests {
             title: "t".into(),
             model: "m".into(),
             thinking: false,
-            messages: Vec::new(),
-            ids: Vec::new(),
-            header: 0,
-            last_answer: None,
+            ..SavedChat::default()
         };
         tx.send(SaveJob::Write("a".into(), Box::new(chat)))
             .expect("send");

@@ -28,7 +28,10 @@ impl App {
                 };
                 out = self.set_thinking(on);
             }
-            "help" => self.overlay = Overlay::Help,
+            "help" => {
+                self.overlay = Overlay::Help;
+                self.help_scroll = 0;
+            }
             "export" => self.export_tab(arg),
             "preset" => out = self.preset_command(arg),
             "system" => out = self.set_system(Some(arg.to_string()).filter(|a| !a.is_empty())),

@@ -36,6 +36,13 @@ pub struct Message {
     pub footer: Option<String>,
     /// Its revision: it changed when this did (see [`Tab::touched`]).
     pub rev: u64,
+    /// Its id in the tab's conversation tree (unique in the tab; given by [`Tab::push`]).
+    pub id: u64,
+    /// Which version of its turn it is, and of how many, when the turn has several (edits,
+    /// regenerated answers): drawn as ‹n/m›.
+    pub versions: Option<(usize, usize)>,
+    /// What the answer cost, once it is finished.
+    pub stats: Option<TurnStats>,
 }
 
 impl Message {
@@ -47,6 +54,9 @@ impl Message {
             thought: String::new(),
             footer: None,
             rev: 0,
+            id: 0,
+            versions: None,
+            stats: None,
         }
     }
 }
@@ -129,6 +139,16 @@ pub struct Tab {
     /// Lines of its transcript as last drawn (the renderer measures them), which bound
     /// scrolling.
     pub lines: usize,
+    /// The line each message starts at, as last drawn (mouse clicks select by it).
+    pub starts: Vec<usize>,
+    /// The other branches of its conversation tree: see [`super::tree`].
+    pub branches: Vec<super::tree::Branch>,
+    /// The message selected to edit, branch from or switch versions of.
+    pub selected: Option<usize>,
+    /// The user message whose new version the input holds: sending makes a branch.
+    pub editing: Option<usize>,
+    /// The next message id.
+    pub next_msg: u64,
     /// Edits so far: a changed message takes the next number as its revision.
     edits: u64,
 }
@@ -158,6 +178,11 @@ impl Tab {
             max_new_tokens: None,
             uid: String::new(),
             lines: 0,
+            starts: Vec::new(),
+            branches: Vec::new(),
+            selected: None,
+            editing: None,
+            next_msg: 1,
             edits: 0,
         }
     }
@@ -178,10 +203,15 @@ impl Tab {
     }
 
     /// Adds a message.
-    pub fn push(&mut self, m: Message) {
+    pub fn push(&mut self, mut m: Message) {
         // Something new: the found message is no longer the point.
         self.focus = None;
+        if m.id == 0 {
+            m.id = self.fresh_id();
+        }
         self.messages.push(m);
+        let i = self.messages.len() - 1;
+        self.messages[i].versions = self.version_of(i);
         self.touched(self.messages.len() - 1);
     }
 
@@ -247,7 +277,9 @@ impl Tab {
                 self.touched(0);
             }
             (Some(t), false) => {
-                self.messages.insert(0, Message::new(Role::System, t));
+                let mut m = Message::new(Role::System, t);
+                m.id = self.fresh_id();
+                self.messages.insert(0, m);
                 for i in 0..self.messages.len() {
                     self.touched(i);
                 }
@@ -260,6 +292,13 @@ impl Tab {
             }
             (None, false) => {}
         }
+    }
+
+    /// A message id not used in the tab yet.
+    pub fn fresh_id(&mut self) -> u64 {
+        let id = self.next_msg;
+        self.next_msg += 1;
+        id
     }
 
     /// The text of the last model answer.

@@ -40,6 +40,16 @@ pub enum Action {
     Settings,
     /// Search every chat.
     Search,
+    /// Select the message above (to edit it, branch from it or switch its versions).
+    SelectPrev,
+    /// Select the message below.
+    SelectNext,
+    /// The previous version of the selected turn (else of the last turn that has several).
+    PrevVersion,
+    /// The next version of the selected turn (else of the last turn that has several).
+    NextVersion,
+    /// Copy the conversation up to the selected message (else all of it) into a new tab.
+    BranchTab,
     /// Scroll a page up.
     ScrollUp,
     /// Scroll a page down.
@@ -54,7 +64,7 @@ pub enum Action {
     ScrollBottom,
 }
 
-const SIMPLE: [(Action, &str, &str); 23] = [
+const SIMPLE: [(Action, &str, &str); 28] = [
     (Action::Quit, "quit", "quit"),
     (
         Action::Interrupt,
@@ -72,7 +82,7 @@ const SIMPLE: [(Action, &str, &str); 23] = [
     (
         Action::Regenerate,
         "regenerate",
-        "answer the last message again",
+        "answer the last message again (a new version)",
     ),
     (Action::CopyAnswer, "copy-answer", "copy the last answer"),
     (
@@ -88,6 +98,31 @@ const SIMPLE: [(Action, &str, &str); 23] = [
     (Action::Help, "help", "this help"),
     (Action::Settings, "settings", "this tab's sampling settings"),
     (Action::Search, "search", "search every chat"),
+    (
+        Action::SelectPrev,
+        "select-prev",
+        "select a message: Enter edits it, ←/→ versions, b new tab",
+    ),
+    (
+        Action::SelectNext,
+        "select-next",
+        "select the message below",
+    ),
+    (
+        Action::PrevVersion,
+        "prev-version",
+        "previous version of the turn ‹n/m›",
+    ),
+    (
+        Action::NextVersion,
+        "next-version",
+        "next version of the turn ‹n/m›",
+    ),
+    (
+        Action::BranchTab,
+        "branch-tab",
+        "copy the conversation up to the selection into a new tab",
+    ),
     (Action::ScrollUp, "scroll-up", "scroll up a page"),
     (Action::ScrollDown, "scroll-down", "scroll down a page"),
     (Action::HalfPageUp, "half-page-up", "scroll up half a page"),

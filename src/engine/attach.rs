@@ -3,6 +3,7 @@
 //! today's form); else the transcript's text, rendered turn by turn with the chat template the way
 //! the turns were first sent. Every candidate is checked against the model before it is used.
 
+use super::branch::{self, Held, Rendered, Setting};
 use super::convo_store::{self, ConvoStore, SavedConvo};
 use super::protocol::{Exchange, LegacyConvo};
 use super::tabs::Stores;
@@ -59,6 +60,30 @@ pub(super) fn attach(
     let Some((convo, origin)) = found else {
         return Ok(None);
     };
+    // The exchanges' texts are the transcript's; where they lie in the ids is known for a
+    // conversation rebuilt here or saved with them.
+    let base = 1 + convo.header;
+    let spans_fit = convo.exchanges.len() == r.history.len()
+        && convo
+            .exchanges
+            .iter()
+            .all(|&[a, e]| a <= e && base + e <= convo.ids.len())
+        && convo
+            .exchanges
+            .last()
+            .is_none_or(|&[_, e]| base + e == convo.ids.len());
+    t.held = spans_fit.then(|| {
+        r.history
+            .iter()
+            .zip(&convo.exchanges)
+            .map(|(ex, &[answer_start, end])| Held {
+                user: ex.user.clone(),
+                answer: ex.answer.clone(),
+                answer_start,
+                end,
+            })
+            .collect()
+    });
     t.session.reset();
     t.convo = convo.ids;
     t.header = t.convo[1..1 + convo.header].to_vec();
@@ -73,12 +98,6 @@ pub(super) fn attach(
         t.session.mark_restored();
     }
     Ok(Some(origin))
-}
-
-/// What the tab talks to the model in.
-struct Setting<'a> {
-    system: Option<&'a str>,
-    thinking: bool,
 }
 
 /// The conversation for `chat` and where it came from; `None` for a chat with no exchanges.
@@ -100,21 +119,13 @@ fn conversation(
     if history.is_empty() {
         return Ok(None);
     }
-    let (mut ids, mut header, mut last_answer) = (Vec::new(), 0, None);
-    let tok = lm.tokenizer.as_ref();
-    for ex in history {
-        let turn = lm.user_turn(&ids, header, setting.system, setting.thinking, &ex.user)?;
-        ids = turn.prompt;
-        header = turn.header.len();
-        last_answer = Some(ids.len());
-        if let Some(tok) = tok {
-            ids.extend(tok.encode(&ex.answer)?);
-        }
-    }
+    let mut r = Rendered::default();
+    branch::render(lm, &mut r, history, setting)?;
     let convo = SavedConvo {
-        ids,
-        header,
-        last_answer,
+        last_answer: r.last_answer(),
+        exchanges: spans(&r.held),
+        ids: r.ids,
+        header: r.header,
     };
     Ok(fits(lm, &convo).then_some((convo, Origin::Rebuilt)))
 }
@@ -137,6 +148,7 @@ fn normalize(lm: &LoadedModel, end_ids: &[u32], old: LegacyConvo) -> Option<Save
         ids: old.ids,
         header: old.header,
         last_answer: old.last_answer,
+        exchanges: Vec::new(),
     };
     if !fits(lm, &c) {
         return None;
@@ -150,4 +162,9 @@ fn normalize(lm: &LoadedModel, end_ids: &[u32], old: LegacyConvo) -> Option<Save
         c.header += opening.len();
     }
     (c.header < c.ids.len()).then_some(c)
+}
+
+/// Where each held exchange's answer starts and ends, as the store keeps them.
+pub(super) fn spans(held: &[Held]) -> Vec<[usize; 2]> {
+    held.iter().map(|h| [h.answer_start, h.end]).collect()
 }

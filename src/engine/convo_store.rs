@@ -24,6 +24,10 @@ pub struct SavedConvo {
     pub header: usize,
     /// Where the last answer starts in `ids`, for regenerate.
     pub last_answer: Option<usize>,
+    /// Each exchange's answer start and end, counted from the first exchange (after BOS and the
+    /// header); empty when not known (files of earlier releases).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exchanges: Vec<[usize; 2]>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -108,6 +112,7 @@ mod tests {
             ids: vec![2, 10, 11, 12],
             header: 1,
             last_answer: Some(3),
+            exchanges: vec![[1, 2]],
         };
         store.save("chat-1", &convo).expect("save");
         assert_eq!(store.load("chat-1"), Some(convo.clone()));

@@ -4,6 +4,7 @@
 
 use std::sync::mpsc::Sender;
 
+use super::branch::Held;
 use super::protocol::{Event, TabId, TurnEnd};
 use super::reply::{Piece, Reply};
 use super::session::Session;
@@ -23,6 +24,11 @@ pub(super) struct Job {
     pub header: Vec<u32>,
     /// Prefill only, silently, then end (no sampling, no events).
     pub quiet: bool,
+    /// The exchanges before this turn's and its user text, when known: the tab's exchanges
+    /// once the turn commits.
+    pub exchange: Option<(Vec<Held>, String)>,
+    /// The answer's text as the UI was sent it.
+    pub answer_text: String,
 }
 
 /// What a job needs from the engine for one step.
@@ -53,7 +59,7 @@ impl Job {
             Step::Token(id) => {
                 let (piece, stop_string) = self.reply.push(cx.tok, id)?;
                 if let Some(p) = piece {
-                    let _ = cx.events.send(event(tab, p));
+                    self.send(cx, p);
                 }
                 if stop_string {
                     let keep = self.reply.kept_tokens(cx.tok, self.turn.answer())?;
@@ -66,11 +72,19 @@ impl Job {
                 if !self.quiet
                     && let Some(p) = self.reply.finish(cx.tok)?
                 {
-                    let _ = cx.events.send(event(tab, p));
+                    self.send(cx, p);
                 }
                 Ok(Some(end))
             }
         }
+    }
+
+    /// Sends a piece of the reply, keeping the answer's text.
+    fn send(&mut self, cx: &Ctx, p: Piece) {
+        if let Piece::Answer(text) = &p {
+            self.answer_text.push_str(text);
+        }
+        let _ = cx.events.send(event(cx.tab, p));
     }
 }
 

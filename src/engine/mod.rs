@@ -4,6 +4,7 @@
 //! [`remote`] serves too, from an OpenAI-compatible server.
 
 mod attach;
+mod branch;
 pub mod convo_store;
 pub mod handle;
 mod job;

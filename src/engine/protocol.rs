@@ -26,6 +26,23 @@ pub enum Reuse {
 }
 
 impl Reuse {
+    /// Every reason, for reading names back.
+    pub const ALL: [Reuse; 8] = [
+        Reuse::New,
+        Reuse::ExactPrefix,
+        Reuse::Rewind,
+        Reuse::Equal,
+        Reuse::Dirty,
+        Reuse::Evicted,
+        Reuse::Restored,
+        Reuse::Mismatch,
+    ];
+
+    /// The reason named `name` (see [`Reuse::as_str`]).
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.as_str() == name)
+    }
+
     /// The name shown to users and in stats.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -213,6 +230,30 @@ pub enum Command {
         /// The conversation as earlier releases saved it with the chat, if they did.
         legacy: Option<LegacyConvo>,
     },
+    /// The tab now shows another path through its conversation tree (an earlier message was
+    /// edited, or another version of a turn chosen): `history` is that path's exchanges, oldest
+    /// first. The exchanges it shares with the conversation the engine holds keep their ids
+    /// exactly; the rest are rendered with the chat template. The session is not touched: the
+    /// next turn rewinds it to the longest common prefix and prefills only what differs
+    /// (reason `rewind`). Answered with [`Event::Committed`] and [`Event::Rebased`]; refused
+    /// while a turn runs in the tab.
+    SetPath {
+        /// The tab.
+        tab: TabId,
+        /// The path's exchanges, oldest first.
+        history: Vec<Exchange>,
+    },
+    /// The tab starts as a copy of tab `from` (its session, warm, and its conversation), then
+    /// follows `history` as [`Command::SetPath`] does: "branch into a new tab" shares the
+    /// prefix it copies instead of prefilling it again. The tab keeps its own chat.
+    Fork {
+        /// The new tab.
+        tab: TabId,
+        /// The tab it copies.
+        from: TabId,
+        /// Its exchanges, oldest first.
+        history: Vec<Exchange>,
+    },
     /// End the engine thread.
     Shutdown,
 }
@@ -229,7 +270,9 @@ impl Command {
             | Command::SetThinking { tab, .. }
             | Command::SetSystem { tab, .. }
             | Command::SetContext { tab, .. }
-            | Command::Attach { tab, .. } => Some(*tab),
+            | Command::Attach { tab, .. }
+            | Command::SetPath { tab, .. }
+            | Command::Fork { tab, .. } => Some(*tab),
             Command::Shutdown => None,
         }
     }
@@ -313,6 +356,17 @@ pub enum Event {
         tab: TabId,
         /// Tokens in the conversation.
         tokens: usize,
+    },
+    /// The tab's conversation now follows the path of [`Command::SetPath`]: `tokens` long, of
+    /// which the first `common` are resident in its session (the next turn keeps at most
+    /// those, and prefills the rest).
+    Rebased {
+        /// The tab.
+        tab: TabId,
+        /// Tokens in the conversation.
+        tokens: usize,
+        /// Tokens it shares with what the session holds.
+        common: usize,
     },
     /// Where a tab's session now lives (device, host memory, or text only).
     TabState {

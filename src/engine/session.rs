@@ -31,8 +31,9 @@ pub struct Session {
     fail_in: Option<usize>,
 }
 
-/// Turn-boundary snapshots kept per session.
-const SNAPSHOTS: usize = 4;
+/// Turn-boundary snapshots kept per session (two a turn: after the user's message and after the
+/// answer).
+const SNAPSHOTS: usize = 8;
 
 impl Session {
     /// An empty session for `model`.

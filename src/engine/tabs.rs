@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use super::branch::Held;
 use super::convo_store::ConvoStore;
 use super::job::Job;
 use super::kv_store::KvStore;
@@ -33,6 +34,9 @@ pub(super) struct TabState {
     pub header: Vec<u32>,
     /// Where the last model answer starts in `convo`, for regenerate.
     pub last_answer: Option<usize>,
+    /// The exchanges in `convo`, with their texts (`None`: not known, e.g. a conversation
+    /// saved by an earlier release).
+    pub held: Option<Vec<Held>>,
     pub sampling: SamplingParams,
     pub max_new_tokens: usize,
     pub stop_strings: Vec<String>,
@@ -65,6 +69,7 @@ impl Tabs {
             convo: Vec::new(),
             header: Vec::new(),
             last_answer: None,
+            held: Some(Vec::new()),
             sampling: SamplingParams::default(),
             max_new_tokens: 512,
             stop_strings: Vec::new(),

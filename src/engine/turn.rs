@@ -33,7 +33,8 @@ pub struct TurnOptions {
     /// Prompt tokens per prefill step.
     pub chunk: usize,
     /// Snapshot the sliding-window state one token before the end of the prompt (a user-turn
-    /// boundary: regenerate and edits rewind there), prefilling that last token on its own.
+    /// boundary: regenerate rewinds there), prefilling that last token on its own, and again at
+    /// the end of the answer (an edit of the next message rewinds there).
     pub boundary_snapshot: bool,
     /// Keep the logits of every prefilled position (`generate --dump-logits`).
     pub prompt_logits: bool,
@@ -92,6 +93,8 @@ pub struct Turn {
     prefill_s: Option<f64>,
     ttft_s: f64,
     finished_s: Option<f64>,
+    /// The turn ended with its prompt in the session: snapshot the end at the next step.
+    snapshot_end: bool,
 }
 
 impl Turn {
@@ -121,6 +124,7 @@ impl Turn {
             prefill_s: None,
             ttft_s: 0.0,
             finished_s: None,
+            snapshot_end: false,
             opts,
         })
     }
@@ -200,13 +204,17 @@ impl Turn {
     /// One prefill chunk or one decode step. On an error the session is left empty and dirty
     /// (see [`Session::discard`]) and the turn is over.
     pub fn step(&mut self, model: &Gemma, session: &mut Session) -> Result<Step> {
-        if let Some(end) = self.end {
-            return Ok(Step::Finished(end));
-        }
-        let result = self.advance(model, session);
+        let result = match self.end {
+            Some(end) => Ok(Step::Finished(end)),
+            None => self.advance(model, session),
+        };
         if result.is_err() {
             self.end = Some(TurnEnd::Cancelled);
             self.finished_s = Some(self.seconds());
+            self.snapshot_end = false;
+        }
+        if std::mem::take(&mut self.snapshot_end) {
+            session.snapshot();
         }
         result
     }
@@ -303,16 +311,22 @@ impl Turn {
         self.unfed = false;
         self.finish(TurnEnd::StopString);
         let resident = self.prompt.len() + keep;
-        if session.position() <= resident {
-            return Ok(());
-        }
-        match session.rewind_near(resident) {
-            Some(at) if at < resident => {
-                let again = [&self.prompt[..], &self.answer[..]].concat();
-                session.prefill(model, &again[at..resident], self.opts.chunk)?;
+        if session.position() > resident {
+            match session.rewind_near(resident) {
+                Some(at) if at < resident => {
+                    let again = [&self.prompt[..], &self.answer[..]].concat();
+                    session.prefill(model, &again[at..resident], self.opts.chunk)?;
+                }
+                Some(_) => {}
+                None => session.mark_dirty(),
             }
-            Some(_) => {}
-            None => session.mark_dirty(),
+        }
+        // The job ends the turn here, without another step: the end's snapshot is taken now.
+        if std::mem::take(&mut self.snapshot_end)
+            && !session.is_dirty()
+            && session.position() == resident
+        {
+            session.snapshot();
         }
         Ok(())
     }
@@ -320,6 +334,7 @@ impl Turn {
     fn finish(&mut self, end: TurnEnd) -> Step {
         self.end = Some(end);
         self.finished_s = Some(self.seconds());
+        self.snapshot_end = self.opts.boundary_snapshot && self.prompt_done();
         Step::Finished(end)
     }
 

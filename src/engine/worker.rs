@@ -7,6 +7,7 @@
 use std::sync::mpsc::{Receiver, Sender, TryRecvError};
 
 use super::attach;
+use super::branch::{self, Held, Setting};
 use super::convo_store::{ConvoStore, SavedConvo};
 use super::handle::EngineOptions;
 use super::job::{CHUNK, Ctx, Job};
@@ -162,6 +163,11 @@ impl<'a> Worker<'a> {
                 history,
                 legacy,
             } => self.attach(tab, chat, history, legacy)?,
+            Command::SetPath { tab, history } => self.set_path(tab, &history)?,
+            Command::Fork { tab, from, history } => {
+                self.fork(tab, from)?;
+                self.set_path(tab, &history)?;
+            }
             Command::SetContext { tab, tokens } => {
                 let max = self.lm.model.config().max_position_embeddings;
                 if tokens == 0 || tokens > max {
@@ -236,6 +242,7 @@ impl<'a> Worker<'a> {
             ids: t.convo.clone(),
             header: t.header.len(),
             last_answer: t.last_answer,
+            exchanges: t.held.as_deref().map(attach::spans).unwrap_or_default(),
         };
         if let Err(e) = store.save(&chat, &convo) {
             self.emit(Event::Failed {
@@ -256,10 +263,65 @@ impl<'a> Worker<'a> {
             t.thinking,
             text,
         )?;
+        let exchange = t.held.clone().map(|h| (h, text.to_string()));
         if let Some(e) = turn.template_error {
             self.template_failed(tab, e);
         }
-        self.start(tab, turn.prompt, turn.header)
+        self.start(tab, turn.prompt, turn.header, exchange)
+    }
+
+    /// Gives `tab` a copy of `from`'s session and conversation (nothing when `from` is gone).
+    fn fork(&mut self, tab: TabId, from: TabId) -> Result<()> {
+        let Some(src) = self.tabs.get_mut(from) else {
+            return Ok(());
+        };
+        let copy = (
+            src.session.clone(),
+            src.convo.clone(),
+            src.header.clone(),
+            src.last_answer,
+            src.held.clone(),
+        );
+        let t = self.idle_tab(tab)?;
+        (t.session, t.convo, t.header, t.last_answer, t.held) = copy;
+        self.enforce_budget(tab);
+        Ok(())
+    }
+
+    /// Moves the tab's conversation to another path of the UI's tree (see
+    /// [`branch::rebase`]); the next turn rewinds the session to what the two share.
+    fn set_path(&mut self, tab: TabId, history: &[Exchange]) -> Result<()> {
+        let lm = self.lm;
+        let t = self.idle_tab(tab)?;
+        let setting = Setting {
+            system: t.system.as_deref(),
+            thinking: t.thinking,
+        };
+        let r = branch::rebase(
+            lm,
+            &t.convo,
+            t.header.len(),
+            t.held.as_deref(),
+            history,
+            &setting,
+        )?;
+        t.last_answer = r.last_answer();
+        t.header = r.ids.get(1..1 + r.header).unwrap_or_default().to_vec();
+        t.convo = r.ids;
+        t.held = Some(r.held);
+        let tokens = t.convo.len();
+        let common = branch::common_prefix(t.session.resident(), &t.convo);
+        if let Some(e) = r.template_error {
+            self.template_failed(tab, e);
+        }
+        self.save_convo(tab);
+        self.emit(Event::Committed { tab, tokens });
+        self.emit(Event::Rebased {
+            tab,
+            tokens,
+            common,
+        });
+        Ok(())
     }
 
     /// The checkpoint's template failed and the built-in layout stood in: said once, in full.
@@ -280,11 +342,23 @@ impl<'a> Worker<'a> {
             .ok_or_else(|| Error::Invalid("there is no answer to regenerate yet".into()))?;
         let prompt = t.convo[..at].to_vec();
         let header = t.header.clone();
-        self.start(tab, prompt, header)
+        // The last exchange is answered again.
+        let exchange = t.held.clone().and_then(|mut h| {
+            let last = h.pop()?;
+            Some((h, last.user))
+        });
+        self.start(tab, prompt, header, exchange)
     }
 
-    /// Starts a turn whose whole conversation is `prompt`.
-    fn start(&mut self, tab: TabId, prompt: Vec<u32>, header: Vec<u32>) -> Result<()> {
+    /// Starts a turn whose whole conversation is `prompt`; `exchange` is what the tab's
+    /// exchanges become before it (with its user text), when known.
+    fn start(
+        &mut self,
+        tab: TabId,
+        prompt: Vec<u32>,
+        header: Vec<u32>,
+        exchange: Option<(Vec<Held>, String)>,
+    ) -> Result<()> {
         let inject = self
             .options
             .inject_failure
@@ -314,6 +388,8 @@ impl<'a> Worker<'a> {
             reply: Reply::new(channels, t.stop_strings.clone()),
             header,
             quiet: false,
+            exchange,
+            answer_text: String::new(),
         });
         self.enforce_budget(tab);
         Ok(())
@@ -383,8 +459,18 @@ impl<'a> Worker<'a> {
                 }
                 None => convo.extend(job.turn.answer()),
             }
-            t.convo = convo;
             t.header = std::mem::take(&mut job.header);
+            let base = 1 + t.header.len();
+            t.held = job.exchange.take().map(|(mut held, user)| {
+                held.push(Held {
+                    user,
+                    answer: std::mem::take(&mut job.answer_text),
+                    answer_start: at - base,
+                    end: convo.len() - base,
+                });
+                held
+            });
+            t.convo = convo;
             t.last_answer = Some(at);
         }
         if let Some(ids) = settle {
@@ -398,6 +484,8 @@ impl<'a> Worker<'a> {
                 reply: Reply::new(None, Vec::new()),
                 header: t.header.clone(),
                 quiet: true,
+                exchange: None,
+                answer_text: String::new(),
             });
         }
         // The conversation as it now stands (unchanged when the prompt was not all prefilled):

@@ -154,8 +154,8 @@ pub fn run(
                 term.terminal
                     .draw(|f| measured = crate::ui::render(f, &app, &mut view))
                     .map_err(io)?;
-                if let Some((tab, lines, focus_top)) = measured {
-                    app.measured(tab, lines, focus_top);
+                if let Some(m) = measured {
+                    app.measured(m);
                 }
                 app.dirty = false;
             }

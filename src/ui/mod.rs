@@ -20,9 +20,9 @@ use self::theme::Theme;
 use self::view::View;
 use crate::app::search::{MAX_HITS, SearchState};
 use crate::app::tab::Role;
-use crate::app::{App, Overlay};
+use crate::app::{App, Measured, Overlay};
 use crate::config::action::Action;
-use crate::engine::protocol::{TabId, Tier};
+use crate::engine::protocol::Tier;
 
 /// Where each part of the screen goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,7 +59,7 @@ pub fn areas(app: &App) -> Areas {
 /// Draws the whole app; `view` keeps the laid-out transcripts between frames. Returns the shown
 /// tab, its transcript's length in lines and where a found message put the view, for
 /// [`App::measured`].
-pub fn render(f: &mut Frame, app: &App, view: &mut View) -> Option<(TabId, usize, Option<usize>)> {
+pub fn render(f: &mut Frame, app: &App, view: &mut View) -> Option<Measured> {
     let theme = &Theme::named(&app.theme);
     let a = areas(app);
     view.retain(|id| app.tabs.iter().any(|t| t.id == id));
@@ -120,7 +120,12 @@ pub fn render(f: &mut Frame, app: &App, view: &mut View) -> Option<(TabId, usize
             );
         }
     }
-    measured.map(|(lines, focus_top)| (app.tab().map_or(0, |t| t.id), lines, focus_top))
+    measured.map(|(lines, focus_top, starts)| Measured {
+        tab: app.tab().map_or(0, |t| t.id),
+        lines,
+        focus_top,
+        starts,
+    })
 }
 
 fn tab_bar(f: &mut Frame, area: Rect, app: &App) {
@@ -179,7 +184,10 @@ fn input(f: &mut Frame, area: Rect, app: &App) {
         .take(visible)
         .map(|r| Line::from(r.clone()))
         .collect();
-    let mut title = " Message ".to_string();
+    let mut title = match t.editing {
+        Some(_) => " Editing: Enter sends a new version, Esc cancels ".to_string(),
+        None => " Message ".to_string(),
+    };
     if t.thinking {
         title.push_str("· thinking ");
     }
@@ -280,7 +288,7 @@ fn help(f: &mut Frame, app: &App) {
     let footer = [
         "Commands: /rename NAME · /copy [N] (code block N) · /think on|off · /system [TEXT]",
         "          /preset NAME · /export [md|json] [PATH] (this tab to a file)",
-        "Any key closes this help.",
+        "Up/Down scroll · any other key closes this help.",
     ];
     // Two columns when one does not fit the screen's height.
     let room = app.size.1.saturating_sub(2 + footer.len() as u16 + 1) as usize;
@@ -312,7 +320,23 @@ fn help(f: &mut Frame, app: &App) {
     }
     let w = (columns * (entry_w + 3)).max(footer[0].width()) as u16 + 2;
     let h = lines.len() as u16 + 2;
-    popup(f, app, " Keys ", lines, w, h);
+    // Taller than the screen: it scrolls, and the title says how far.
+    let visible = app.size.1.saturating_sub(2).max(1);
+    let scroll = app
+        .help_scroll
+        .min((lines.len() as u16).saturating_sub(visible));
+    let title = if h > app.size.1 {
+        format!(
+            " Keys ({}-{} of {}, Up/Down scroll) ",
+            scroll + 1,
+            (scroll + visible).min(lines.len() as u16),
+            lines.len()
+        )
+    } else {
+        " Keys ".to_string()
+    };
+    let lines = lines.into_iter().skip(scroll as usize).collect();
+    popup(f, app, &title, lines, w, h);
 }
 
 /// A bordered box centred on the screen, at most `w` x `h`.

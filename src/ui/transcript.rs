@@ -26,11 +26,11 @@ pub fn message_lines(
     let mut fences = 0;
     match m.role {
         Role::User => {
-            lines.push(Line::from(Span::styled("You", theme.user)));
+            lines.push(name_line("You", theme.user, m, theme));
             lines.extend(markdown::plain(&m.text, width, "", "", Default::default()));
         }
         Role::Model => {
-            lines.push(Line::from(Span::styled("Gemma", theme.model)));
+            lines.push(name_line("Gemma", theme.model, m, theme));
             let thought = m.thought.trim();
             if !thought.is_empty() {
                 if show_thoughts {
@@ -63,6 +63,20 @@ pub fn message_lines(
     (lines, fences)
 }
 
+/// A message's name line, with ‹n/m› when its turn has several versions.
+fn name_line(
+    name: &'static str,
+    style: ratatui::style::Style,
+    m: &Message,
+    theme: &Theme,
+) -> Line<'static> {
+    let mut spans = vec![Span::styled(name, style)];
+    if let Some((n, of)) = m.versions {
+        spans.push(Span::styled(format!(" ‹{n}/{of}›"), theme.accent));
+    }
+    Line::from(spans)
+}
+
 /// Draws the active tab's transcript in `area`, or the start-up screen while there is none;
 /// returns the transcript's length in lines (what scrolling is bounded by).
 pub fn render(
@@ -70,30 +84,44 @@ pub fn render(
     area: Rect,
     app: &App,
     view: &mut View,
-) -> Option<(usize, Option<usize>)> {
+) -> Option<(usize, Option<usize>, Vec<usize>)> {
     let theme = &Theme::named(&app.theme);
     let tab = app.tab()?;
     if tab.messages.is_empty() {
         f.render_widget(welcome(app), area);
-        return Some((0, None));
+        return Some((0, None, Vec::new()));
     }
     let layout = view.transcript(tab, area.width, &app.theme, app.show_thoughts);
     let height = area.height as usize;
     // A message found by search: at the top of the view (once; the app pins it there), marked.
     let bottom = layout.total().saturating_sub(height);
     let found = tab.focus.filter(|&i| i < tab.messages.len());
-    let focus_top = found
-        .filter(|_| tab.pin.is_none())
-        .map(|i| layout.start_of(i).min(bottom));
-    let top = focus_top.unwrap_or_else(|| tab.view_top(layout.total(), height));
+    let selected = tab.selected.filter(|&i| i < tab.messages.len());
+    let shown_top = tab.view_top(layout.total(), height);
+    let focus_top = match selected {
+        // A selected message is brought into view when it is out of it.
+        Some(i) => {
+            let start = layout.start_of(i);
+            (start < shown_top || start >= shown_top + height).then_some(start.min(bottom))
+        }
+        None => found
+            .filter(|_| tab.pin.is_none())
+            .map(|i| layout.start_of(i).min(bottom)),
+    };
+    let top = focus_top.unwrap_or(shown_top);
     let mut lines = layout.lines(top, height);
-    if let Some(i) = found
+    let mark = match (selected, found) {
+        (Some(i), _) => Some((i, " ◀ selected")),
+        (None, Some(i)) => Some((i, " ◀ found")),
+        (None, None) => None,
+    };
+    if let Some((i, label)) = mark
         && let Some(line) = layout
             .start_of(i)
             .checked_sub(top)
             .and_then(|k| lines.get_mut(k))
     {
-        line.spans.push(Span::styled(" ◀ found", theme.tab_active));
+        line.spans.push(Span::styled(label, theme.tab_active));
     }
     f.render_widget(Paragraph::new(lines), area);
     if tab.pin.is_some() && tab.new_output && area.height > 0 {
@@ -102,7 +130,7 @@ pub fn render(
         let r = Rect::new(area.right() - w, area.bottom() - 1, w, 1);
         f.render_widget(Paragraph::new(Span::styled(hint, theme.tab_active)), r);
     }
-    Some((layout.total(), focus_top))
+    Some((layout.total(), focus_top, layout.starts()))
 }
 
 /// What an empty tab shows: loading progress, a load error with what to do, or a greeting.

@@ -101,6 +101,19 @@ impl TranscriptLayout {
         self.blocks.iter().take(i).map(|b| b.lines.len()).sum()
     }
 
+    /// The line each message starts at.
+    pub fn starts(&self) -> Vec<usize> {
+        let mut at = 0;
+        self.blocks
+            .iter()
+            .map(|b| {
+                let s = at;
+                at += b.lines.len();
+                s
+            })
+            .collect()
+    }
+
     /// Lines `from..from + count`, across messages.
     pub fn lines(&self, from: usize, count: usize) -> Vec<Line<'static>> {
         self.blocks

@@ -2,6 +2,7 @@
 // Each test crate uses a different subset.
 #![allow(dead_code)]
 
+pub mod chat;
 pub mod gguf;
 pub mod llama;
 

@@ -209,7 +209,10 @@ impl Server {
             Command::SetSystem { tab, text } => self.tabs.entry(tab).or_default().system = text,
             // The server's context is its own: nothing to change here.
             Command::SetContext { .. } => {}
-            Command::Attach { tab, history, .. } => {
+            // The server's prefix cache finds what a new path shares with the old one.
+            Command::Attach { tab, history, .. }
+            | Command::SetPath { tab, history }
+            | Command::Fork { tab, history, .. } => {
                 let messages = {
                     let t = self.tabs.entry(tab).or_default();
                     t.history = history;
