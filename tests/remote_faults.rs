@@ -341,4 +341,17 @@ fn the_history_sent_mirrors_the_transcript() {
         "7",
         "the failed turn is in the history"
     );
+    // An edit of the second message: the path up to it, then the new text.
+    h.send(Command::SetPath {
+        tab: 1,
+        history: vec![gemma_chat::engine::protocol::Exchange {
+            user: "count 1".into(),
+            answer: "1".into(),
+        }],
+    });
+    assert_eq!(
+        answer_of(&turn(&h, "count 2 again")),
+        "3",
+        "the edited path is what is sent"
+    );
 }

@@ -943,3 +943,75 @@ fn the_version_switcher_edits_switches_and_branches() {
     }));
     assert_eq!(app.tab().expect("tab").messages.len(), 4);
 }
+
+/// A click on the transcript selects the message under it (the view does not move).
+#[test]
+fn a_click_selects_the_message_under_it() {
+    use crossterm::event::{MouseButton, MouseEvent, MouseEventKind};
+    let (mut app, _) = new_app();
+    ready(&mut app);
+    let tab = send(&mut app, "Hi");
+    answer(&mut app, tab, "Hello", stats(0, 9, 1));
+    draw(&mut app, 60, 16);
+    let click = |row| {
+        Msg::Mouse(MouseEvent {
+            kind: MouseEventKind::Down(MouseButton::Left),
+            column: 3,
+            row,
+            modifiers: KeyModifiers::NONE,
+        })
+    };
+    // Row 0 is the tab bar; the transcript's lines start at row 1: You, Hi, -, Gemma, Hello.
+    app.update(click(2));
+    assert_eq!(app.tab().expect("tab").selected, Some(0));
+    app.update(click(5));
+    assert_eq!(app.tab().expect("tab").selected, Some(1));
+    assert!(
+        draw(&mut app, 60, 16)
+            .backend()
+            .to_string()
+            .contains("Gemma ◀ selected")
+    );
+    app.update(click(0));
+    assert_eq!(
+        app.tab().expect("tab").selected,
+        Some(1),
+        "the tab bar is not the transcript"
+    );
+    app.update(key(KeyCode::Esc));
+    assert_eq!(app.tab().expect("tab").selected, None);
+}
+
+/// A closed tab's chat is searched too: Enter reopens it as a tab at the message found, its
+/// file moved back from `closed/`, and the engine told to attach it with its history.
+#[test]
+fn search_finds_a_closed_chat_and_reopens_it() {
+    use gemma_chat::app::persist::SaveJob;
+    let (mut app, _) = new_app();
+    ready(&mut app);
+    let tab = send(&mut app, "Where do puffins nest?");
+    answer(&mut app, tab, "On cliffs.", stats(0, 8, 2));
+    let uid = app.tab().expect("tab").uid.clone();
+    app.update(ctrl('w'));
+    assert!(app.tabs.iter().all(|t| t.id != tab), "closed");
+    app.take_saves();
+    app.update(ctrl('f'));
+    type_text(&mut app, "PUFFIN");
+    insta::assert_snapshot!("search_closed_chat", draw(&mut app, 80, 12).backend());
+    let cmds = app.update(key(KeyCode::Enter));
+    let t = app.tab().expect("reopened");
+    assert_eq!((t.uid.as_str(), t.focus), (uid.as_str(), Some(0)));
+    assert!(
+        cmds.iter().any(|c| matches!(
+            c,
+            Command::Attach { chat, history, .. } if *chat == uid && history.len() == 1
+        )),
+        "{cmds:?}"
+    );
+    assert!(
+        app.take_saves()
+            .iter()
+            .any(|j| matches!(j, SaveJob::Reopen(u) if *u == uid))
+    );
+    assert!(app.closed.is_empty());
+}

@@ -289,3 +289,71 @@ pub fn tree(path: Vec<SavedMessage>, branches: Vec<SavedBranch>) -> (Vec<Message
     }
     (messages, branches)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(id: u64, parent: Option<u64>, role: &str, text: &str) -> SavedMessage {
+        SavedMessage {
+            id,
+            parent,
+            ..SavedMessage::new(role, text)
+        }
+    }
+
+    #[test]
+    fn a_format_2_transcript_loads_as_one_path() {
+        let v2 = r#"{"version":2,"order":0,"title":"t","model":"m","thinking":false,
+            "messages":[{"role":"system","text":"be brief"},{"role":"user","text":"hi"},
+            {"role":"model","text":"hello","footer":"done"}]}"#;
+        let chat: SavedChat = serde_json::from_str(v2).expect("a format 2 file reads");
+        let (path, branches) = tree(chat.messages, chat.branches);
+        let ids: Vec<u64> = path.iter().map(|m| m.id).collect();
+        assert_eq!(ids, [1, 2, 3], "numbered in order");
+        assert!(branches.is_empty());
+        assert_eq!(path[2].footer.as_deref(), Some("done"));
+    }
+
+    #[test]
+    fn a_tree_round_trips_and_a_broken_one_keeps_its_path() {
+        let mut t = Tab::new(1, "t".into(), false);
+        t.push(Message::new(Role::User, "a"));
+        t.push(Message::new(Role::Model, "A"));
+        t.fork_at(1);
+        t.push(Message::new(Role::Model, "A2"));
+        let saved = saved_tree(&t);
+        assert_eq!(saved.version, VERSION);
+        assert_eq!(saved.messages[1].parent, Some(saved.messages[0].id));
+        assert_eq!(saved.branches.len(), 1);
+        assert_eq!(saved.branches[0].messages[0].parent, Some(1));
+        let json = serde_json::to_string(&saved).expect("json");
+        let back: SavedChat = serde_json::from_str(&json).expect("reads");
+        let (path, branches) = tree(back.messages, back.branches);
+        let key = |ms: &[Message]| -> Vec<(u64, String)> {
+            ms.iter().map(|m| (m.id, m.text.clone())).collect()
+        };
+        assert_eq!(key(&path), key(&t.messages));
+        assert_eq!(branches.len(), 1);
+        assert_eq!(branches[0].parent, t.branches[0].parent);
+        assert_eq!(key(&branches[0].messages), key(&t.branches[0].messages));
+        // Repeated ids: the path alone, numbered afresh; a branch from nowhere is dropped.
+        let (path, branches) = tree(
+            vec![msg(5, None, "user", "a"), msg(5, Some(5), "model", "A")],
+            vec![SavedBranch {
+                parent: 5,
+                messages: vec![msg(6, Some(5), "model", "B")],
+            }],
+        );
+        assert_eq!(path.iter().map(|m| m.id).collect::<Vec<_>>(), [1, 2]);
+        assert!(branches.is_empty());
+        let (_, branches) = tree(
+            vec![msg(1, None, "user", "a")],
+            vec![SavedBranch {
+                parent: 9,
+                messages: vec![msg(2, Some(9), "model", "B")],
+            }],
+        );
+        assert!(branches.is_empty(), "hangs from no message");
+    }
+}

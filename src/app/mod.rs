@@ -8,6 +8,7 @@ mod events;
 pub mod export;
 pub mod fences;
 mod keys;
+mod lifecycle;
 pub mod persist;
 mod preset;
 mod saver;
@@ -169,6 +170,9 @@ pub struct App {
     pub dirty: bool,
     /// The config in force (for live reload to tell what changed).
     pub config: Option<Box<Config>>,
+    /// Closed tabs' chats (in the data dir's `chats/closed/`), which search finds and reopens:
+    /// each file name with its chat.
+    pub closed: Vec<(String, persist::SavedChat)>,
     /// Saves queued for the saver thread.
     saves: Vec<persist::SaveJob>,
     /// Turns sent before the model was ready, held until it is (so that they use the model's
@@ -205,6 +209,7 @@ impl App {
             clipboard: None,
             dirty: true,
             config: None,
+            closed: Vec::new(),
             saves: Vec::new(),
             pending: Vec::new(),
             now: Instant::now(),
@@ -330,93 +335,6 @@ impl App {
                 self.last_error = Some(format!("config not applied, the last good one stays: {e}"));
                 Vec::new()
             }
-        }
-    }
-
-    pub(super) fn open_tab(&mut self) -> Vec<Command> {
-        let id = self.next_id;
-        self.next_id += 1;
-        let title = format!("chat {id}");
-        let mut tab = Tab::new(id, title, self.settings.thinking);
-        tab.uid = Tab::new_uid(id);
-        self.tabs.push(tab);
-        self.active = self.tabs.len() - 1;
-        let mut cmds = vec![self.sampling_command(&self.tabs[self.active])];
-        cmds.push(Command::Attach {
-            tab: id,
-            chat: self.tabs[self.active].uid.clone(),
-            history: Vec::new(),
-            legacy: None,
-        });
-        if let Some(tokens) = self.settings.context_length {
-            self.tabs[self.active].context_limit = Some(tokens);
-            cmds.push(Command::SetContext { tab: id, tokens });
-        }
-        if self.settings.thinking {
-            cmds.push(Command::SetThinking { tab: id, on: true });
-        }
-        if let Some(p) = self.default_preset() {
-            cmds.extend(self.apply_preset(&p, true));
-        }
-        cmds
-    }
-
-    fn close_tab(&mut self, id: TabId) -> Vec<Command> {
-        if let Some(t) = self.tabs.iter().find(|t| t.id == id) {
-            self.saves.push(persist::SaveJob::Archive(t.uid.clone()));
-        }
-        self.tabs.retain(|t| t.id != id);
-        self.pending.retain(|c| c.tab() != Some(id));
-        let mut cmds = vec![Command::CloseTab { tab: id }];
-        if self.tabs.is_empty() {
-            cmds.extend(self.open_tab());
-        }
-        self.active = self.active.min(self.tabs.len() - 1);
-        cmds
-    }
-
-    fn submit(&mut self) -> Vec<Command> {
-        let Some(t) = self.tabs.get_mut(self.active) else {
-            return Vec::new();
-        };
-        let text = t.editor.text();
-        if text.trim().is_empty() {
-            return Vec::new();
-        }
-        if t.phase.busy() {
-            self.flash = Some("a turn is running in this tab: Esc stops it".into());
-            return Vec::new();
-        }
-        if let Some(cmd) = text.trim().strip_prefix('/') {
-            return self.slash(cmd.to_string());
-        }
-        let t = &mut self.tabs[self.active];
-        // A new version of an earlier message: the path from it on becomes a branch, and the
-        // engine follows the path up to its parent before the turn.
-        let mut cmds = Vec::new();
-        if let Some(i) = t.editing.take()
-            && t.messages.get(i).is_some_and(|m| m.role == Role::User)
-        {
-            t.fork_at(i);
-            cmds.push(Command::SetPath {
-                tab: t.id,
-                history: persist::exchanges(&t.messages),
-            });
-        }
-        t.editor.take();
-        t.history.push(text.clone());
-        t.recall = None;
-        t.failed = false;
-        t.phase = Phase::Waiting;
-        t.pin = None;
-        t.new_output = false;
-        t.push(Message::new(Role::User, text.trim_end()));
-        cmds.push(Command::Submit { tab: t.id, text });
-        if self.model.ready {
-            cmds
-        } else {
-            self.pending.extend(cmds);
-            Vec::new()
         }
     }
 

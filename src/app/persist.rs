@@ -91,71 +91,7 @@ impl App {
             self.tabs.clear();
         }
         for (uid, chat) in chats {
-            cmds.extend(self.open_tab());
-            let same_model = chat.model == self.model.name;
-            let t = self.tabs.last_mut().expect("just opened");
-            t.uid = uid;
-            t.title = chat.title;
-            if t.thinking != chat.thinking {
-                t.thinking = chat.thinking;
-                cmds.push(Command::SetThinking {
-                    tab: t.id,
-                    on: chat.thinking,
-                });
-            }
-            let (messages, branches) = chat_file::tree(chat.messages, chat.branches);
-            t.messages = messages;
-            t.branches = branches;
-            t.next_msg = t.all_messages().map(|m| m.id).max().unwrap_or(0) + 1;
-            if let Some(s) = chat.sampling {
-                t.overrides = s.layer();
-                t.max_new_tokens = s.max_new_tokens;
-                t.preset = s.preset;
-                cmds.push(self.sampling_command(&self.tabs[self.tabs.len() - 1]));
-            }
-            let t = self.tabs.last_mut().expect("just opened");
-            for i in 0..t.messages.len() {
-                t.touched(i);
-            }
-            // A system prompt anywhere but first is not one (a hand-edited file).
-            if let Some(i) = t
-                .messages
-                .iter()
-                .skip(1)
-                .position(|m| m.role == Role::System)
-            {
-                t.messages[i + 1].role = Role::Notice;
-            }
-            t.refresh_versions();
-            if let Some(system) = t.system() {
-                cmds.push(Command::SetSystem {
-                    tab: t.id,
-                    text: Some(system.to_string()),
-                });
-            }
-            // The engine brings the conversation back: its own saved ids, else (a chat of an
-            // earlier release) the ids the file held, else the transcript's text.
-            let legacy = (same_model && !chat.ids.is_empty()).then(|| LegacyConvo {
-                ids: chat.ids.clone(),
-                header: chat.header,
-                last_answer: chat.last_answer,
-            });
-            if !same_model && !t.messages.is_empty() {
-                t.push(Message::new(
-                    Role::Notice,
-                    format!(
-                        "this chat was made with {}; {} reads it from its text, so your next \
-                         message prefills it",
-                        chat.model, self.model.name
-                    ),
-                ));
-            }
-            cmds.push(Command::Attach {
-                tab: t.id,
-                chat: t.uid.clone(),
-                history: exchanges(&t.messages),
-                legacy,
-            });
+            cmds.extend(self.restore_one(uid, chat));
         }
         self.active = 0;
         if let Some(t) = self.tabs.first_mut() {
@@ -163,6 +99,78 @@ impl App {
                 t.push(Message::new(Role::Error, w));
             }
         }
+        cmds
+    }
+
+    /// Opens saved chat `chat` (file name `uid`) as a new tab, the active one; returns the
+    /// commands that set it up in the engine.
+    pub(super) fn restore_one(&mut self, uid: String, chat: SavedChat) -> Vec<Command> {
+        let mut cmds = Vec::new();
+        cmds.extend(self.open_tab());
+        let same_model = chat.model == self.model.name;
+        let t = self.tabs.last_mut().expect("just opened");
+        t.uid = uid;
+        t.title = chat.title;
+        if t.thinking != chat.thinking {
+            t.thinking = chat.thinking;
+            cmds.push(Command::SetThinking {
+                tab: t.id,
+                on: chat.thinking,
+            });
+        }
+        let (messages, branches) = chat_file::tree(chat.messages, chat.branches);
+        t.messages = messages;
+        t.branches = branches;
+        t.next_msg = t.all_messages().map(|m| m.id).max().unwrap_or(0) + 1;
+        if let Some(s) = chat.sampling {
+            t.overrides = s.layer();
+            t.max_new_tokens = s.max_new_tokens;
+            t.preset = s.preset;
+            cmds.push(self.sampling_command(&self.tabs[self.tabs.len() - 1]));
+        }
+        let t = self.tabs.last_mut().expect("just opened");
+        for i in 0..t.messages.len() {
+            t.touched(i);
+        }
+        // A system prompt anywhere but first is not one (a hand-edited file).
+        if let Some(i) = t
+            .messages
+            .iter()
+            .skip(1)
+            .position(|m| m.role == Role::System)
+        {
+            t.messages[i + 1].role = Role::Notice;
+        }
+        t.refresh_versions();
+        if let Some(system) = t.system() {
+            cmds.push(Command::SetSystem {
+                tab: t.id,
+                text: Some(system.to_string()),
+            });
+        }
+        // The engine brings the conversation back: its own saved ids, else (a chat of an
+        // earlier release) the ids the file held, else the transcript's text.
+        let legacy = (same_model && !chat.ids.is_empty()).then(|| LegacyConvo {
+            ids: chat.ids.clone(),
+            header: chat.header,
+            last_answer: chat.last_answer,
+        });
+        if !same_model && !t.messages.is_empty() {
+            t.push(Message::new(
+                Role::Notice,
+                format!(
+                    "this chat was made with {}; {} reads it from its text, so your next \
+                     message prefills it",
+                    chat.model, self.model.name
+                ),
+            ));
+        }
+        cmds.push(Command::Attach {
+            tab: t.id,
+            chat: t.uid.clone(),
+            history: exchanges(&t.messages),
+            legacy,
+        });
         cmds
     }
 }
@@ -199,6 +207,24 @@ pub fn prune_closed(dir: &Path, days: u64) -> usize {
         })
         .filter(|e| std::fs::remove_file(e.path()).is_ok())
         .count()
+}
+
+/// The closed tabs' chats in `dir/closed/` (for search), those that read.
+pub fn load_closed(dir: &Path) -> Vec<(String, SavedChat)> {
+    let Ok(entries) = std::fs::read_dir(dir.join("closed")) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .filter_map(|p| {
+            let uid = p.file_stem()?.to_string_lossy().into_owned();
+            let chat: SavedChat = serde_json::from_slice(&std::fs::read(&p).ok()?).ok()?;
+            ((2..=VERSION).contains(&chat.version) && !chat.messages.is_empty())
+                .then_some((uid, chat))
+        })
+        .collect()
 }
 
 /// Reads every chat in `dir`. A file that cannot be read or parsed is moved to `damaged/`
@@ -308,6 +334,31 @@ mod tests {
         let failed = handle.join().expect("saver");
         assert_eq!(failed.len(), 1, "{failed:?}");
         assert_eq!(seen.lock().expect("lock").len(), 1);
+    }
+
+    /// A closed chat moves to `closed/`, is found there for search, and moves back when reopened.
+    #[test]
+    fn closed_chats_are_found_and_reopened() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let chat = SavedChat {
+            version: VERSION,
+            messages: vec![SavedMessage::new("user", "hi")],
+            ..SavedChat::default()
+        };
+        let (tx, handle) = saver(dir.path().to_path_buf(), |_| {});
+        tx.send(SaveJob::Write("a".into(), Box::new(chat.clone())))
+            .expect("send");
+        tx.send(SaveJob::Archive("a".into())).expect("send");
+        drop(tx);
+        assert!(handle.join().expect("saver").is_empty());
+        assert!(!dir.path().join("a.json").exists());
+        assert_eq!(load_closed(dir.path()), vec![("a".to_string(), chat)]);
+        let (tx, handle) = saver(dir.path().to_path_buf(), |_| {});
+        tx.send(SaveJob::Reopen("a".into())).expect("send");
+        drop(tx);
+        assert!(handle.join().expect("saver").is_empty());
+        assert!(dir.path().join("a.json").exists());
+        assert!(load_closed(dir.path()).is_empty());
     }
 
     #[test]

@@ -15,6 +15,8 @@ pub enum SaveJob {
     Write(String, Box<SavedChat>),
     /// Move the file named `uid` to `closed/`.
     Archive(String),
+    /// Move the file named `uid` back from `closed/` (a closed chat reopened).
+    Reopen(String),
     /// Remove the file named `uid`, if there is one (an empty tab).
     Remove(String),
     /// Write an export: the path and its text.
@@ -48,6 +50,14 @@ pub fn saver(
                     Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
                     _ => Ok(()),
                 },
+                SaveJob::Reopen(uid) => {
+                    let from = dir.join("closed").join(format!("{uid}.json"));
+                    if from.exists() {
+                        std::fs::rename(&from, dir.join(format!("{uid}.json")))
+                    } else {
+                        Ok(())
+                    }
+                }
                 SaveJob::Archive(uid) => {
                     let from = dir.join(format!("{uid}.json"));
                     let closed = dir.join("closed");

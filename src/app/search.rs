@@ -1,11 +1,13 @@
-//! Search across every open chat (Ctrl+F): an overlay that lists, as you type, the messages that
-//! hold the text (case-insensitive for ASCII), with the tab and a snippet; Enter opens that tab
-//! at that message, scrolled to it and highlighted.
+//! Search across every chat (Ctrl+F): an overlay that lists, as you type, the messages that hold
+//! the text (case-insensitive for ASCII) in the open tabs, then in the closed tabs' saved chats,
+//! with the tab and a snippet; Enter opens that tab (reopening a closed chat) at that message,
+//! scrolled to it and highlighted.
 
 use aho_corasick::AhoCorasick;
 use crossterm::event::{KeyCode, KeyEvent};
 
 use super::editor::Editor;
+use super::persist::SavedChat;
 use super::tab::{Role, Tab};
 use super::{App, Overlay};
 use crate::engine::protocol::{Command, TabId};
@@ -37,6 +39,8 @@ pub struct Hit {
     pub role: Role,
     /// The text around the match, on one line.
     pub snippet: String,
+    /// The file name of the closed chat it is in (`tab` is 0 then).
+    pub closed: Option<String>,
 }
 
 /// The messages of `tabs` that hold `query` (ASCII case-insensitive), at most `limit`.
@@ -64,10 +68,51 @@ pub fn search<'a>(tabs: impl IntoIterator<Item = &'a Tab>, query: &str, limit: u
                     message: i,
                     role: m.role,
                     snippet: snippet(&m.text, found.start(), found.end()),
+                    closed: None,
                 });
                 if hits.len() >= limit {
                     return hits;
                 }
+            }
+        }
+    }
+    hits
+}
+
+/// The messages of the closed chats `closed` that hold `query`, at most `limit`, most recently
+/// closed first.
+pub fn search_closed(closed: &[(String, SavedChat)], query: &str, limit: usize) -> Vec<Hit> {
+    let query = query.trim();
+    let Ok(finder) = AhoCorasick::builder()
+        .ascii_case_insensitive(true)
+        .build([query])
+    else {
+        return Vec::new();
+    };
+    let mut hits = Vec::new();
+    if query.is_empty() {
+        return hits;
+    }
+    for (uid, chat) in closed.iter().rev() {
+        for (i, m) in chat.messages.iter().enumerate().rev() {
+            let role = match m.role.as_str() {
+                "user" => Role::User,
+                "model" => Role::Model,
+                "system" => Role::System,
+                _ => continue,
+            };
+            if let Some(found) = finder.find(&m.text) {
+                if hits.len() >= limit {
+                    return hits;
+                }
+                hits.push(Hit {
+                    tab: 0,
+                    title: chat.title.clone(),
+                    message: i,
+                    role,
+                    snippet: snippet(&m.text, found.start(), found.end()),
+                    closed: Some(uid.clone()),
+                });
             }
         }
     }
@@ -109,8 +154,7 @@ impl App {
             KeyCode::Down => s.selected = (s.selected + 1).min(s.hits.len().saturating_sub(1)),
             KeyCode::Enter => {
                 if let Some(hit) = s.hits.get(s.selected).cloned() {
-                    self.open_hit(&hit);
-                    return Vec::new();
+                    return self.open_hit(&hit);
                 }
             }
             _ => {
@@ -125,6 +169,9 @@ impl App {
                         .map(|(_, t)| t),
                 );
                 s.hits = search(order, &s.query.text(), MAX_HITS);
+                let room = MAX_HITS - s.hits.len();
+                s.hits
+                    .extend(search_closed(&self.closed, &s.query.text(), room));
                 s.selected = 0;
             }
         }
@@ -132,14 +179,28 @@ impl App {
         Vec::new()
     }
 
-    /// Shows `hit`: its tab active, the view at its message, which is highlighted.
-    fn open_hit(&mut self, hit: &Hit) {
-        if let Some(i) = self.tabs.iter().position(|t| t.id == hit.tab) {
+    /// Shows `hit`: its tab active (a closed chat reopened as a new tab), the view at its
+    /// message, which is highlighted.
+    fn open_hit(&mut self, hit: &Hit) -> Vec<Command> {
+        let mut cmds = Vec::new();
+        let mut tab = hit.tab;
+        if let Some(uid) = &hit.closed
+            && let Some(k) = self.closed.iter().position(|(u, _)| u == uid)
+        {
+            let (uid, chat) = self.closed.remove(k);
+            self.saves
+                .push(super::persist::SaveJob::Reopen(uid.clone()));
+            cmds = self.restore_one(uid, chat);
+            tab = self.tabs[self.active].id;
+            self.flash = Some("reopened a closed chat".into());
+        }
+        if let Some(i) = self.tabs.iter().position(|t| t.id == tab) {
             self.active = i;
             let t = &mut self.tabs[i];
             t.pin = None;
             t.focus = Some(hit.message);
             t.touched(hit.message);
         }
+        cmds
     }
 }

@@ -98,6 +98,7 @@ pub fn run(
     gemma_chat::app::persist::prune_closed(&chats, keep_closed);
     let (saved, warnings) = load_chats(&chats);
     initial.extend(app.restore(saved, warnings));
+    app.closed = gemma_chat::app::persist::load_closed(&chats);
     let path = config_path(common.config.as_deref());
     if let Some(signal) = tui::run(app, initial, engine, path.as_deref(), chats)? {
         // Ended by a signal, everything saved: the shell sees 128 + its number.

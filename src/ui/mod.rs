@@ -378,7 +378,13 @@ fn search_popup(f: &mut Frame, app: &App, s: &SearchState) {
             Default::default()
         };
         lines.push(Line::from(vec![
-            Span::styled(format!(" {} · {who}: ", hit.title), theme.dim),
+            Span::styled(
+                match &hit.closed {
+                    Some(_) => format!(" {} (closed) · {who}: ", hit.title),
+                    None => format!(" {} · {who}: ", hit.title),
+                },
+                theme.dim,
+            ),
             Span::styled(hit.snippet.clone(), style),
         ]));
     }
