@@ -12,28 +12,8 @@ use std::time::Duration;
 
 use gemma_chat::engine::EngineHandle;
 use gemma_chat::engine::protocol::{Command, Event, Exchange, Reuse, TabId, TurnStats};
-use gemma_chat::sampling::SamplingParams;
 
-use common::chat::{engine, fixture, store};
-
-fn chat(tab: TabId) -> String {
-    format!("tab-{tab}")
-}
-
-fn open(h: &EngineHandle, tab: TabId) {
-    h.send(Command::Attach {
-        tab,
-        chat: chat(tab),
-        history: Vec::new(),
-        legacy: None,
-    });
-    h.send(Command::SetSampling {
-        tab,
-        sampling: SamplingParams::default(),
-        max_new_tokens: 6,
-        stop: Vec::new(),
-    });
-}
+use common::chat::{chat, engine, fixture, open, store};
 
 fn next(h: &EngineHandle) -> Event {
     h.events

@@ -16,12 +16,11 @@ use std::time::Duration;
 use gemma_chat::engine::EngineHandle;
 use gemma_chat::engine::protocol::Reuse;
 use gemma_chat::engine::protocol::{Command, Event, Exchange, LegacyConvo, TabId};
-use gemma_chat::sampling::SamplingParams;
 use gemma_chat::tokenizer::Tokenizer;
 use gemma_chat::tokenizer::template::{ChatTemplate, TemplateSource};
 use serde_json::json;
 
-use common::chat::{convos, engine, fixture, root, store};
+use common::chat::{chat, convos, engine, fixture, open, root, store};
 
 const PRIMER: &str = "<|channel>thought\n<channel|>";
 const OFFICIAL: &str = "tests/fixtures/templates/official/gemma4-31b-it.jinja";
@@ -34,11 +33,6 @@ struct Turn {
     last_answer: Option<usize>,
     reuse: Reuse,
     reused: usize,
-}
-
-/// The chat tab `tab` is attached to.
-fn chat(tab: TabId) -> String {
-    format!("tab-{tab}")
 }
 
 /// Sends `text` to `tab` and waits for its turn to finish and commit; the conversation is the
@@ -78,18 +72,7 @@ fn turn(h: &EngineHandle, dir: &Path, tab: TabId, text: &str) -> Turn {
 }
 
 fn setup(h: &EngineHandle, tab: TabId, system: Option<&str>, thinking: bool) {
-    h.send(Command::Attach {
-        tab,
-        chat: chat(tab),
-        history: Vec::new(),
-        legacy: None,
-    });
-    h.send(Command::SetSampling {
-        tab,
-        sampling: SamplingParams::default(),
-        max_new_tokens: 6,
-        stop: Vec::new(),
-    });
+    open(h, tab);
     h.send(Command::SetSystem {
         tab,
         text: system.map(str::to_string),

@@ -2,6 +2,8 @@
 //! tabs interleave without bleeding, follow-ups prefill only the new turn, stop and close act
 //! within a step, regenerate rewinds instead of starting over.
 
+mod common;
+
 use std::sync::mpsc::RecvTimeoutError;
 use std::time::Duration;
 
@@ -13,6 +15,8 @@ use gemma_chat::engine::{EngineHandle, EngineOptions, spawn};
 use gemma_chat::load::load;
 use gemma_chat::model::ComputeDtype;
 use gemma_chat::sampling::SamplingParams;
+
+use common::chat::first_after_loading;
 
 fn engine() -> EngineHandle {
     engine_with(EngineOptions::default())
@@ -34,20 +38,6 @@ fn start(options: EngineOptions) -> EngineHandle {
             progress.layers(d, t)
         })
     })
-}
-
-/// The first event after the loading progress.
-fn first_after_loading(h: &EngineHandle) -> Event {
-    loop {
-        match h
-            .events
-            .recv_timeout(Duration::from_secs(120))
-            .expect("loads")
-        {
-            Event::Loading { .. } => {}
-            other => return other,
-        }
-    }
 }
 
 fn greedy(h: &EngineHandle, tab: TabId, max_new_tokens: usize) {

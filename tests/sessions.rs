@@ -611,3 +611,44 @@ fn an_edit_rewinds_to_the_answer_end_snapshot_and_equals_a_cold_run() {
         assert_eq!(s.resident(), edited.as_slice());
     }
 }
+
+/// How far back an edit stays warm once the window has moved on: the session keeps the last four
+/// answers' end snapshots, so after five long turns an edit of the third user message rewinds to
+/// the end of the second answer, and one of the second (whose snapshot went) starts over, saying
+/// so (`mismatch`), never continuing on a wrong cache.
+#[test]
+fn edits_stay_warm_four_turns_back() {
+    let lm = model("gemma3");
+    let m = &lm.model;
+    let vocab = m.config().vocab_size;
+    let window = m.config().sliding_window;
+    let mut s = Session::new(m);
+    let mut convo = vec![2];
+    let mut ends = Vec::new();
+    for k in 0..5u64 {
+        convo.extend(ids(20 + k, 4, vocab));
+        let (_, _, got) = turn(&lm, &mut s, &convo, 2 * window).expect("turn");
+        convo.extend(&got);
+        ends.push(convo.len());
+    }
+    let edit = |upto: usize| {
+        let mut e = convo[..upto].to_vec();
+        e.extend(ids(99, 5, vocab));
+        e
+    };
+    // The third user message edited: back to the end of the second answer.
+    let third = edit(ends[1]);
+    let mut warm = s.clone();
+    assert_eq!(warm.prepare(&third).expect("prepare"), Reuse::Rewind);
+    assert_eq!(warm.position(), ends[1]);
+    let l = warm
+        .prefill(m, &third[ends[1]..], 4)
+        .expect("prefill")
+        .to_vec()
+        .expect("read back");
+    let d = max_abs_diff(&l, &cold(m, &third));
+    assert!(d < 1e-4, "{d}");
+    // The second: its snapshot is gone, so the session starts over and says so.
+    assert_eq!(s.prepare(&edit(ends[0])).expect("prepare"), Reuse::Mismatch);
+    assert_eq!(s.position(), 0);
+}

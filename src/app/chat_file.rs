@@ -159,7 +159,8 @@ fn role_name(r: Role) -> &'static str {
     }
 }
 
-fn role_of(s: &str) -> Role {
+/// The role a saved message's `role` names (anything else is a notice).
+pub(super) fn role_of(s: &str) -> Role {
     match s {
         "user" => Role::User,
         "model" => Role::Model,

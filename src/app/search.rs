@@ -6,6 +6,7 @@
 use aho_corasick::AhoCorasick;
 use crossterm::event::{KeyCode, KeyEvent};
 
+use super::chat_file::role_of;
 use super::editor::Editor;
 use super::persist::SavedChat;
 use super::tab::{Role, Tab};
@@ -45,30 +46,64 @@ pub struct Hit {
 
 /// The messages of `tabs` that hold `query` (ASCII case-insensitive), at most `limit`.
 pub fn search<'a>(tabs: impl IntoIterator<Item = &'a Tab>, query: &str, limit: usize) -> Vec<Hit> {
-    let query = query.trim();
-    if query.is_empty() {
-        return Vec::new();
-    }
-    let Ok(finder) = AhoCorasick::builder()
-        .ascii_case_insensitive(true)
-        .build([query])
-    else {
-        return Vec::new();
-    };
+    let chats = tabs.into_iter().map(|t| Chat {
+        tab: t.id,
+        title: &t.title,
+        closed: None,
+        messages: t.messages.iter().map(|m| (m.role, m.text.as_str())),
+    });
+    search_chats(chats, query, limit)
+}
+
+/// The messages of the closed chats `closed` that hold `query`, at most `limit`, most recently
+/// closed first.
+pub fn search_closed(closed: &[(String, SavedChat)], query: &str, limit: usize) -> Vec<Hit> {
+    let chats = closed.iter().rev().map(|(uid, c)| Chat {
+        tab: 0,
+        title: &c.title,
+        closed: Some(uid),
+        messages: c
+            .messages
+            .iter()
+            .map(|m| (role_of(&m.role), m.text.as_str())),
+    });
+    search_chats(chats, query, limit)
+}
+
+/// One chat as search reads it: where its hits lead, and its messages oldest first.
+struct Chat<'a, I> {
+    tab: TabId,
+    title: &'a str,
+    closed: Option<&'a str>,
+    messages: I,
+}
+
+/// The messages of `chats` that hold `query`, each chat's newest first, at most `limit`.
+fn search_chats<'a, I>(
+    chats: impl Iterator<Item = Chat<'a, I>>,
+    query: &str,
+    limit: usize,
+) -> Vec<Hit>
+where
+    I: DoubleEndedIterator<Item = (Role, &'a str)> + ExactSizeIterator,
+{
     let mut hits = Vec::new();
-    for t in tabs {
-        for (i, m) in t.messages.iter().enumerate().rev() {
-            if !matches!(m.role, Role::User | Role::Model | Role::System) {
+    let Some(finder) = finder(query) else {
+        return hits;
+    };
+    for chat in chats {
+        for (i, (role, text)) in chat.messages.enumerate().rev() {
+            if !matches!(role, Role::User | Role::Model | Role::System) {
                 continue;
             }
-            if let Some(found) = finder.find(&m.text) {
+            if let Some(found) = finder.find(text) {
                 hits.push(Hit {
-                    tab: t.id,
-                    title: t.title.clone(),
+                    tab: chat.tab,
+                    title: chat.title.to_string(),
                     message: i,
-                    role: m.role,
-                    snippet: snippet(&m.text, found.start(), found.end()),
-                    closed: None,
+                    role,
+                    snippet: snippet(text, found.start(), found.end()),
+                    closed: chat.closed.map(String::from),
                 });
                 if hits.len() >= limit {
                     return hits;
@@ -79,44 +114,16 @@ pub fn search<'a>(tabs: impl IntoIterator<Item = &'a Tab>, query: &str, limit: u
     hits
 }
 
-/// The messages of the closed chats `closed` that hold `query`, at most `limit`, most recently
-/// closed first.
-pub fn search_closed(closed: &[(String, SavedChat)], query: &str, limit: usize) -> Vec<Hit> {
+/// A case-insensitive (ASCII) finder for `query`; `None` for a blank one.
+fn finder(query: &str) -> Option<AhoCorasick> {
     let query = query.trim();
-    let Ok(finder) = AhoCorasick::builder()
+    if query.is_empty() {
+        return None;
+    }
+    AhoCorasick::builder()
         .ascii_case_insensitive(true)
         .build([query])
-    else {
-        return Vec::new();
-    };
-    let mut hits = Vec::new();
-    if query.is_empty() {
-        return hits;
-    }
-    for (uid, chat) in closed.iter().rev() {
-        for (i, m) in chat.messages.iter().enumerate().rev() {
-            let role = match m.role.as_str() {
-                "user" => Role::User,
-                "model" => Role::Model,
-                "system" => Role::System,
-                _ => continue,
-            };
-            if let Some(found) = finder.find(&m.text) {
-                if hits.len() >= limit {
-                    return hits;
-                }
-                hits.push(Hit {
-                    tab: 0,
-                    title: chat.title.clone(),
-                    message: i,
-                    role,
-                    snippet: snippet(&m.text, found.start(), found.end()),
-                    closed: Some(uid.clone()),
-                });
-            }
-        }
-    }
-    hits
+        .ok()
 }
 
 /// About 30 characters either side of `start..end`, whitespace folded to single spaces.

@@ -25,15 +25,19 @@ pub struct Session {
     evicted: bool,
     restored: bool,
     device: Device,
-    /// Sliding-window state at recent user-turn boundaries, newest last.
-    snapshots: Vec<SlidingSnapshot>,
+    /// Sliding-window state at recent turn boundaries, newest last: whether each was taken at
+    /// the end of an answer (else after a user's message).
+    snapshots: Vec<(SlidingSnapshot, bool)>,
     /// Forward steps left before an injected failure (tests only).
     fail_in: Option<usize>,
 }
 
-/// Turn-boundary snapshots kept per session (two a turn: after the user's message and after the
-/// answer).
-const SNAPSHOTS: usize = 8;
+/// Answer-end snapshots kept per session: edits of the last four user messages rewind to one.
+const SNAPSHOTS: usize = 4;
+
+/// Snapshots taken after a user's message kept per session: regenerate rewinds to the newest
+/// (the one before it serves when a re-prefill under the `strip` thinking policy took another).
+const PROMPT_SNAPSHOTS: usize = 2;
 
 impl Session {
     /// An empty session for `model`.
@@ -185,22 +189,42 @@ impl Session {
             return false;
         }
         self.resident.truncate(pos);
-        self.snapshots.retain(|s| s.position() <= pos);
+        self.snapshots.retain(|(s, _)| s.position() <= pos);
         true
     }
 
-    /// Remembers the sliding-window state here (a user-turn boundary), so that a later
-    /// regenerate or edit can rewind to it without a full prefill.
-    pub fn snapshot(&mut self) {
+    /// Remembers the sliding-window state here, after a user's message (`answer_end` false:
+    /// a regenerate rewinds here) or at the end of an answer (an edit of the next message rewinds
+    /// here), so that neither needs a full prefill. Keeps the newest [`PROMPT_SNAPSHOTS`] of the
+    /// first kind and [`SNAPSHOTS`] of the second.
+    pub fn snapshot(&mut self, answer_end: bool) {
         self.restore();
         let pos = self.position();
-        if self.snapshots.last().is_some_and(|s| s.position() == pos) {
+        if self
+            .snapshots
+            .last()
+            .is_some_and(|(s, _)| s.position() == pos)
+        {
             return;
         }
-        self.snapshots.push(self.cache.snapshot_sliding());
-        if self.snapshots.len() > SNAPSHOTS {
-            self.snapshots.remove(0);
-        }
+        self.snapshots
+            .push((self.cache.snapshot_sliding(), answer_end));
+        // The newest of each kind are kept.
+        let mut left = [PROMPT_SNAPSHOTS, SNAPSHOTS];
+        let mut keep: Vec<bool> = self
+            .snapshots
+            .iter()
+            .rev()
+            .map(|(_, end)| {
+                let n = &mut left[usize::from(*end)];
+                let k = *n > 0;
+                *n = n.saturating_sub(1);
+                k
+            })
+            .collect();
+        keep.reverse();
+        let mut k = keep.into_iter();
+        self.snapshots.retain(|_| k.next().unwrap_or(false));
     }
 
     /// Rewinds to `pos`, or where the sliding window cannot go back that far, to the latest
@@ -216,11 +240,11 @@ impl Session {
     /// Rewinds to the latest snapshot at or before `pos`; its position, or `None` when none is
     /// usable.
     fn rewind_to_snapshot(&mut self, pos: usize) -> Option<usize> {
-        while let Some(snap) = self.snapshots.pop() {
+        while let Some((snap, end)) = self.snapshots.pop() {
             if snap.position() <= pos && self.cache.restore_sliding(&snap) {
                 let at = snap.position();
                 self.resident.truncate(at);
-                self.snapshots.push(snap);
+                self.snapshots.push((snap, end));
                 return Some(at);
             }
         }

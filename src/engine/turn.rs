@@ -214,7 +214,7 @@ impl Turn {
             self.snapshot_end = false;
         }
         if std::mem::take(&mut self.snapshot_end) {
-            session.snapshot();
+            session.snapshot(true);
         }
         result
     }
@@ -265,7 +265,7 @@ impl Turn {
                 to -= 1;
             }
             if from == end - 1 {
-                session.snapshot();
+                session.snapshot(false);
             }
         }
         let mode = match (self.all_logits.is_some(), to == end) {
@@ -326,7 +326,7 @@ impl Turn {
             && !session.is_dirty()
             && session.position() == resident
         {
-            session.snapshot();
+            session.snapshot(true);
         }
         Ok(())
     }

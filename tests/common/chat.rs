@@ -7,10 +7,11 @@ use std::time::Duration;
 use burn::tensor::Device;
 use gemma_chat::engine::convo_store::ConvoStore;
 use gemma_chat::engine::kv_store::fingerprint;
-use gemma_chat::engine::protocol::Event;
+use gemma_chat::engine::protocol::{Command, Event, TabId};
 use gemma_chat::engine::{EngineHandle, EngineOptions, spawn};
 use gemma_chat::load::load;
 use gemma_chat::model::ComputeDtype;
+use gemma_chat::sampling::SamplingParams;
 
 /// The repository root.
 pub fn root() -> &'static Path {
@@ -62,6 +63,20 @@ pub fn engine(dir: &Path) -> EngineHandle {
             progress.layers(d, t)
         })
     });
+    match first_after_loading(&h) {
+        Event::Ready { thinking, .. } => {
+            assert!(
+                thinking,
+                "the tiny Gemma 4 tokenizer has the thinking tokens"
+            );
+            h
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+/// The first event after the loading progress.
+pub fn first_after_loading(h: &EngineHandle) -> Event {
     loop {
         match h
             .events
@@ -69,14 +84,28 @@ pub fn engine(dir: &Path) -> EngineHandle {
             .expect("loads")
         {
             Event::Loading { .. } => {}
-            Event::Ready { thinking, .. } => {
-                assert!(
-                    thinking,
-                    "the tiny Gemma 4 tokenizer has the thinking tokens"
-                );
-                return h;
-            }
-            other => panic!("unexpected {other:?}"),
+            other => return other,
         }
     }
+}
+
+/// The chat tab `tab` is attached to.
+pub fn chat(tab: TabId) -> String {
+    format!("tab-{tab}")
+}
+
+/// Attaches `tab` to its chat, greedy, answers of at most 6 tokens.
+pub fn open(h: &EngineHandle, tab: TabId) {
+    h.send(Command::Attach {
+        tab,
+        chat: chat(tab),
+        history: Vec::new(),
+        legacy: None,
+    });
+    h.send(Command::SetSampling {
+        tab,
+        sampling: SamplingParams::default(),
+        max_new_tokens: 6,
+        stop: Vec::new(),
+    });
 }
