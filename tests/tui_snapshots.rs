@@ -942,6 +942,19 @@ fn the_version_switcher_edits_switches_and_branches() {
         history: vec![exchange("Hi", "Hello"), exchange("Tell me a joke", "Yes.")],
     }));
     assert_eq!(app.tab().expect("tab").messages.len(), 4);
+    // From a selected message of the user's: the path before it, and it in the input.
+    app.update(alt(KeyCode::Char('1')));
+    app.update(alt(KeyCode::Up));
+    app.update(alt(KeyCode::Up));
+    let cmds = app.update(key(KeyCode::Char('b')));
+    let new = app.tab().expect("new tab");
+    assert_eq!(new.messages.len(), 2);
+    assert_eq!(new.editor.text(), "Tell me a joke");
+    assert!(cmds.contains(&Command::Fork {
+        tab: new.id,
+        from: tab,
+        history: vec![exchange("Hi", "Hello")],
+    }));
 }
 
 /// A click on the transcript selects the message under it (the view does not move).

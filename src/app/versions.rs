@@ -7,7 +7,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent,
 
 use super::App;
 use super::persist::exchanges;
-use super::tab::{Message, Phase, Role};
+use super::tab::{Phase, Role};
 use crate::engine::protocol::Command;
 
 impl App {
@@ -169,35 +169,51 @@ impl App {
     }
 
     /// Copies the path up to the selected message (else all of it) into a new tab, which starts
-    /// from a copy of this tab's session.
+    /// from a copy of this tab's session. A selected message of the user's is not copied but put
+    /// in the new tab's input, to be changed and sent there.
     pub(super) fn branch_tab(&mut self) -> Vec<Command> {
-        let Some(src) = self.tab().cloned() else {
+        let Some(src) = self.tab() else {
             return Vec::new();
         };
         if src.phase.busy() {
             self.flash = Some("a turn is running in this tab: Esc stops it".into());
             return Vec::new();
         }
-        let upto = src.selected.map_or(src.messages.len(), |i| i + 1);
+        let draft = src
+            .selected
+            .and_then(|i| src.messages.get(i))
+            .filter(|m| m.role == Role::User)
+            .map(|m| m.text.clone());
+        let upto = match src.selected {
+            Some(i) if draft.is_some() => i,
+            Some(i) => i + 1,
+            None => src.messages.len(),
+        };
+        let copy = src.messages[..upto].to_vec();
+        let (from, title, thinking) = (src.id, format!("{} (branch)", src.title), src.thinking);
+        let (overrides, max_new_tokens, preset) =
+            (src.overrides, src.max_new_tokens, src.preset.clone());
         let mut cmds = self.open_tab();
         let t = &mut self.tabs[self.active];
-        t.title = format!("{} (branch)", src.title);
-        for m in &src.messages[..upto] {
-            let mut m: Message = m.clone();
+        t.title = title;
+        for mut m in copy {
             m.versions = None;
             t.push(m);
         }
         t.next_msg = t.messages.iter().map(|m| m.id).max().unwrap_or(0) + 1;
-        t.overrides = src.overrides;
-        t.max_new_tokens = src.max_new_tokens;
-        t.preset = src.preset.clone();
+        if let Some(text) = draft {
+            t.editor.set(&text);
+        }
+        t.overrides = overrides;
+        t.max_new_tokens = max_new_tokens;
+        t.preset = preset;
         cmds.push(self.sampling_command(&self.tabs[self.active]));
         let t = &mut self.tabs[self.active];
-        if t.thinking != src.thinking {
-            t.thinking = src.thinking;
+        if t.thinking != thinking {
+            t.thinking = thinking;
             cmds.push(Command::SetThinking {
                 tab: t.id,
-                on: src.thinking,
+                on: thinking,
             });
         }
         cmds.push(Command::SetSystem {
@@ -206,7 +222,7 @@ impl App {
         });
         cmds.push(Command::Fork {
             tab: t.id,
-            from: src.id,
+            from,
             history: exchanges(&t.messages),
         });
         self.flash = Some(format!(
