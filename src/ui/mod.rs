@@ -56,9 +56,9 @@ pub fn areas(app: &App) -> Areas {
     }
 }
 
-/// Draws the whole app; `view` keeps the laid-out transcripts between frames. Returns the shown
-/// tab, its transcript's length in lines and where a found message put the view, for
-/// [`App::measured`].
+/// Draws the whole app; `view` keeps the laid-out transcripts between frames. Returns what
+/// [`App::measured`] takes: the shown tab, its transcript's length in lines, where a found or
+/// selected message put the view, and the line each message starts at.
 pub fn render(f: &mut Frame, app: &App, view: &mut View) -> Option<Measured> {
     let theme = &Theme::named(&app.theme);
     let a = areas(app);

@@ -78,7 +78,8 @@ fn name_line(
 }
 
 /// Draws the active tab's transcript in `area`, or the start-up screen while there is none;
-/// returns the transcript's length in lines (what scrolling is bounded by).
+/// returns the transcript's length in lines (what scrolling is bounded by), where a found or
+/// selected message put the top of the view, and the line each message starts at.
 pub fn render(
     f: &mut Frame,
     area: Rect,
