@@ -631,6 +631,8 @@ fn edits_stay_warm_four_turns_back() {
         convo.extend(&got);
         ends.push(convo.len());
     }
+    // The snapshots live in host memory and are counted there (the memory budget sees them).
+    assert!(s.host_bytes() > 0 && s.device_bytes() > 0);
     let edit = |upto: usize| {
         let mut e = convo[..upto].to_vec();
         e.extend(ids(99, 5, vocab));
@@ -651,4 +653,9 @@ fn edits_stay_warm_four_turns_back() {
     // The second: its snapshot is gone, so the session starts over and says so.
     assert_eq!(s.prepare(&edit(ends[0])).expect("prepare"), Reuse::Mismatch);
     assert_eq!(s.position(), 0);
+    assert_eq!(
+        s.host_bytes(),
+        0,
+        "a session started over holds no snapshot"
+    );
 }

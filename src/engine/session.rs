@@ -79,9 +79,11 @@ impl Session {
         self.cache.bytes()
     }
 
-    /// Bytes of KV state in host memory.
+    /// Bytes in host memory: the KV state moved there, and the turn-boundary snapshots (which
+    /// always live there).
     pub fn host_bytes(&self) -> usize {
-        self.host.as_ref().map_or(0, HostKv::bytes)
+        let snapshots: usize = self.snapshots.iter().map(|(s, _)| s.bytes()).sum();
+        self.host.as_ref().map_or(0, HostKv::bytes) + snapshots
     }
 
     /// Moves the KV state to host memory; the resident ids stay.

@@ -277,6 +277,15 @@ impl SlidingSnapshot {
     pub fn position(&self) -> usize {
         self.pos
     }
+
+    /// Bytes it holds (in host memory).
+    pub fn bytes(&self) -> usize {
+        self.layers
+            .iter()
+            .flatten()
+            .map(|(k, v, _)| k.bytes().len() + v.bytes().len())
+            .sum()
+    }
 }
 
 impl KvCache {
