@@ -4,7 +4,8 @@
 
 use serde_json::Value;
 
-use super::persist::{SavedChat, SavedMessage, VERSION};
+use super::chatgpt::chatgpt;
+use super::persist::{SavedChat, VERSION};
 
 /// An export format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,7 +95,7 @@ pub fn file_stem(chat: &SavedChat) -> String {
 }
 
 /// The chats in `text`: our JSON (one chat, or a list of them) or ChatGPT's
-/// `conversations.json` (a list of conversations, each the path to its current message).
+/// `conversations.json` (a list of conversations, each a tree shown on its current branch).
 pub fn import(text: &str) -> Result<Vec<SavedChat>, String> {
     let v: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
     let items: Vec<&Value> = match &v {
@@ -121,87 +122,6 @@ pub fn import(text: &str) -> Result<Vec<SavedChat>, String> {
         return Err("no chat with messages in it".into());
     }
     Ok(chats)
-}
-
-/// One ChatGPT conversation: from `current_node` up the `parent` links to the root, the user's
-/// and the assistant's text parts (a system message becomes the system prompt).
-fn chatgpt(c: &Value) -> Result<SavedChat, String> {
-    let mapping = c
-        .get("mapping")
-        .and_then(Value::as_object)
-        .ok_or("a ChatGPT conversation without its mapping")?;
-    let mut node = c
-        .get("current_node")
-        .and_then(Value::as_str)
-        .map(str::to_string)
-        .or_else(|| {
-            // No current node: the last leaf in the file.
-            mapping
-                .iter()
-                .filter(|(_, n)| {
-                    n.get("children")
-                        .and_then(Value::as_array)
-                        .is_none_or(Vec::is_empty)
-                })
-                .map(|(k, _)| k.clone())
-                .next_back()
-        });
-    let mut path = Vec::new();
-    let mut seen = std::collections::HashSet::new();
-    while let Some(id) = node.take() {
-        if !seen.insert(id.clone()) || path.len() > 100_000 {
-            return Err("a ChatGPT conversation whose parent links loop".into());
-        }
-        let Some(n) = mapping.get(&id) else { break };
-        path.push(n);
-        node = n.get("parent").and_then(Value::as_str).map(str::to_string);
-    }
-    path.reverse();
-    let mut messages = Vec::new();
-    for n in path {
-        let Some(m) = n.get("message").filter(|m| !m.is_null()) else {
-            continue;
-        };
-        let role = m
-            .pointer("/author/role")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        let text: String = m
-            .pointer("/content/parts")
-            .and_then(Value::as_array)
-            .map(|parts| {
-                parts
-                    .iter()
-                    .filter_map(Value::as_str)
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            })
-            .unwrap_or_default();
-        if text.trim().is_empty() {
-            continue;
-        }
-        let role = match role {
-            "user" => "user",
-            "assistant" => "model",
-            "system" if messages.is_empty() => "system",
-            _ => continue,
-        };
-        messages.push(SavedMessage::new(role, &text));
-    }
-    Ok(SavedChat {
-        version: VERSION,
-        order: 0,
-        title: c
-            .get("title")
-            .and_then(Value::as_str)
-            .filter(|t| !t.trim().is_empty())
-            .unwrap_or("imported chat")
-            .to_string(),
-        model: "ChatGPT".into(),
-        thinking: false,
-        messages,
-        ..SavedChat::default()
-    })
 }
 
 #[cfg(test)]

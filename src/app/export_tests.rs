@@ -1,4 +1,5 @@
 use super::*;
+use crate::app::persist::SavedMessage;
 
 fn msg(role: &str, text: &str) -> SavedMessage {
     SavedMessage::new(role, text)
@@ -53,9 +54,9 @@ fn json_round_trips_through_import() {
 }
 
 #[test]
-fn chatgpt_exports_follow_the_current_branch() {
+fn chatgpt_exports_come_as_trees_on_the_current_branch() {
     // An edited conversation: the first user message has two versions; current_node is on the
-    // second.
+    // second, and the first version (with its answer) comes as a branch.
     let text = r#"[{
         "title": "Sky",
         "current_node": "a2",
@@ -78,13 +79,75 @@ fn chatgpt_exports_follow_the_current_branch() {
     let chats = import(text).expect("imports");
     assert_eq!(chats.len(), 1);
     assert_eq!(chats[0].title, "Sky");
+    let shape = |ms: &[SavedMessage]| -> Vec<(u64, Option<u64>, String, String)> {
+        ms.iter()
+            .map(|m| (m.id, m.parent, m.role.clone(), m.text.clone()))
+            .collect()
+    };
     assert_eq!(
-        chats[0].messages,
-        vec![
-            msg("user", "Why is the sky blue?"),
-            msg("model", "Rayleigh scattering.")
+        shape(&chats[0].messages),
+        [
+            (3, None, "user".into(), "Why is the sky blue?".into()),
+            (4, Some(3), "model".into(), "Rayleigh scattering.".into())
         ]
     );
+    assert_eq!(chats[0].branches.len(), 1);
+    assert_eq!(chats[0].branches[0].parent, 0);
+    assert_eq!(
+        shape(&chats[0].branches[0].messages),
+        [
+            (1, None, "user".into(), "Why is the sky blue".into()),
+            (2, Some(1), "model".into(), "Old answer".into())
+        ]
+    );
+    // Loaded, the message shows as version 2 of 2, and version 1 brings its answer back.
+    let (path, branches) =
+        crate::app::chat_file::tree(chats[0].messages.clone(), chats[0].branches.clone());
+    let mut t = crate::app::tab::Tab::new(1, "t".into(), false);
+    t.messages = path;
+    t.branches = branches;
+    t.refresh_versions();
+    assert_eq!(t.messages[0].versions, Some((2, 2)));
+    assert_eq!(t.cycle_version(0, -1), Some((1, 2)));
+    assert_eq!(t.messages[1].text, "Old answer");
+}
+
+/// Regenerated answers under one message, written in this order: versions in that order,
+/// whatever their keys, and a branch of a branch keeps its place.
+#[test]
+fn chatgpt_versions_follow_the_order_they_were_written() {
+    let node = |id: &str, parent: &str, role: &str, text: &str, t: f64| {
+        format!(
+            r#""{id}": {{"id": "{id}", "parent": {parent}, "message": {{"author": {{"role": "{role}"}},
+               "create_time": {t}, "content": {{"parts": ["{text}"]}}}}}}"#
+        )
+    };
+    let nodes = [
+        node("z", "null", "user", "Hi", 1.0),
+        node("c", "\"z\"", "assistant", "first", 2.0),
+        node("b", "\"z\"", "assistant", "second", 3.0),
+        node("a", "\"z\"", "assistant", "third", 4.0),
+        node("q", "\"c\"", "user", "more", 5.0),
+        node("r", "\"q\"", "assistant", "sure", 6.0),
+    ];
+    let text = format!(
+        r#"[{{"title": "Hi", "current_node": "b", "mapping": {{{}}}}}]"#,
+        nodes.join(",")
+    );
+    let chat = &import(&text).expect("imports")[0];
+    let (path, branches) =
+        crate::app::chat_file::tree(chat.messages.clone(), chat.branches.clone());
+    let mut t = crate::app::tab::Tab::new(1, "t".into(), false);
+    t.messages = path;
+    t.branches = branches;
+    t.refresh_versions();
+    assert_eq!(t.messages[1].text, "second");
+    assert_eq!(t.messages[1].versions, Some((2, 3)));
+    assert_eq!(t.cycle_version(1, -1), Some((1, 3)));
+    let texts: Vec<&str> = t.messages.iter().map(|m| m.text.as_str()).collect();
+    assert_eq!(texts, ["Hi", "first", "more", "sure"]);
+    assert_eq!(t.cycle_version(1, -1), Some((3, 3)));
+    assert_eq!(t.messages[1].text, "third");
 }
 
 #[test]

@@ -3,6 +3,7 @@
 //! the engine. It sees the engine only through [`crate::engine::protocol`], and draws nothing.
 
 mod chat_file;
+mod chatgpt;
 pub mod editor;
 mod events;
 pub mod export;
