@@ -189,11 +189,7 @@ impl HostKv {
 
     /// Bytes held.
     pub fn bytes(&self) -> usize {
-        self.layers
-            .iter()
-            .flatten()
-            .map(|(k, v, _)| k.bytes().len() + v.bytes().len())
-            .sum()
+        host_bytes(&self.layers)
     }
 
     /// Positions held.
@@ -280,12 +276,19 @@ impl SlidingSnapshot {
 
     /// Bytes it holds (in host memory).
     pub fn bytes(&self) -> usize {
-        self.layers
-            .iter()
-            .flatten()
-            .map(|(k, v, _)| k.bytes().len() + v.bytes().len())
-            .sum()
+        host_bytes(&self.layers)
     }
+}
+
+/// Bytes of layers' keys and values copied to host memory.
+fn host_bytes(
+    layers: &[Option<(burn::tensor::TensorData, burn::tensor::TensorData, usize)>],
+) -> usize {
+    layers
+        .iter()
+        .flatten()
+        .map(|(k, v, _)| k.bytes().len() + v.bytes().len())
+        .sum()
 }
 
 impl KvCache {
