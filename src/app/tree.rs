@@ -16,6 +16,12 @@ pub struct Branch {
     pub messages: Vec<Message>,
 }
 
+/// `id`'s ‹n/m› among the versions `v` (oldest first), when there is more than one.
+fn place(v: &[u64], id: u64) -> Option<(usize, usize)> {
+    let n = v.iter().position(|&x| x == id)?;
+    (v.len() > 1).then_some((n + 1, v.len()))
+}
+
 /// Whether a message's turn can have versions: user messages (edits) and answers (regenerates).
 fn versioned(role: Role) -> bool {
     matches!(role, Role::User | Role::Model)
@@ -109,16 +115,14 @@ impl Tab {
         if v.len() < 2 {
             return None;
         }
-        let cur = v.iter().position(|&id| id == self.messages[i].id)?;
-        let next = (cur as isize + delta).rem_euclid(v.len() as isize) as usize;
+        let (n, _) = place(&v, self.messages[i].id)?;
+        let next = (n as isize - 1 + delta).rem_euclid(v.len() as isize) as usize;
         self.switch_to(i, v[next]).then_some((next + 1, v.len()))
     }
 
     /// Message `i`'s ‹n/m›, when its turn has more than one version.
     pub fn version_of(&self, i: usize) -> Option<(usize, usize)> {
-        let id = self.messages.get(i)?.id;
-        let v = self.versions(i);
-        (v.len() > 1).then(|| (v.iter().position(|&x| x == id).unwrap_or(0) + 1, v.len()))
+        place(&self.versions(i), self.messages.get(i)?.id)
     }
 
     /// Gives each message of the path its ‹n/m›, marking the ones that changed.
@@ -126,17 +130,9 @@ impl Tab {
         let mut parent = 0;
         for i in 0..self.messages.len() {
             let m = &self.messages[i];
-            let versions = if versioned(m.role) {
-                let v = self.versions_from(parent, m);
-                (v.len() > 1).then(|| {
-                    (
-                        v.iter().position(|&id| id == m.id).unwrap_or(0) + 1,
-                        v.len(),
-                    )
-                })
-            } else {
-                None
-            };
+            let versions = versioned(m.role)
+                .then(|| place(&self.versions_from(parent, m), m.id))
+                .flatten();
             if m.role != Role::System {
                 parent = m.id;
             }
@@ -145,13 +141,6 @@ impl Tab {
                 self.touched(i);
             }
         }
-    }
-
-    /// The user message at or before `i` (the turn an edit would change).
-    pub fn user_at_or_before(&self, i: usize) -> Option<usize> {
-        (0..=i.min(self.messages.len().saturating_sub(1)))
-            .rev()
-            .find(|&k| self.messages[k].role == Role::User)
     }
 
     /// Every message of the tree, the path first, then the branches.
@@ -224,6 +213,5 @@ mod tests {
         t.refresh_versions();
         assert_eq!(t.versions(1).len(), 1);
         assert!(!t.switch_to(1, 2), "an answer is not a version of an error");
-        assert_eq!(t.user_at_or_before(1), Some(0));
     }
 }

@@ -233,24 +233,20 @@ impl App {
     }
 
     /// A click on the transcript selects the message under it.
-    pub(super) fn click(&mut self, m: &MouseEvent) -> bool {
+    pub(super) fn click(&mut self, m: &MouseEvent) {
         if m.kind != MouseEventKind::Down(MouseButton::Left) {
-            return false;
+            return;
         }
         let h = self.transcript_height();
-        let Some(t) = self.tab_mut() else {
-            return false;
-        };
+        let Some(t) = self.tab_mut() else { return };
         let row = m.row as usize;
         if row < 1 || row > h {
-            return false;
+            return;
         }
         let line = t.view_top(t.lines, h) + row - 1;
-        let Some(i) = t.starts.iter().rposition(|&s| s <= line) else {
-            return false;
-        };
-        self.select_at(i);
-        true
+        if let Some(i) = t.starts.iter().rposition(|&s| s <= line) {
+            self.select_at(i);
+        }
     }
 
     fn select_at(&mut self, i: usize) {
