@@ -106,11 +106,6 @@ impl LoadedModel {
         })
     }
 
-    /// The ids of a one-turn conversation: BOS, then `text` as the first user turn.
-    pub fn single_turn_ids(&self, text: &str) -> Result<Vec<u32>> {
-        Ok(self.user_turn(&[], 0, None, false, text)?.prompt)
-    }
-
     /// Whether the model has a thinking mode (Gemma 4 with its channel and think tokens).
     pub fn supports_thinking(&self) -> bool {
         self.model.config().family == Family::Gemma4

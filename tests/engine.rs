@@ -43,7 +43,7 @@ fn start(options: EngineOptions) -> EngineHandle {
 fn greedy(h: &EngineHandle, tab: TabId, max_new_tokens: usize) {
     h.send(Command::SetSampling {
         tab,
-        sampling: SamplingParams::default(),
+        sampling: SamplingParams::greedy(),
         max_new_tokens,
         stop: Vec::new(),
     });
@@ -231,7 +231,7 @@ fn a_stop_string_ends_the_answer_and_never_shows() {
         .to_string();
     h.send(Command::SetSampling {
         tab: 2,
-        sampling: SamplingParams::default(),
+        sampling: SamplingParams::greedy(),
         max_new_tokens: 12,
         stop: vec![stop.clone()],
     });

@@ -61,7 +61,7 @@ fn engine(port: u16, tabs: &[TabId], max: usize) -> EngineHandle {
             tab,
             sampling: SamplingParams {
                 temperature: 0.0,
-                ..SamplingParams::default()
+                ..SamplingParams::greedy()
             },
             max_new_tokens: max,
             stop: Vec::new(),

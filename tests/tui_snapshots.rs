@@ -7,7 +7,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use gemma_chat::app::{App, Loading, ModelState, Msg, Overlay, TurnSettings};
 use gemma_chat::config::Config;
 use gemma_chat::config::keymap::Keymap;
-use gemma_chat::config::resolve::{SamplingLayer, Source};
+use gemma_chat::config::sampling::{SamplingLayer, Source};
 use gemma_chat::engine::protocol::{
     Command, Event, ProgressUnit, Reuse, TabId, Tier, TurnEnd, TurnStats,
 };
@@ -41,7 +41,13 @@ fn new_app() -> (App, Vec<Command>) {
         thinking: false,
         context_length: None,
     };
-    App::new(model, keymap, "dark".into(), settings, false)
+    App::new(
+        model,
+        keymap,
+        gemma_chat::config::Theme::Dark,
+        settings,
+        false,
+    )
 }
 
 fn draw(app: &mut App, w: u16, h: u16) -> Terminal<TestBackend> {

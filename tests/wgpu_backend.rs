@@ -80,7 +80,7 @@ fn sampling_on_wgpu_reads_back_the_token_and_matches_the_host() {
     assert!(!next.on_host());
     // The model's logits stay on the device, and greedy reads back one id: the host's argmax.
     let host = next.clone().to_vec().expect("read back");
-    let mut greedy = Sampler::new(SamplingParams::default());
+    let mut greedy = Sampler::new(SamplingParams::greedy());
     assert_eq!(
         greedy.pick(next.clone()).expect("pick"),
         gemma_chat::sampling::argmax(&host)

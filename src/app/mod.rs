@@ -145,8 +145,8 @@ pub struct App {
     pub model: ModelState,
     /// Keys.
     pub keymap: Keymap,
-    /// The theme's name (`dark`, `light`); the renderer owns the styles.
-    pub theme: String,
+    /// The theme; the renderer owns the styles.
+    pub theme: crate::config::Theme,
     /// What new tabs start with.
     pub settings: TurnSettings,
     /// Thoughts expanded.
@@ -187,7 +187,7 @@ impl App {
     pub fn new(
         model: ModelState,
         keymap: Keymap,
-        theme: String,
+        theme: crate::config::Theme,
         settings: TurnSettings,
         show_thoughts: bool,
     ) -> (Self, Vec<Command>) {

@@ -5,7 +5,6 @@ use super::App;
 use super::tab::{Message, Role};
 use crate::config::Preset;
 use crate::engine::protocol::Command;
-use crate::sampling::SamplingLayer;
 
 impl App {
     /// The config's presets, by name.
@@ -85,13 +84,7 @@ impl App {
         let mut cmds = Vec::new();
         let t = &mut self.tabs[i];
         t.preset = Some(name.to_string());
-        t.overrides = SamplingLayer {
-            temperature: p.temperature,
-            top_k: p.top_k,
-            top_p: p.top_p,
-            min_p: p.min_p,
-            seed: p.seed,
-        };
+        t.overrides = p.sampling_layer();
         t.max_new_tokens = p.max_new_tokens;
         if let Some(on) = p
             .thinking

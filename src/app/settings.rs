@@ -7,7 +7,7 @@ use super::tab::Tab;
 use super::{App, Overlay};
 use crate::config::Config;
 use crate::config::keymap::Keymap;
-use crate::config::resolve::{Resolved, SamplingLayer, Source, resolve};
+use crate::config::sampling::{Knob, Resolved, SamplingLayer, Source, TEMPERATURE, TOP_K, TOP_P};
 use crate::engine::protocol::Command;
 
 /// What new tabs start with, and the layers their sampling resolves through.
@@ -29,12 +29,19 @@ pub struct TurnSettings {
     pub context_length: Option<usize>,
 }
 
-/// The fields the popup edits, in order: name, step, lowest, highest.
-const FIELDS: [(&str, f32, f32, f32); 3] = [
-    ("temperature", 0.1, 0.0, 2.0),
-    ("top_p", 0.05, 0.05, 1.0),
-    ("top_k", 8.0, 0.0, 1000.0),
-];
+impl TurnSettings {
+    /// The sampling a tab with `overrides` (its F4 values, its preset's) gets, with the source
+    /// of each value: the one resolver every front end uses.
+    pub fn resolve(&self, overrides: SamplingLayer) -> Resolved {
+        let mut layers = vec![(Source::Tab, overrides)];
+        layers.extend(self.layers.iter().copied());
+        layers.push((Source::Model, self.model));
+        crate::config::sampling::resolve(&layers, self.random_seed)
+    }
+}
+
+/// The fields the popup edits, in order.
+const FIELDS: [Knob; 3] = [TEMPERATURE, TOP_P, TOP_K];
 
 /// The settings popup's state: the field selected and the tab's overrides being edited.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -58,7 +65,7 @@ impl App {
             }
         };
         self.keymap = keymap;
-        self.theme = c.ui.theme.clone();
+        self.theme = c.ui.theme;
         self.show_thoughts = c.ui.show_thoughts;
         for (source, layer) in &mut self.settings.layers {
             if *source == Source::File {
@@ -101,11 +108,7 @@ impl App {
     }
 
     fn sampling_with(&self, overrides: SamplingLayer) -> Resolved {
-        let s = &self.settings;
-        let mut layers = vec![(Source::Tab, overrides)];
-        layers.extend(s.layers.iter().copied());
-        layers.push((Source::Model, s.model));
-        resolve(&layers, s.random_seed)
+        self.settings.resolve(overrides)
     }
 
     /// The command that gives the engine a tab's settings.
@@ -142,18 +145,18 @@ impl App {
     /// what the tab inherits, Enter applies to the tab's next turns, Esc cancels.
     pub(super) fn settings_key(&mut self, mut e: SettingsEdit, k: &KeyEvent) -> Vec<Command> {
         let current = self.sampling_with(e.layer).params;
-        let (_, step, lo, hi) = FIELDS[e.field];
-        let value = match e.field {
-            0 => current.temperature,
-            1 => current.top_p,
-            _ => current.top_k as f32,
+        let knob = FIELDS[e.field];
+        let (value, step) = match e.field {
+            0 => (current.temperature as f64, knob.step),
+            1 => (current.top_p as f64, knob.step),
+            _ => (current.top_k as f64, knob.step),
         };
-        let mut set = |v: f32| {
-            let v = v.clamp(lo, hi);
+        let mut set = |v: f64| {
+            let v = knob.clamp(v);
             match e.field {
-                0 => e.layer.temperature = Some((v * 100.0).round() / 100.0),
-                1 => e.layer.top_p = Some((v * 100.0).round() / 100.0),
-                _ => e.layer.top_k = Some(v.round() as usize),
+                0 => e.layer.temperature = Some(v as f32),
+                1 => e.layer.top_p = Some(v as f32),
+                _ => e.layer.top_k = Some(v as usize),
             }
         };
         match k.code {

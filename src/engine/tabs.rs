@@ -70,7 +70,7 @@ impl Tabs {
             header: Vec::new(),
             last_answer: None,
             held: Some(Vec::new()),
-            sampling: SamplingParams::default(),
+            sampling: SamplingParams::greedy(),
             max_new_tokens: 512,
             stop_strings: Vec::new(),
             thinking: false,

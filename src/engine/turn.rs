@@ -45,7 +45,7 @@ impl TurnOptions {
     /// benchmarks and tests.
     pub fn greedy(max_new_tokens: usize, context: usize) -> Self {
         Self {
-            sampling: SamplingParams::default(),
+            sampling: SamplingParams::greedy(),
             max_new_tokens,
             end_ids: Vec::new(),
             context,

@@ -43,8 +43,10 @@ pub struct SamplingLayer {
     pub seed: Option<u64>,
 }
 
-impl Default for SamplingParams {
-    fn default() -> Self {
+impl SamplingParams {
+    /// Greedy decoding: always the most likely token (what oracle checks and tabs that were
+    /// given no settings use; front ends resolve theirs through the config's resolver).
+    pub fn greedy() -> Self {
         Self {
             temperature: 0.0,
             top_k: 64,
@@ -216,7 +218,7 @@ mod tests {
     #[test]
     fn greedy_takes_the_first_maximum() {
         assert_eq!(argmax(&[0.1, 3.0, 3.0, -1.0]), 1);
-        let mut s = Sampler::new(SamplingParams::default());
+        let mut s = Sampler::new(SamplingParams::greedy());
         assert_eq!(s.sample(&[0.1, 3.0, 2.0, -1.0]), 1);
     }
 
@@ -227,7 +229,7 @@ mod tests {
             temperature: 1.0,
             top_k: 2,
             top_p: 1.0,
-            ..Default::default()
+            ..SamplingParams::greedy()
         };
         let c = filter(&logits, &p);
         assert_eq!(c.iter().map(|x| x.0).collect::<Vec<_>>(), vec![3, 2]);

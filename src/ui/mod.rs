@@ -60,7 +60,7 @@ pub fn areas(app: &App) -> Areas {
 /// [`App::measured`] takes: the shown tab, its transcript's length in lines, where a found or
 /// selected message put the view, and the line each message starts at.
 pub fn render(f: &mut Frame, app: &App, view: &mut View) -> Option<Measured> {
-    let theme = &Theme::named(&app.theme);
+    let theme = &Theme::named(app.theme);
     let a = areas(app);
     view.retain(|id| app.tabs.iter().any(|t| t.id == id));
     tab_bar(f, a.tabs, app);
@@ -129,7 +129,7 @@ pub fn render(f: &mut Frame, app: &App, view: &mut View) -> Option<Measured> {
 }
 
 fn tab_bar(f: &mut Frame, area: Rect, app: &App) {
-    let theme = &Theme::named(&app.theme);
+    let theme = &Theme::named(app.theme);
     let mut spans = Vec::new();
     for (i, t) in app.tabs.iter().enumerate() {
         // ◆ generating, ✗ failed, then where the session lives: ● warm, ◐ in RAM, ○ cold.
@@ -172,7 +172,7 @@ fn tab_bar(f: &mut Frame, area: Rect, app: &App) {
 }
 
 fn input(f: &mut Frame, area: Rect, app: &App) {
-    let theme = &Theme::named(&app.theme);
+    let theme = &Theme::named(app.theme);
     let Some(t) = app.tab() else { return };
     let inner_w = area.width.saturating_sub(2) as usize;
     let (rows, (cx, cy)) = t.editor.layout(inner_w);
@@ -210,7 +210,7 @@ fn input(f: &mut Frame, area: Rect, app: &App) {
 }
 
 fn status(f: &mut Frame, area: Rect, app: &App) {
-    let theme = &Theme::named(&app.theme);
+    let theme = &Theme::named(app.theme);
     let mut spans = vec![Span::styled(
         format!(" {} · {} ", app.model.name, app.model.backend),
         theme.status.add_modifier(Modifier::BOLD),
@@ -270,7 +270,7 @@ fn status(f: &mut Frame, area: Rect, app: &App) {
 }
 
 fn help(f: &mut Frame, app: &App) {
-    let theme = &Theme::named(&app.theme);
+    let theme = &Theme::named(app.theme);
     // Alt+1..Alt+9 make one entry.
     let mut entries: Vec<(String, String)> = Vec::new();
     let mut gotos = Vec::new();
@@ -341,7 +341,7 @@ fn help(f: &mut Frame, app: &App) {
 
 /// A bordered box centred on the screen, at most `w` x `h`.
 fn popup(f: &mut Frame, app: &App, title: &str, lines: Vec<Line>, w: u16, h: u16) {
-    let theme = &Theme::named(&app.theme);
+    let theme = &Theme::named(app.theme);
     let (sw, sh) = app.size;
     let w = w.min(sw);
     let h = h.min(sh);
@@ -356,7 +356,7 @@ fn popup(f: &mut Frame, app: &App, title: &str, lines: Vec<Line>, w: u16, h: u16
 
 /// The search overlay: the query, the hits (the selected one marked) and a footer.
 fn search_popup(f: &mut Frame, app: &App, s: &SearchState) {
-    let theme = &Theme::named(&app.theme);
+    let theme = &Theme::named(app.theme);
     let (sw, sh) = app.size;
     let w = sw.saturating_sub(8).clamp(20, 100);
     let h = sh.saturating_sub(4).clamp(6, 24);

@@ -32,9 +32,9 @@ pub struct Theme {
 }
 
 impl Theme {
-    /// The theme named `name` (`dark` or `light`; anything else is dark).
-    pub fn named(name: &str) -> Self {
-        if name == "light" {
+    /// The styles of the config's `ui.theme`.
+    pub fn named(name: crate::config::Theme) -> Self {
+        if name == crate::config::Theme::Light {
             Self::light()
         } else {
             Self::dark()

@@ -86,13 +86,13 @@ pub fn render(
     app: &App,
     view: &mut View,
 ) -> Option<(usize, Option<usize>, Vec<usize>)> {
-    let theme = &Theme::named(&app.theme);
+    let theme = &Theme::named(app.theme);
     let tab = app.tab()?;
     if tab.messages.is_empty() {
         f.render_widget(welcome(app), area);
         return Some((0, None, Vec::new()));
     }
-    let layout = view.transcript(tab, area.width, &app.theme, app.show_thoughts);
+    let layout = view.transcript(tab, area.width, app.theme, app.show_thoughts);
     let height = area.height as usize;
     // A message found by search: at the top of the view (once; the app pins it there), marked.
     let bottom = layout.total().saturating_sub(height);
@@ -136,7 +136,7 @@ pub fn render(
 
 /// What an empty tab shows: loading progress, a load error with what to do, or a greeting.
 fn welcome(app: &App) -> Paragraph<'static> {
-    let theme = &Theme::named(&app.theme);
+    let theme = &Theme::named(app.theme);
     let m = &app.model;
     let mut lines: Vec<Line<'static>> = Vec::new();
     if let Some(err) = &m.load_error {

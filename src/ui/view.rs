@@ -23,7 +23,7 @@ pub struct View {
 pub struct TranscriptLayout {
     width: u16,
     show_thoughts: bool,
-    theme: String,
+    theme: crate::config::Theme,
     blocks: Vec<Block>,
     total: usize,
 }
@@ -45,7 +45,7 @@ impl View {
         &mut self,
         tab: &Tab,
         width: u16,
-        theme_name: &str,
+        theme_name: crate::config::Theme,
         show_thoughts: bool,
     ) -> &TranscriptLayout {
         let l = self.transcripts.entry(tab.id).or_default();
@@ -53,7 +53,7 @@ impl View {
             *l = TranscriptLayout {
                 width,
                 show_thoughts,
-                theme: theme_name.to_string(),
+                theme: theme_name,
                 ..TranscriptLayout::default()
             };
         }

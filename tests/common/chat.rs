@@ -104,7 +104,7 @@ pub fn open(h: &EngineHandle, tab: TabId) {
     });
     h.send(Command::SetSampling {
         tab,
-        sampling: SamplingParams::default(),
+        sampling: SamplingParams::greedy(),
         max_new_tokens: 6,
         stop: Vec::new(),
     });

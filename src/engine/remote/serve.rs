@@ -38,7 +38,7 @@ impl Default for RemoteTab {
             history: Vec::new(),
             system: None,
             thinking: false,
-            sampling: SamplingParams::default(),
+            sampling: SamplingParams::greedy(),
             max_new_tokens: 512,
             stop: Vec::new(),
             tokens: 0,

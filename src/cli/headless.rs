@@ -1,0 +1,340 @@
+//! Chat without the terminal UI — `--prompt TEXT` (one answer), piped chat (a line-by-line chat on
+//! stdin/stdout) and `generate --chat` — through the engine protocol with one tab, as the UI
+//! drives it: the local engine or a server's alike, sampling resolved by the UI's resolver (tab
+//! preset > flag > env > file > the model's defaults > Gemma's), a random seed unless one is set,
+//! the config's stop strings, context length, thinking, presets and a system prompt. Answer text
+//! goes to stdout as it streams; stages, notices and each turn's numbers to stderr.
+
+use std::io::Write;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use gemma_chat::app::TurnSettings;
+use gemma_chat::config::Config;
+use gemma_chat::config::sampling::SamplingLayer;
+use gemma_chat::engine::EngineHandle;
+use gemma_chat::engine::protocol::{Command, Event, ProgressUnit, TabId, TurnEnd, TurnStats};
+
+use super::front::{engine_options, spawn_engine, turn_settings};
+use super::{ModelArgs, SamplingArgs, printable};
+
+/// How long a turn may go without any event before the run gives up on the engine.
+const SILENCE: Duration = Duration::from_secs(3600);
+
+/// A tab's own settings, as the TUI gives them: a preset and a system prompt.
+#[derive(Debug, Args, Clone, Default)]
+pub struct TabArgs {
+    /// The tab's preset, a `[presets.NAME]` from the config (default: `ui.default_preset`).
+    #[arg(long, global = true)]
+    pub preset: Option<String>,
+    /// The tab's system prompt (over the preset's).
+    #[arg(long, global = true)]
+    pub system: Option<String>,
+}
+
+impl TabArgs {
+    /// The TUI takes `--preset` as the preset of its new tabs; a system prompt is set per tab
+    /// there (`/system TEXT`).
+    pub fn for_tui(&self, config: &mut Config) -> anyhow::Result<()> {
+        if self.system.is_some() {
+            bail!(
+                "--system is for --prompt and piped chat; in the app, `/system TEXT` sets a \
+                 tab's system prompt (or use a preset: --preset NAME)"
+            );
+        }
+        if let Some(name) = &self.preset {
+            preset(config, self)?;
+            config.ui.default_preset = name.clone();
+        }
+        Ok(())
+    }
+}
+
+/// How a finished turn went.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    /// The answer's text as it came (before the terminal filter).
+    pub text: String,
+    /// Why it ended.
+    pub end: TurnEnd,
+    /// What it cost.
+    pub stats: TurnStats,
+}
+
+/// One conversation through the engine protocol.
+pub struct Headless {
+    engine: EngineHandle,
+    tab: TabId,
+    settings: TurnSettings,
+    overrides: SamplingLayer,
+    max_new: Option<usize>,
+    thinking: bool,
+    system: Option<String>,
+    /// The model has a thinking mode.
+    can_think: bool,
+    /// Tokens in the conversation, and the tab's limit.
+    context: (usize, usize),
+    remote: bool,
+    /// Print the answer as it streams (else only collect it).
+    pub echo: bool,
+    raw: bool,
+}
+
+impl Headless {
+    /// Starts the engine the config and flags name, waits until it is ready (stages on stderr),
+    /// and sets up the tab. `max_new` is the command's own answer length, if it has one.
+    pub fn open(
+        common: &ModelArgs,
+        sampling: &SamplingArgs,
+        tab: &TabArgs,
+        max_new: Option<usize>,
+        raw: bool,
+    ) -> anyhow::Result<Self> {
+        let config = common.config()?;
+        let remote = common.remote(&config)?;
+        let settings = turn_settings(&config, sampling, max_new);
+        let (overrides, preset_max, preset_thinking, preset_system) = preset(&config, tab)?;
+        let choice = common.choice(&config)?;
+        let is_remote = remote.is_some();
+        let engine = spawn_engine(choice, remote, engine_options(&config, None));
+        let mut me = Self {
+            engine,
+            tab: 1,
+            thinking: preset_thinking.unwrap_or(settings.thinking),
+            settings,
+            overrides,
+            max_new: preset_max,
+            system: tab.system.clone().or(preset_system),
+            can_think: false,
+            context: (0, config.model.context_length),
+            remote: is_remote,
+            echo: true,
+            raw,
+        };
+        me.wait_ready()?;
+        me.set_up();
+        Ok(me)
+    }
+
+    fn wait_ready(&mut self) -> anyhow::Result<()> {
+        let mut tenth = 0;
+        loop {
+            match self.engine.events.recv().context("the engine stopped")? {
+                Event::Loading {
+                    stage,
+                    done,
+                    total,
+                    unit: ProgressUnit::Bytes,
+                } => {
+                    let now = done * 10 / total.max(1);
+                    if now > tenth {
+                        tenth = now;
+                        eprintln!(
+                            "{}: {} of {} MB",
+                            printable(&stage, false),
+                            done / 1_000_000,
+                            total / 1_000_000
+                        );
+                    }
+                }
+                Event::Loading { stage, done: 0, .. } => eprintln!("{}", printable(&stage, false)),
+                Event::Ready {
+                    model,
+                    context_length,
+                    thinking,
+                    generation,
+                } => {
+                    eprintln!("gemma-chat: {}", printable(&model, false));
+                    self.context.1 = context_length;
+                    self.can_think = thinking;
+                    self.settings.model = generation;
+                    return Ok(());
+                }
+                Event::LoadFailed { error } | Event::EngineStopped { error } => {
+                    bail!("{}", printable(&error, false))
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// The tab's settings, sent as the UI sends a new tab's.
+    fn set_up(&self) {
+        let tab = self.tab;
+        let max_new_tokens = self.max_new.unwrap_or(self.settings.max_new_tokens);
+        self.engine.send(Command::SetSampling {
+            tab,
+            sampling: self.settings.resolve(self.overrides).params,
+            max_new_tokens,
+            stop: self.settings.stop.clone(),
+        });
+        if self.thinking && self.can_think {
+            self.engine.send(Command::SetThinking { tab, on: true });
+        }
+        if self.system.is_some() {
+            self.engine.send(Command::SetSystem {
+                tab,
+                text: self.system.clone(),
+            });
+        }
+    }
+
+    /// Starts a new conversation (the old tab is closed, its session freed).
+    pub fn reset(&mut self) {
+        self.engine.send(Command::CloseTab { tab: self.tab });
+        self.tab += 1;
+        self.context.0 = 0;
+        self.set_up();
+    }
+
+    /// Answers `text`, streaming the answer to stdout when `echo`.
+    pub fn turn(&mut self, text: &str) -> anyhow::Result<Answer> {
+        self.engine.send(Command::Submit {
+            tab: self.tab,
+            text: text.to_string(),
+        });
+        let mut out = std::io::stdout();
+        let mut answer = String::new();
+        loop {
+            let event = self
+                .engine
+                .events
+                .recv_timeout(SILENCE)
+                .context("the engine stopped answering")?;
+            match event {
+                Event::Token { tab, text } if tab == self.tab => {
+                    if self.echo {
+                        out.write_all(printable(&text, self.raw).as_bytes())?;
+                        out.flush()?;
+                    }
+                    answer.push_str(&text);
+                }
+                Event::Committed { tab, tokens } if tab == self.tab => self.context.0 = tokens,
+                Event::TemplateFallback { tab, error } if tab == self.tab => eprintln!(
+                    "warning: {}; using the built-in chat layout",
+                    printable(&error, false)
+                ),
+                Event::Finished { tab, end, stats } if tab == self.tab => {
+                    if self.echo {
+                        writeln!(out)?;
+                    }
+                    if end == TurnEnd::ContextFull {
+                        eprintln!(
+                            "the context is full ({} tokens): start a new conversation (/reset)",
+                            self.context.1
+                        );
+                    }
+                    return Ok(Answer {
+                        text: answer,
+                        end,
+                        stats,
+                    });
+                }
+                Event::Failed { tab, error } if tab == self.tab => {
+                    if self.echo && !answer.is_empty() {
+                        writeln!(out)?;
+                    }
+                    bail!("{}", printable(&error, false));
+                }
+                Event::EngineStopped { error } => bail!("{}", printable(&error, false)),
+                _ => {}
+            }
+        }
+    }
+
+    /// A turn's numbers as one line for stderr.
+    pub fn describe(&self, s: &TurnStats) -> String {
+        format!(
+            "[{} · reused {} · prefilled {} at {:.0} tok/s · {} tokens at {:.1} tok/s · context \
+             {}/{}{}]",
+            s.reuse.as_str(),
+            s.reused_tokens,
+            s.prefilled_tokens,
+            s.prefill_tok_s,
+            s.generated_tokens,
+            s.decode_tok_s,
+            self.context.0,
+            self.context.1,
+            if self.remote {
+                " · the server's numbers"
+            } else {
+                ""
+            }
+        )
+    }
+}
+
+/// The preset the tab takes (`--preset`, else `ui.default_preset`): its sampling layer, answer
+/// length, thinking and system prompt.
+type PresetParts = (SamplingLayer, Option<usize>, Option<bool>, Option<String>);
+
+fn preset(config: &Config, tab: &TabArgs) -> anyhow::Result<PresetParts> {
+    let name = tab
+        .preset
+        .clone()
+        .or_else(|| Some(config.ui.default_preset.clone()).filter(|p| !p.is_empty()));
+    let Some(name) = name else {
+        return Ok((SamplingLayer::default(), None, None, None));
+    };
+    let Some(p) = config.presets.get(&name) else {
+        let known: Vec<&str> = config.presets.keys().map(String::as_str).collect();
+        bail!(
+            "no preset {name:?}: {}",
+            if known.is_empty() {
+                "the config defines none (add [presets.NAME])".to_string()
+            } else {
+                format!("try {}", known.join(", "))
+            }
+        );
+    };
+    Ok((
+        p.sampling_layer(),
+        p.max_new_tokens,
+        p.thinking,
+        p.system.clone(),
+    ))
+}
+
+/// `gemma-chat --prompt TEXT`: one turn, the answer on stdout, its numbers on stderr.
+pub fn once(
+    common: &ModelArgs,
+    sampling: &SamplingArgs,
+    tab: &TabArgs,
+    max_new: Option<usize>,
+    prompt: &str,
+    raw: bool,
+) -> anyhow::Result<()> {
+    let mut chat = Headless::open(common, sampling, tab, max_new, raw)?;
+    let answer = chat.turn(prompt)?;
+    eprintln!("{}", chat.describe(&answer.stats));
+    Ok(())
+}
+
+/// Piped chat: a turn per line of stdin until EOF or `/quit`; `/reset` starts over.
+pub fn lines(
+    common: &ModelArgs,
+    sampling: &SamplingArgs,
+    tab: &TabArgs,
+    max_new: Option<usize>,
+    raw: bool,
+) -> anyhow::Result<()> {
+    let mut chat = Headless::open(common, sampling, tab, max_new, raw)?;
+    eprintln!("Type a message; /reset starts over, /quit or Ctrl+D leaves.");
+    for line in std::io::stdin().lines() {
+        let line = line.context("reading stdin")?;
+        match line.trim() {
+            "" => continue,
+            "/quit" | "/exit" => break,
+            "/reset" => {
+                chat.reset();
+                eprintln!("(new conversation)\n");
+            }
+            text => match chat.turn(text) {
+                Ok(a) => eprintln!("{}\n", chat.describe(&a.stats)),
+                Err(e) => eprintln!("error: {}\n", printable(&format!("{e:#}"), false)),
+            },
+        }
+    }
+    Ok(())
+}

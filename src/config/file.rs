@@ -1,0 +1,335 @@
+//! A user's file laid over the built-in one and read into [`Config`] in one pass: both are
+//! parsed with every key's and value's place, the user's tables merged into the built-in ones
+//! (a value replaces, a table merges key by key, so `[ui.keys] quit = …` changes only `quit`),
+//! and the result deserialized once. Types, enums and ranges are refused by the deserializer;
+//! the rules that span keys (URLs, preset names, key chords) after it. Every refusal names the
+//! file, the line and column, and the key.
+
+use std::path::Path;
+
+use serde::Deserialize;
+use toml::Spanned;
+use toml::de::{DeTable, DeValue};
+
+use super::action::Action;
+use super::keymap::Chord;
+use super::{Config, DEFAULT_TOML};
+use crate::error::{Error, Result};
+
+/// The built-in configuration, or `user` (a file's path and text) laid over it.
+pub(super) fn read(user: Option<(&Path, &str)>) -> Result<Config> {
+    let builtin = |e: String| Error::Settings(format!("the built-in config: {e}"));
+    let mut merged = DeTable::parse(DEFAULT_TOML).map_err(|e| builtin(e.message().into()))?;
+    let Some((path, text)) = user else {
+        let config = deserialize(merged).map_err(|e| builtin(e.message().into()))?;
+        return Ok(config);
+    };
+    let refuse = |span: Option<std::ops::Range<usize>>, msg: String| {
+        let at = span.map_or_else(String::new, |s| format!(":{}", place(text, s.start)));
+        Error::Settings(format!("{}{at}: {msg}", path.display()))
+    };
+    let mine = DeTable::parse(text).map_err(|e| refuse(e.span(), flat(e.message())))?;
+    merge(merged.get_mut(), mine.get_ref().clone());
+    let mut config = deserialize(merged).map_err(|e| {
+        let msg = flat(e.message());
+        let key = e
+            .span()
+            .and_then(|s| key_at(mine.get_ref(), &s, ""))
+            .filter(|_| !msg.starts_with("unknown field"));
+        match key {
+            Some(k) => refuse(e.span(), format!("`{k}`: {msg}")),
+            None => refuse(e.span(), msg),
+        }
+    })?;
+    config.context_length_set = find(mine.get_ref(), "model.context_length").is_some();
+    check(&config).map_err(|(key, msg)| refuse(find(mine.get_ref(), &key), msg))?;
+    Ok(config)
+}
+
+fn deserialize(table: Spanned<DeTable<'_>>) -> std::result::Result<Config, toml::de::Error> {
+    Config::deserialize(serde::de::IntoDeserializer::into_deserializer(table))
+}
+
+fn flat(msg: &str) -> String {
+    msg.trim().replace('\n', " ")
+}
+
+/// Lays `over` on `base`: values replace, tables merge.
+fn merge<'i>(base: &mut DeTable<'i>, over: DeTable<'i>) {
+    for (key, value) in over {
+        if let Some(slot) = base.get_mut(&key)
+            && let (DeValue::Table(into), DeValue::Table(_)) = (slot.get_mut(), value.get_ref())
+        {
+            if let DeValue::Table(from) = value.into_inner() {
+                merge(into, from);
+            }
+            continue;
+        }
+        base.insert(key, value);
+    }
+}
+
+/// The dotted key whose name or value is at `span` in `table` (`prefix` names the table).
+fn key_at(table: &DeTable<'_>, span: &std::ops::Range<usize>, prefix: &str) -> Option<String> {
+    for (k, v) in table {
+        let name = format!("{prefix}{}", k.get_ref());
+        let (vs, ks) = (v.span(), k.span());
+        if ks == *span || vs == *span {
+            return Some(name);
+        }
+        if vs.start <= span.start && span.end <= vs.end {
+            if let DeValue::Table(t) = v.get_ref() {
+                return key_at(t, span, &format!("{name}.")).or(Some(name));
+            }
+            return Some(name);
+        }
+        if let DeValue::Table(t) = v.get_ref()
+            && let Some(found) = key_at(t, span, &format!("{name}."))
+        {
+            return Some(found);
+        }
+    }
+    None
+}
+
+/// The place of the value at dotted `key` in `table`, if the file sets it.
+fn find(table: &DeTable<'_>, key: &str) -> Option<std::ops::Range<usize>> {
+    let (head, rest) = match key.split_once('.') {
+        Some((h, r)) => (h, Some(r)),
+        None => (key, None),
+    };
+    let v = table.iter().find(|(k, _)| k.get_ref() == head)?.1;
+    match (rest, v.get_ref()) {
+        (None, _) => Some(v.span()),
+        (Some(r), DeValue::Table(t)) => find(t, r),
+        _ => None,
+    }
+}
+
+/// `line:column` (1-based) of byte `at` in `text`.
+fn place(text: &str, at: usize) -> String {
+    let before = &text[..at.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before[before.rfind('\n').map_or(0, |i| i + 1)..]
+        .chars()
+        .count()
+        + 1;
+    format!("{line}:{col}")
+}
+
+/// A rule broken: the key it is about, and why.
+type Broken = (String, String);
+
+/// The rules that the types cannot say.
+fn check(c: &Config) -> std::result::Result<(), Broken> {
+    let broken = |key: &str, msg: String| Err((key.to_string(), msg));
+    if !c.engine.url.is_empty()
+        && let Err(why) = check_url(&c.engine.url)
+    {
+        return broken("engine.url", format!("`engine.url`: {why}"));
+    }
+    if !c.engine.api_key_env.is_empty() && !is_env_name(&c.engine.api_key_env) {
+        // Never echo the value: it may be the key itself.
+        return broken(
+            "engine.api_key_env",
+            "`engine.api_key_env` is the NAME of an environment variable (e.g. \
+             \"OPENAI_API_KEY\"), not the key itself; put the key in that variable"
+                .into(),
+        );
+    }
+    let preset = &c.ui.default_preset;
+    if !preset.is_empty() && !c.presets.contains_key(preset) {
+        let known: Vec<&str> = c.presets.keys().map(String::as_str).collect();
+        let known = if known.is_empty() {
+            "this file defines no preset".to_string()
+        } else {
+            format!("presets: {}", known.join(", "))
+        };
+        return broken(
+            "ui.default_preset",
+            format!("`ui.default_preset` = {preset:?}: there is no [presets.{preset}] ({known})"),
+        );
+    }
+    for (name, chords) in &c.ui.keys {
+        let key = format!("ui.keys.{name}");
+        if Action::from_name(name).is_none() {
+            return broken(&key, format!("`{key}`: there is no action `{name}`"));
+        }
+        if name == "quit" && chords.is_empty() {
+            return broken(
+                &key,
+                format!("`{key}` is empty: there would be no key to quit"),
+            );
+        }
+        if let Some(bad) = chords.iter().find(|c| Chord::parse(c).is_none()) {
+            return broken(
+                &key,
+                format!(
+                    "`{key}`: cannot read the key \"{bad}\" (e.g. \"ctrl+t\", \"alt+enter\", \"f1\")"
+                ),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Why `url` is not a server's base URL (`http://` or `https://`, a host, no query).
+pub fn check_url(url: &str) -> std::result::Result<(), String> {
+    let u = url::Url::parse(url).map_err(|e| format!("cannot read {url:?} as a URL ({e})"))?;
+    if !matches!(u.scheme(), "http" | "https") {
+        return Err(format!("{url:?} must start with http:// or https://"));
+    }
+    if u.host_str().is_none_or(str::is_empty) {
+        return Err(format!("{url:?} names no host"));
+    }
+    if !u.username().is_empty() || u.password().is_some() {
+        return Err("put no credentials in the URL; use api_key_env".into());
+    }
+    Ok(())
+}
+
+/// Whether `s` can be an environment variable's name.
+fn is_env_name(s: &str) -> bool {
+    let mut c = s.chars();
+    c.next()
+        .is_some_and(|f| f.is_ascii_alphabetic() || f == '_')
+        && c.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && s.len() <= 128
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::sampling::MAX_NEW_TOKENS;
+    use super::super::{Backend, Preset, SamplingConfig, Theme};
+    use super::*;
+
+    fn load(text: &str) -> Result<Config> {
+        read(Some((Path::new("u.toml"), text)))
+    }
+
+    #[test]
+    fn the_built_in_config_parses_and_validates() {
+        let c = Config::builtin().expect("valid");
+        assert_eq!(c.model.backend, Backend::Cpu);
+        assert_eq!(c.sampling.temperature, None);
+        assert_eq!(c.sampling.max_new_tokens as f64, MAX_NEW_TOKENS.default);
+        assert!(c.ui.keys.contains_key("send"));
+        assert!(!c.context_length_set);
+    }
+
+    #[test]
+    fn a_user_file_overrides_only_what_it_sets() {
+        let text = "[sampling]\ntemperature = 0.3\n[ui]\ntheme = \"light\"\n[ui.keys]\nquit = [\"ctrl+x\"]\n[model]\ncontext_length = 4096\n";
+        let c = load(text).expect("valid");
+        assert_eq!(c.sampling.temperature, Some(0.3));
+        assert_eq!(c.ui.theme, Theme::Light);
+        assert_eq!(c.ui.keys["quit"], vec!["ctrl+x".to_string()]);
+        assert_eq!(c.ui.keys["send"], vec!["enter".to_string()]);
+        assert_eq!(c.model.context_length, 4096);
+        assert!(c.context_length_set);
+    }
+
+    #[test]
+    fn bad_files_are_refused_with_the_place_and_the_rule() {
+        let err = |text: &str| load(text).expect_err("invalid").to_string();
+        let e = err("[sampling]\ntemperature = 3.0\n");
+        assert!(
+            e.contains("u.toml:2:15")
+                && e.contains("`sampling.temperature`: 3 is out of range: allowed 0 to 2"),
+            "{e}"
+        );
+        let e = err("[sampling]\ntemprature = 1.0\n");
+        assert!(e.contains("temprature"), "{e}");
+        let e = err("[model]\npath = \n");
+        assert!(e.contains("u.toml:2:"), "{e}");
+        let e = err("[presets.a]\ntop_p = 0\n");
+        assert!(e.contains("`presets.a.top_p`: 0 is out of range"), "{e}");
+        let e = err("[engine]\nconnect_timeout_s = 0\n");
+        assert!(e.contains("u.toml:2:21") && e.contains("1 or more"), "{e}");
+        let e = err("[ui.keys]\nquit = [\"ctrl+q\"]\nfly = [\"f9\"]\n");
+        assert!(
+            e.contains("u.toml:3:7") && e.contains("no action `fly`"),
+            "{e}"
+        );
+        let e = err("model = 5\n");
+        assert!(e.contains("u.toml:1:9") && e.contains("`model`"), "{e}");
+    }
+
+    /// The field names serde reads for `T` (a deserializer that only asks).
+    fn fields<'de, T: Deserialize<'de>>() -> &'static [&'static str] {
+        struct Ask(Option<&'static [&'static str]>);
+        #[derive(Debug)]
+        struct Stop;
+        impl std::fmt::Display for Stop {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("stop")
+            }
+        }
+        impl std::error::Error for Stop {}
+        impl serde::de::Error for Stop {
+            fn custom<M: std::fmt::Display>(_: M) -> Self {
+                Stop
+            }
+        }
+        impl<'de> serde::Deserializer<'de> for &mut Ask {
+            type Error = Stop;
+            fn deserialize_any<V: serde::de::Visitor<'de>>(
+                self,
+                _: V,
+            ) -> std::result::Result<V::Value, Stop> {
+                Err(Stop)
+            }
+            fn deserialize_struct<V: serde::de::Visitor<'de>>(
+                self,
+                _: &'static str,
+                fields: &'static [&'static str],
+                _: V,
+            ) -> std::result::Result<V::Value, Stop> {
+                self.0 = Some(fields);
+                Err(Stop)
+            }
+            serde::forward_to_deserialize_any! {
+                bool i8 i16 i32 i64 u8 u16 u32 u64 f32 f64 char str string bytes byte_buf
+                option unit unit_struct newtype_struct seq tuple tuple_struct map enum
+                identifier ignored_any
+            }
+        }
+        let mut ask = Ask(None);
+        let _ = T::deserialize(&mut ask);
+        ask.0.expect("a struct")
+    }
+
+    /// `config/default.toml` documents every key: each section's fields appear in it, set or
+    /// commented out.
+    #[test]
+    fn the_default_file_lists_every_key() {
+        let sections: [(&str, &[&str]); 7] = [
+            ("[model]", fields::<super::super::ModelConfig>()),
+            ("[engine]", fields::<super::super::EngineConfig>()),
+            ("[sampling]", fields::<SamplingConfig>()),
+            ("[sessions]", fields::<super::super::SessionsConfig>()),
+            ("[ui]", fields::<super::super::UiConfig>()),
+            ("[presets.", fields::<Preset>()),
+            ("", fields::<Config>()),
+        ];
+        for (header, keys) in sections {
+            let at = DEFAULT_TOML
+                .find(header)
+                .unwrap_or_else(|| panic!("{header}"));
+            let body = &DEFAULT_TOML[at..];
+            for key in keys {
+                let listed = body.lines().any(|raw| {
+                    let l = raw.trim_start_matches(['#', ' ']);
+                    l.starts_with(&format!("{key} "))
+                        || l.starts_with(&format!("{key}="))
+                        || raw.contains(&format!("[{key}"))
+                        || raw.contains(&format!(".{key}]"))
+                });
+                assert!(
+                    listed,
+                    "config/default.toml does not list `{key}` under {header}"
+                );
+            }
+        }
+    }
+}
