@@ -4,8 +4,8 @@
 
 use std::time::Instant;
 
-use gemma_chat::app::search::{MAX_HITS, search};
-use gemma_chat::app::tab::{Message, Role, Tab};
+use gemma_app::app::search::{MAX_HITS, search};
+use gemma_app::app::tab::{Message, Role, Tab};
 
 fn main() {
     let words = [

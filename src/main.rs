@@ -1,5 +1,7 @@
-//! The `gemma-chat` binary: command-line parsing and the headless commands. Only this file uses
-//! `anyhow`; the library returns typed errors.
+//! The `gemma-chat` binary, on top of the workspace: command-line parsing, and every command
+//! (`src/cli/`): the TUI and the headless chat through the engine protocol, `generate`, `bench`,
+//! `config`, `template`, `export` and `import`. Only the binary uses `anyhow`; the crates return
+//! typed errors.
 
 mod cli;
 
@@ -13,8 +15,8 @@ fn main() -> std::process::ExitCode {
             eprintln!("error: {}", cli::printable(&format!("{e:#}"), false));
             // An invalid config file is a usage error: exit code 2, as for a bad flag.
             let settings = matches!(
-                e.downcast_ref::<gemma_chat::Error>(),
-                Some(gemma_chat::Error::Settings(_))
+                e.downcast_ref::<gemma_app::Error>(),
+                Some(gemma_app::Error::Settings(_))
             );
             std::process::ExitCode::from(if settings { 2 } else { 1 })
         }

@@ -3,6 +3,7 @@
 //! lavapipe (Debian's `mesa-vulkan-drivers`, a software Vulkan device).
 #![cfg(feature = "wgpu")]
 
+#[path = "it/common/mod.rs"]
 mod common;
 
 use std::path::Path;
@@ -10,11 +11,11 @@ use std::path::Path;
 use common::{max_abs_diff, oracle_fixtures, prompt_logits};
 
 use burn::tensor::{Device, Tensor, TensorData};
-use gemma_chat::backend;
-use gemma_chat::engine::session::Session;
-use gemma_chat::load::load;
-use gemma_chat::model::ComputeDtype;
-use gemma_chat::sampling::{NUCLEUS_PROBE, NextLogits, Sampler, SamplingParams};
+use gemma_engine::session::Session;
+use gemma_model::backend;
+use gemma_model::checkpoint::load;
+use gemma_model::model::ComputeDtype;
+use gemma_model::sampling::{NUCLEUS_PROBE, NextLogits, Sampler, SamplingParams};
 use safetensors::SafeTensors;
 
 fn prompt(dir: &Path) -> Vec<u32> {
@@ -83,7 +84,7 @@ fn sampling_on_wgpu_reads_back_the_token_and_matches_the_host() {
     let mut greedy = Sampler::new(SamplingParams::greedy());
     assert_eq!(
         greedy.pick(next.clone()).expect("pick"),
-        gemma_chat::sampling::argmax(&host)
+        gemma_model::sampling::argmax(&host)
     );
     assert_eq!(greedy.read_back(), 1);
     // A row on the device shaped for the nucleus probe: one token far ahead, ten close behind,

@@ -9,11 +9,11 @@ use std::time::Instant;
 
 use anyhow::Context;
 use clap::Args;
-use gemma_chat::engine::protocol::TurnStats;
-use gemma_chat::engine::session::Session;
-use gemma_chat::engine::turn::{Turn, TurnOptions};
-use gemma_chat::model::Gemma;
-use gemma_chat::model::kv_cache::KvCache;
+use gemma_engine::protocol::TurnStats;
+use gemma_engine::session::Session;
+use gemma_engine::turn::{Turn, TurnOptions};
+use gemma_model::model::Gemma;
+use gemma_model::model::kv_cache::KvCache;
 use serde_json::json;
 
 use super::ModelArgs;
@@ -49,7 +49,7 @@ const TEXT: &str = "The history of the lighthouse begins with fires lit on hills
     lived in small houses at their feet, trimming wicks, winding clockwork and logging the \
     weather through long nights. ";
 
-fn ids(lm: &gemma_chat::load::LoadedModel, n: usize) -> anyhow::Result<Vec<u32>> {
+fn ids(lm: &gemma_model::checkpoint::LoadedModel, n: usize) -> anyhow::Result<Vec<u32>> {
     let tok = lm
         .tokenizer
         .as_ref()
@@ -125,7 +125,7 @@ pub fn run(args: BenchArgs, common: &ModelArgs) -> anyhow::Result<()> {
         "model": lm.path.display().to_string(),
         "dtype": dtype.as_str(),
         "threads": threads,
-        "simd": gemma_chat::model::qmatmul::simd::level().name(),
+        "simd": gemma_kernels::qmatmul::simd::level().name(),
         "load_avg_1m": load_avg,
         "load_s": load_s,
         "prefill_tokens": prompt.len(),
@@ -157,10 +157,10 @@ pub fn run(args: BenchArgs, common: &ModelArgs) -> anyhow::Result<()> {
 /// `out`.
 fn sessions_figures(
     m: &Gemma,
-    lm: &gemma_chat::load::LoadedModel,
+    lm: &gemma_model::checkpoint::LoadedModel,
     args: &BenchArgs,
     prompt: &[u32],
-    dtype: gemma_chat::model::ComputeDtype,
+    dtype: gemma_model::model::ComputeDtype,
     out: &mut serde_json::Value,
 ) -> anyhow::Result<()> {
     // Time to first token: a cold history, then 20-token follow-ups on it (history 2000, 2020,

@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::Args;
-use gemma_chat::app::export::{self, Format};
-use gemma_chat::app::persist::{SavedChat, load_chats};
-use gemma_chat::demo;
-use gemma_chat::files::{DirLock, create_private_dir, write_atomic};
+use gemma_app::app::export::{self, Format};
+use gemma_app::app::persist::{SavedChat, load_chats};
+use gemma_files::{DirLock, create_private_dir, write_atomic};
+use gemma_model::demo;
 
 /// `export`'s options.
 #[derive(Debug, Args)]

@@ -3,10 +3,10 @@
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
-use gemma_chat::config::sampling::{Source, resolve};
-use gemma_chat::config::{DEFAULT_TOML, cache_dir, config_path};
-use gemma_chat::demo;
-use gemma_chat::load::GenerationConfig;
+use gemma_app::config::sampling::{Source, resolve};
+use gemma_app::config::{DEFAULT_TOML, cache_dir, config_path};
+use gemma_model::checkpoint::GenerationConfig;
+use gemma_model::demo;
 
 use super::{ModelArgs, SamplingArgs};
 

@@ -4,13 +4,13 @@
 
 use std::path::Path;
 
-use gemma_chat::app::TurnSettings;
-use gemma_chat::config::sampling::SamplingLayer;
-use gemma_chat::config::{self, Config};
-use gemma_chat::engine::thinking::ThinkingPolicy;
-use gemma_chat::engine::{EngineHandle, EngineOptions, RemoteOptions, spawn, spawn_remote};
-use gemma_chat::load::load;
-use gemma_chat::{backend, demo};
+use gemma_app::app::TurnSettings;
+use gemma_app::config::sampling::SamplingLayer;
+use gemma_app::config::{self, Config};
+use gemma_engine::thinking::ThinkingPolicy;
+use gemma_engine::{EngineHandle, EngineOptions, RemoteOptions, spawn, spawn_remote};
+use gemma_model::checkpoint::load;
+use gemma_model::{backend, demo};
 
 use super::{ModelChoice, SamplingArgs};
 

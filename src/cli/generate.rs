@@ -6,16 +6,16 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use gemma_chat::engine::protocol::TurnEnd;
-use gemma_chat::engine::reply::{Piece, Reply};
-use gemma_chat::engine::session::Session;
-use gemma_chat::engine::turn::{Turn, TurnOptions};
-use gemma_chat::load::{LoadedModel, load};
-use gemma_chat::sampling::SamplingParams;
-use gemma_chat::{backend, demo, model::ComputeDtype};
+use gemma_engine::protocol::TurnEnd;
+use gemma_engine::reply::{Piece, Reply};
+use gemma_engine::session::Session;
+use gemma_engine::turn::{Turn, TurnOptions};
+use gemma_model::checkpoint::{LoadedModel, load};
+use gemma_model::sampling::SamplingParams;
+use gemma_model::{backend, demo, model::ComputeDtype};
 use serde_json::json;
 
-use gemma_chat::config::sampling::{SamplingLayer, Source, resolve};
+use gemma_app::config::sampling::{SamplingLayer, Source, resolve};
 
 use super::front::random_seed;
 use super::headless::{Headless, TabArgs};

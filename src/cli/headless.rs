@@ -10,11 +10,11 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use gemma_chat::app::TurnSettings;
-use gemma_chat::config::Config;
-use gemma_chat::config::sampling::SamplingLayer;
-use gemma_chat::engine::EngineHandle;
-use gemma_chat::engine::protocol::{Command, Event, ProgressUnit, TabId, TurnEnd, TurnStats};
+use gemma_app::app::TurnSettings;
+use gemma_app::config::Config;
+use gemma_app::config::sampling::SamplingLayer;
+use gemma_engine::EngineHandle;
+use gemma_engine::protocol::{Command, Event, ProgressUnit, TabId, TurnEnd, TurnStats};
 
 use super::front::{engine_options, spawn_engine, turn_settings};
 use super::{ModelArgs, SamplingArgs, printable};

@@ -14,12 +14,12 @@ use std::path::PathBuf;
 use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, Parser, Subcommand};
 
-use gemma_chat::config::sampling::{
+use gemma_app::config::sampling::{
     MAX_NEW_TOKENS, MIN_P, SEED, SamplingLayer, Source, TEMPERATURE, TOP_K, TOP_P,
 };
-use gemma_chat::config::{Config, EngineKind, config_path};
-use gemma_chat::engine::RemoteOptions;
-use gemma_chat::model::ComputeDtype;
+use gemma_app::config::{Config, EngineKind, config_path};
+use gemma_engine::RemoteOptions;
+use gemma_model::model::ComputeDtype;
 
 /// gemma-chat: chat with Gemma models in your terminal, in-process.
 #[derive(Debug, Parser)]
@@ -57,7 +57,7 @@ pub fn printable(text: &str, raw: bool) -> std::borrow::Cow<'_, str> {
 }
 
 /// Sampling flags; each overrides its environment variable, which overrides the config file,
-/// which overrides the model's `generation_config.json`. Ranges: [`gemma_chat::config::sampling`].
+/// which overrides the model's `generation_config.json`. Ranges: [`gemma_app::config::sampling`].
 #[derive(Debug, Args, Clone, Default)]
 pub struct SamplingArgs {
     /// Temperature, 0 to 2 (0 is greedy).
@@ -194,7 +194,7 @@ impl ModelArgs {
             .map(PathBuf::from);
         let dtype = match (self.dtype, config.model.dtype) {
             (Some(d), _) => Some(d),
-            (None, gemma_chat::config::Dtype::Auto) => None,
+            (None, gemma_app::config::Dtype::Auto) => None,
             (None, d) => Some(d.as_str().parse().map_err(|e: String| anyhow::anyhow!(e))?),
         };
         Ok(ModelChoice {
@@ -221,7 +221,7 @@ impl ModelArgs {
             (None, EngineKind::Remote) => e.url.trim().to_string(),
             (None, EngineKind::Local) => return Ok(None),
         };
-        gemma_chat::config::check_url(&url)
+        gemma_app::config::check_url(&url)
             .map_err(|why| anyhow::anyhow!("--remote / [engine] url: {why}"))?;
         let api_key = match e.api_key_env.trim() {
             "" => None,
@@ -249,7 +249,7 @@ impl ModelChoice {
     /// The dtype to load in on `device`: the chosen one, or the device's preference.
     pub fn dtype_on(&self, device: &burn::tensor::Device) -> ComputeDtype {
         self.dtype
-            .unwrap_or_else(|| gemma_chat::backend::preferred_dtype(device))
+            .unwrap_or_else(|| gemma_model::backend::preferred_dtype(device))
     }
 }
 

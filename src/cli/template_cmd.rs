@@ -6,8 +6,8 @@ use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
-use gemma_chat::load::chat_format_of;
-use gemma_chat::tokenizer::template::{ChatTemplate, TemplateSource};
+use gemma_model::checkpoint::chat_format_of;
+use gemma_model::tokenizer::template::{ChatTemplate, TemplateSource};
 
 use super::ModelArgs;
 
@@ -74,7 +74,7 @@ pub fn run(args: TemplateArgs, common: &ModelArgs) -> anyhow::Result<()> {
             let choice = common.choice(&common.config()?)?;
             let path = match choice.model {
                 Some(p) => p,
-                None => gemma_chat::demo::ensure(&mut gemma_chat::demo::print_progress())
+                None => gemma_model::demo::ensure(&mut gemma_model::demo::print_progress())
                     .context("no model given, and the demo model could not be fetched")?,
             };
             let format =

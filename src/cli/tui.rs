@@ -2,11 +2,12 @@
 //! started on its thread (fetching the demo model there when no model is named), and the UI run
 //! until it quits.
 
-use gemma_chat::app::persist::load_chats;
-use gemma_chat::app::{App, Loading, ModelState};
-use gemma_chat::config::keymap::Keymap;
-use gemma_chat::config::{Config, config_path};
-use gemma_chat::{demo, tui};
+use gemma_app::app::persist::load_chats;
+use gemma_app::app::{App, Loading, ModelState};
+use gemma_app::config::keymap::Keymap;
+use gemma_app::config::{Config, config_path};
+use gemma_app::tui;
+use gemma_model::demo;
 
 use super::front::{engine_options, spawn_engine, turn_settings};
 use super::{ModelArgs, SamplingArgs};
@@ -47,7 +48,7 @@ pub fn run(
     };
     let data = demo::data_dir()?;
     // One instance per data dir: two would overwrite each other's chats.
-    let _lock = gemma_chat::files::DirLock::acquire(&data)?;
+    let _lock = gemma_files::DirLock::acquire(&data)?;
     let engine = spawn_engine(choice, remote, engine_options(&config, Some(&data)));
     let (mut app, initial) = App::new(
         model,
@@ -64,10 +65,10 @@ pub fn run(
         .config
         .as_ref()
         .map_or(0, |c| c.sessions.keep_closed_days);
-    gemma_chat::app::persist::prune_closed(&chats, keep_closed);
+    gemma_app::app::persist::prune_closed(&chats, keep_closed);
     let (saved, warnings) = load_chats(&chats);
     initial.extend(app.restore(saved, warnings));
-    app.closed = gemma_chat::app::persist::load_closed(&chats);
+    app.closed = gemma_app::app::persist::load_closed(&chats);
     let path = config_path(common.config.as_deref());
     if let Some(signal) = tui::run(app, initial, engine, path.as_deref(), chats)? {
         // Ended by a signal, everything saved: the shell sees 128 + its number.

@@ -1,0 +1,360 @@
+//! The chat file's format ([`SavedChat`], version 3): the path a tab shows, each message with its
+//! id and its parent's, the other branches of its conversation tree, the tab's own sampling, and
+//! each answer's stats. Version 2 files (the transcript only) load as a tree of one path; a file
+//! whose ids do not make a tree (hand-edited) loads its path alone, numbered afresh.
+
+use std::collections::HashSet;
+
+use serde::{Deserialize, Serialize};
+
+use super::tab::{Message, Role, Tab};
+use super::tree::Branch;
+use gemma_protocol::SamplingLayer;
+use gemma_protocol::{Reuse, TurnStats};
+
+/// The format's version: 3 holds the conversation tree; 2 held the transcript only; 1 also held
+/// the conversation in ids, which is read once, for the engine to take over.
+pub const VERSION: u32 = 3;
+
+/// One saved tab.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct SavedChat {
+    /// Format version.
+    pub version: u32,
+    /// Position in the tab bar.
+    pub order: usize,
+    /// Tab title.
+    pub title: String,
+    /// The model the chat was made with.
+    pub model: String,
+    /// Gemma 4 thinking.
+    pub thinking: bool,
+    /// The path the tab shows, oldest first.
+    pub messages: Vec<SavedMessage>,
+    /// The other branches of the conversation tree.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub branches: Vec<SavedBranch>,
+    /// The tab's own sampling, over the config's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampling: Option<SavedSampling>,
+    /// Version 1 only: the conversation in token ids.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ids: Vec<u32>,
+    /// Version 1 only: header ids after BOS.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub header: usize,
+    /// Version 1 only: where the last answer starts in `ids`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_answer: Option<usize>,
+}
+
+fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
+    *n == T::default()
+}
+
+/// One saved message.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct SavedMessage {
+    /// Its id in the tab's tree (0 or absent: version 2).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub id: u64,
+    /// The id of the message it follows (absent at the start, and for the system prompt).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<u64>,
+    /// `user`, `model`, `notice`, `error` or `system` (the system prompt, first).
+    pub role: String,
+    /// Its text.
+    pub text: String,
+    /// The thought, if any.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub thought: String,
+    /// The footer, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub footer: Option<String>,
+    /// What the answer cost, if it is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stats: Option<SavedStats>,
+}
+
+impl SavedMessage {
+    /// A message with its role and text only.
+    pub fn new(role: &str, text: &str) -> Self {
+        Self {
+            role: role.into(),
+            text: text.into(),
+            ..Self::default()
+        }
+    }
+}
+
+/// Messages that left the shown path, from one message on.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct SavedBranch {
+    /// The message they follow (0: the start of the conversation).
+    pub parent: u64,
+    /// The messages, each the parent of the next.
+    pub messages: Vec<SavedMessage>,
+}
+
+/// A turn's stats as saved.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct SavedStats {
+    /// How the cache was reused (`new`, `exact_prefix`, `rewind`, …).
+    pub reuse: String,
+    /// Prompt tokens that were resident.
+    pub reused_tokens: usize,
+    /// Prompt tokens prefilled.
+    pub prefilled_tokens: usize,
+    /// Tokens generated.
+    pub generated_tokens: usize,
+    /// Prefill speed.
+    pub prefill_tok_s: f64,
+    /// Decode speed.
+    pub decode_tok_s: f64,
+    /// Seconds to the first token.
+    pub ttft_s: f64,
+}
+
+/// The tab's own sampling as saved (what it sets over the config and the model).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct SavedSampling {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    temperature: Option<f32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    top_k: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    top_p: Option<f32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    min_p: Option<f32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    seed: Option<u64>,
+    /// Most tokens per answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_new_tokens: Option<usize>,
+    /// The preset the tab took.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preset: Option<String>,
+}
+
+impl SavedSampling {
+    /// The sampling layer it sets.
+    pub fn layer(&self) -> SamplingLayer {
+        SamplingLayer {
+            temperature: self.temperature,
+            top_k: self.top_k,
+            top_p: self.top_p,
+            min_p: self.min_p,
+            seed: self.seed,
+        }
+    }
+}
+
+fn role_name(r: Role) -> &'static str {
+    match r {
+        Role::User => "user",
+        Role::Model => "model",
+        Role::Notice => "notice",
+        Role::Error => "error",
+        Role::System => "system",
+    }
+}
+
+/// The role a saved message's `role` names (anything else is a notice).
+pub(super) fn role_of(s: &str) -> Role {
+    match s {
+        "user" => Role::User,
+        "model" => Role::Model,
+        "error" => Role::Error,
+        "system" => Role::System,
+        _ => Role::Notice,
+    }
+}
+
+fn saved_message(m: &Message, parent: Option<u64>) -> SavedMessage {
+    SavedMessage {
+        id: m.id,
+        parent,
+        role: role_name(m.role).into(),
+        text: m.text.clone(),
+        thought: m.thought.clone(),
+        footer: m.footer.clone(),
+        stats: m.stats.as_ref().map(|s| SavedStats {
+            reuse: s.reuse.as_str().into(),
+            reused_tokens: s.reused_tokens,
+            prefilled_tokens: s.prefilled_tokens,
+            generated_tokens: s.generated_tokens,
+            prefill_tok_s: s.prefill_tok_s,
+            decode_tok_s: s.decode_tok_s,
+            ttft_s: s.ttft_s,
+        }),
+    }
+}
+
+fn message(m: SavedMessage) -> Message {
+    let mut out = Message::new(role_of(&m.role), m.text);
+    out.id = m.id;
+    out.thought = m.thought;
+    out.footer = m.footer;
+    out.stats = m.stats.map(|s| TurnStats {
+        reuse: Reuse::parse(&s.reuse).unwrap_or(Reuse::New),
+        reused_tokens: s.reused_tokens,
+        prefilled_tokens: s.prefilled_tokens,
+        prefill_tok_s: s.prefill_tok_s,
+        decode_tok_s: s.decode_tok_s,
+        ttft_s: s.ttft_s,
+        generated_tokens: s.generated_tokens,
+    });
+    out
+}
+
+/// A chain of messages as saved: each one's parent is the one before (the first's is `parent`),
+/// the system prompt outside the tree.
+fn chain(messages: &[Message], mut parent: u64) -> Vec<SavedMessage> {
+    messages
+        .iter()
+        .map(|m| {
+            if m.role == Role::System {
+                return saved_message(m, None);
+            }
+            let saved = saved_message(m, (parent != 0).then_some(parent));
+            parent = m.id;
+            saved
+        })
+        .collect()
+}
+
+/// The tab's tree and sampling as saved (title, model and order are the caller's).
+pub fn saved_tree(t: &Tab) -> SavedChat {
+    let sampling = SavedSampling {
+        temperature: t.overrides.temperature,
+        top_k: t.overrides.top_k,
+        top_p: t.overrides.top_p,
+        min_p: t.overrides.min_p,
+        seed: t.overrides.seed,
+        max_new_tokens: t.max_new_tokens,
+        preset: t.preset.clone(),
+    };
+    SavedChat {
+        version: VERSION,
+        messages: chain(&t.messages, 0),
+        branches: t
+            .branches
+            .iter()
+            .map(|b| SavedBranch {
+                parent: b.parent,
+                messages: chain(&b.messages, b.parent),
+            })
+            .collect(),
+        sampling: (sampling != SavedSampling::default()).then_some(sampling),
+        ..SavedChat::default()
+    }
+}
+
+/// The path and branches of a saved chat. Messages without ids (version 2) are numbered in
+/// order; when the ids do not make a tree (repeated, or a branch hanging from nothing), the
+/// path alone is kept, numbered afresh.
+pub fn tree(path: Vec<SavedMessage>, branches: Vec<SavedBranch>) -> (Vec<Message>, Vec<Branch>) {
+    let mut seen = HashSet::new();
+    let unique = path
+        .iter()
+        .chain(branches.iter().flat_map(|b| &b.messages))
+        .all(|m| m.id != 0 && seen.insert(m.id));
+    let mut messages: Vec<Message> = path.into_iter().map(message).collect();
+    if !unique {
+        for (i, m) in messages.iter_mut().enumerate() {
+            m.id = i as u64 + 1;
+        }
+        return (messages, Vec::new());
+    }
+    let mut branches: Vec<Branch> = branches
+        .into_iter()
+        .filter(|b| !b.messages.is_empty())
+        .map(|b| Branch {
+            parent: b.parent,
+            messages: b.messages.into_iter().map(message).collect(),
+        })
+        .collect();
+    // A branch must hang from a message of the tree (or the start); drop those that do not, in
+    // rounds, since one may hang from another that goes.
+    loop {
+        let ids: HashSet<u64> = messages
+            .iter()
+            .chain(branches.iter().flat_map(|b| &b.messages))
+            .map(|m| m.id)
+            .collect();
+        let before = branches.len();
+        branches.retain(|b| b.parent == 0 || ids.contains(&b.parent));
+        if branches.len() == before {
+            break;
+        }
+    }
+    (messages, branches)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(id: u64, parent: Option<u64>, role: &str, text: &str) -> SavedMessage {
+        SavedMessage {
+            id,
+            parent,
+            ..SavedMessage::new(role, text)
+        }
+    }
+
+    #[test]
+    fn a_format_2_transcript_loads_as_one_path() {
+        let v2 = r#"{"version":2,"order":0,"title":"t","model":"m","thinking":false,
+            "messages":[{"role":"system","text":"be brief"},{"role":"user","text":"hi"},
+            {"role":"model","text":"hello","footer":"done"}]}"#;
+        let chat: SavedChat = serde_json::from_str(v2).expect("a format 2 file reads");
+        let (path, branches) = tree(chat.messages, chat.branches);
+        let ids: Vec<u64> = path.iter().map(|m| m.id).collect();
+        assert_eq!(ids, [1, 2, 3], "numbered in order");
+        assert!(branches.is_empty());
+        assert_eq!(path[2].footer.as_deref(), Some("done"));
+    }
+
+    #[test]
+    fn a_tree_round_trips_and_a_broken_one_keeps_its_path() {
+        let mut t = Tab::new(1, "t".into(), false);
+        t.push(Message::new(Role::User, "a"));
+        t.push(Message::new(Role::Model, "A"));
+        t.fork_at(1);
+        t.push(Message::new(Role::Model, "A2"));
+        let saved = saved_tree(&t);
+        assert_eq!(saved.version, VERSION);
+        assert_eq!(saved.messages[1].parent, Some(saved.messages[0].id));
+        assert_eq!(saved.branches.len(), 1);
+        assert_eq!(saved.branches[0].messages[0].parent, Some(1));
+        let json = serde_json::to_string(&saved).expect("json");
+        let back: SavedChat = serde_json::from_str(&json).expect("reads");
+        let (path, branches) = tree(back.messages, back.branches);
+        let key = |ms: &[Message]| -> Vec<(u64, String)> {
+            ms.iter().map(|m| (m.id, m.text.clone())).collect()
+        };
+        assert_eq!(key(&path), key(&t.messages));
+        assert_eq!(branches.len(), 1);
+        assert_eq!(branches[0].parent, t.branches[0].parent);
+        assert_eq!(key(&branches[0].messages), key(&t.branches[0].messages));
+        // Repeated ids: the path alone, numbered afresh; a branch from nowhere is dropped.
+        let (path, branches) = tree(
+            vec![msg(5, None, "user", "a"), msg(5, Some(5), "model", "A")],
+            vec![SavedBranch {
+                parent: 5,
+                messages: vec![msg(6, Some(5), "model", "B")],
+            }],
+        );
+        assert_eq!(path.iter().map(|m| m.id).collect::<Vec<_>>(), [1, 2]);
+        assert!(branches.is_empty());
+        let (_, branches) = tree(
+            vec![msg(1, None, "user", "a")],
+            vec![SavedBranch {
+                parent: 9,
+                messages: vec![msg(2, Some(9), "model", "B")],
+            }],
+        );
+        assert!(branches.is_empty(), "hangs from no message");
+    }
+}

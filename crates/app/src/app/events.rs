@@ -1,0 +1,194 @@
+//! Engine events into the UI state: loading, prefill progress, streamed text and thoughts,
+//! finished turns with their stats, tier changes and failures.
+
+use super::tab::{Message, Phase, Role};
+use super::{App, Loading};
+use gemma_protocol::SamplingLayer;
+use gemma_protocol::{Command, Event, TabId};
+
+impl App {
+    fn save_tab(&mut self, tab: TabId) {
+        if let Some(i) = self.tabs.iter().position(|t| t.id == tab) {
+            self.save(i);
+        }
+    }
+
+    /// The model is loaded: its defaults join the sampling layers, and turns typed while it
+    /// loaded go now.
+    fn ready(
+        &mut self,
+        model: String,
+        context_length: usize,
+        thinking: bool,
+        generation: SamplingLayer,
+    ) -> Vec<Command> {
+        if self.model.name.is_empty() {
+            self.model.name = model;
+        }
+        self.model.context_limit = context_length;
+        self.model.thinking = thinking;
+        self.model.ready = true;
+        self.settings.model = generation;
+        let mut cmds = self.resend_sampling();
+        cmds.append(&mut self.pending);
+        cmds
+    }
+
+    /// A turn or a command failed in `tab`: the turn ends, marked, and the error is shown.
+    fn failed(&mut self, tab: TabId, error: String) {
+        if let Some(t) = self.by_id(tab) {
+            if t.phase.busy() {
+                t.failed = true;
+                t.phase = Phase::Idle;
+                if let Some(m) = t.messages.last_mut().filter(|m| m.role == Role::Model) {
+                    // What came before the failure stays, marked as cut off.
+                    let mark = if m.text.is_empty() {
+                        "failed"
+                    } else {
+                        "cut off: the turn failed"
+                    };
+                    m.footer.get_or_insert_with(|| mark.into());
+                    t.touched(t.messages.len() - 1);
+                }
+            }
+            t.push(Message::new(Role::Error, error.clone()));
+        }
+        self.last_error = Some(error);
+        self.save_tab(tab);
+    }
+
+    pub(super) fn engine(&mut self, e: Event) -> Vec<Command> {
+        let now = self.now;
+        match e {
+            Event::Loading {
+                stage,
+                done,
+                total,
+                unit,
+            } => {
+                self.model.loading = Loading {
+                    stage,
+                    done,
+                    total,
+                    unit,
+                }
+            }
+            Event::Ready {
+                model,
+                context_length,
+                thinking,
+                generation,
+            } => return self.ready(model, context_length, thinking, generation),
+            Event::EngineStopped { error } => {
+                if !self.model.ready {
+                    self.model.load_error = Some(error.clone());
+                }
+                self.model.ready = false;
+                let busy: Vec<TabId> = self
+                    .tabs
+                    .iter()
+                    .filter(|t| t.phase.busy())
+                    .map(|t| t.id)
+                    .collect();
+                let active = self.tab().map(|t| t.id);
+                for &tab in &busy {
+                    self.failed(tab, error.clone());
+                }
+                if let Some(t) = self
+                    .tab_mut()
+                    .filter(|_| !busy.iter().any(|b| Some(*b) == active))
+                {
+                    t.push(Message::new(Role::Error, error.clone()));
+                }
+                self.last_error = Some(error);
+            }
+            Event::LoadFailed { error } => {
+                self.model.load_error = Some(error.clone());
+                self.last_error = Some(error);
+                for t in &mut self.tabs {
+                    t.phase = Phase::Idle;
+                    t.failed = true;
+                }
+            }
+            Event::Prefill {
+                tab,
+                done,
+                total,
+                reused,
+            } => {
+                if let Some(t) = self.by_id(tab) {
+                    t.phase = Phase::Prefilling { done, total };
+                    t.context_used = reused + done;
+                }
+            }
+            Event::Token { tab, text } => {
+                if let Some(t) = self.by_id(tab) {
+                    t.generated(now);
+                    t.answer().text.push_str(&text);
+                }
+            }
+            Event::Thought { tab, text } => {
+                if let Some(t) = self.by_id(tab) {
+                    t.generated(now);
+                    t.answer().thought.push_str(&text);
+                }
+            }
+            Event::Finished { tab, end, stats } => {
+                if let Some(t) = self.by_id(tab) {
+                    t.phase = Phase::Idle;
+                    let footer = format!(
+                        "{} · {} · reused {} · prefilled {} · {:.1} tok/s",
+                        end.describe(),
+                        stats.reuse.as_str(),
+                        stats.reused_tokens,
+                        stats.prefilled_tokens,
+                        stats.decode_tok_s
+                    );
+                    let answer = t.answer();
+                    answer.footer = Some(footer);
+                    answer.stats = Some(stats.clone());
+                    t.last_stats = Some(stats);
+                }
+                self.save_tab(tab);
+            }
+            Event::Committed { tab, tokens } => {
+                if let Some(t) = self.by_id(tab) {
+                    t.context_used = tokens;
+                }
+            }
+            Event::TemplateFallback { tab, error } => {
+                self.model.template_fallback = true;
+                if let Some(t) = self.by_id(tab) {
+                    t.push(Message::new(
+                        Role::Notice,
+                        format!("{error}; the model's built-in layout is used instead"),
+                    ));
+                }
+            }
+            Event::Rebased {
+                tab,
+                tokens,
+                common,
+            } => {
+                // Said for a switch of versions; an edit's turn says it in its footer.
+                let shown = self.tab().is_some_and(|t| t.id == tab && !t.phase.busy());
+                if let Some(t) = self.by_id(tab) {
+                    t.context_used = tokens;
+                }
+                if shown {
+                    self.flash = Some(format!(
+                        "rewind: {common}/{tokens} tokens stay cached, {} to prefill",
+                        tokens.saturating_sub(common)
+                    ));
+                }
+            }
+            Event::TabState { tab, tier } => {
+                if let Some(t) = self.by_id(tab) {
+                    t.tier = tier;
+                }
+            }
+            Event::Failed { tab, error } => self.failed(tab, error),
+        }
+        Vec::new()
+    }
+}

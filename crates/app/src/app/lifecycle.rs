@@ -1,0 +1,100 @@
+//! Tabs opened and closed, and a message sent: a new tab set up in the engine (sampling,
+//! context, thinking, the default preset), a closed tab archived (and kept for search), and the
+//! input sent as a turn, or as a new version of an earlier message being edited.
+
+use super::tab::{Message, Phase, Role, Tab};
+use super::{App, persist};
+use gemma_protocol::{Command, TabId};
+
+impl App {
+    pub(super) fn open_tab(&mut self) -> Vec<Command> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let title = format!("chat {id}");
+        let mut tab = Tab::new(id, title, self.settings.thinking);
+        tab.uid = Tab::new_uid(id);
+        self.tabs.push(tab);
+        self.active = self.tabs.len() - 1;
+        let mut cmds = vec![self.sampling_command(&self.tabs[self.active])];
+        cmds.push(Command::Attach {
+            tab: id,
+            chat: self.tabs[self.active].uid.clone(),
+            history: Vec::new(),
+            legacy: None,
+        });
+        if let Some(tokens) = self.settings.context_length {
+            self.tabs[self.active].context_limit = Some(tokens);
+            cmds.push(Command::SetContext { tab: id, tokens });
+        }
+        if self.settings.thinking {
+            cmds.push(Command::SetThinking { tab: id, on: true });
+        }
+        if let Some(p) = self.default_preset() {
+            cmds.extend(self.apply_preset(&p, true));
+        }
+        cmds
+    }
+
+    pub(super) fn close_tab(&mut self, id: TabId) -> Vec<Command> {
+        if let Some(i) = self.tabs.iter().position(|t| t.id == id) {
+            let uid = self.tabs[i].uid.clone();
+            if !self.tabs[i].messages.is_empty() {
+                self.closed.push((uid.clone(), self.saved(i)));
+            }
+            self.saves.push(persist::SaveJob::Archive(uid));
+        }
+        self.tabs.retain(|t| t.id != id);
+        self.pending.retain(|c| c.tab() != Some(id));
+        let mut cmds = vec![Command::CloseTab { tab: id }];
+        if self.tabs.is_empty() {
+            cmds.extend(self.open_tab());
+        }
+        self.active = self.active.min(self.tabs.len() - 1);
+        cmds
+    }
+
+    pub(super) fn submit(&mut self) -> Vec<Command> {
+        let Some(t) = self.tabs.get_mut(self.active) else {
+            return Vec::new();
+        };
+        let text = t.editor.text();
+        if text.trim().is_empty() {
+            return Vec::new();
+        }
+        if t.phase.busy() {
+            self.flash = Some("a turn is running in this tab: Esc stops it".into());
+            return Vec::new();
+        }
+        if let Some(cmd) = text.trim().strip_prefix('/') {
+            return self.slash(cmd.to_string());
+        }
+        let t = &mut self.tabs[self.active];
+        // A new version of an earlier message: the path from it on becomes a branch, and the
+        // engine follows the path up to its parent before the turn.
+        let mut cmds = Vec::new();
+        if let Some(i) = t.editing.take()
+            && t.messages.get(i).is_some_and(|m| m.role == Role::User)
+        {
+            t.fork_at(i);
+            cmds.push(Command::SetPath {
+                tab: t.id,
+                history: persist::exchanges(&t.messages),
+            });
+        }
+        t.editor.take();
+        t.history.push(text.clone());
+        t.recall = None;
+        t.failed = false;
+        t.phase = Phase::Waiting;
+        t.pin = None;
+        t.new_output = false;
+        t.push(Message::new(Role::User, text.trim_end()));
+        cmds.push(Command::Submit { tab: t.id, text });
+        if self.model.ready {
+            cmds
+        } else {
+            self.pending.extend(cmds);
+            Vec::new()
+        }
+    }
+}

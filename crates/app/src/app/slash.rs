@@ -1,0 +1,163 @@
+//! Commands typed in the input (`/rename NAME`, `/copy [N]`, `/think on|off`, `/system [TEXT]`,
+//! `/export [md|json] [PATH]`, `/help`) and what they do to the app: copying the last answer or a
+//! numbered code block, thinking and the system prompt per tab, exporting the tab.
+
+use super::tab::{Message, Role};
+use super::{App, Overlay, export, fences, persist};
+use gemma_protocol::Command;
+
+impl App {
+    /// `/rename NAME`, `/copy [N]`, `/think on|off`, `/system [TEXT]`, `/help`.
+    pub(super) fn slash(&mut self, cmd: String) -> Vec<Command> {
+        let (name, arg) = cmd.split_once(' ').unwrap_or((cmd.as_str(), ""));
+        let arg = arg.trim();
+        let mut out = Vec::new();
+        match name {
+            "rename" if !arg.is_empty() => {
+                if let Some(t) = self.tab_mut() {
+                    t.title = arg.to_string();
+                }
+                self.save(self.active);
+            }
+            "copy" => self.copy(arg.parse().ok()),
+            "think" => {
+                let on = match arg {
+                    "on" => true,
+                    "off" => false,
+                    _ => !self.tab().is_some_and(|t| t.thinking),
+                };
+                out = self.set_thinking(on);
+            }
+            "help" => {
+                self.overlay = Overlay::Help;
+                self.help_scroll = 0;
+            }
+            "export" => self.export_tab(arg),
+            "preset" => out = self.preset_command(arg),
+            "system" => out = self.set_system(Some(arg.to_string()).filter(|a| !a.is_empty())),
+            _ => {
+                self.flash = Some(format!(
+                    "unknown command /{name}: try /rename NAME, /copy [N], /think on|off, \
+                     /system [TEXT], /preset NAME, /export [md|json] [PATH], /help"
+                ));
+                return out;
+            }
+        }
+        if let Some(t) = self.tab_mut() {
+            t.editor.take();
+        }
+        out
+    }
+
+    /// Sets the tab's system prompt (`None` removes it): shown first in the transcript, sent to
+    /// the engine, which rewinds the conversation to its start for the next turn and says so.
+    pub(super) fn set_system(&mut self, text: Option<String>) -> Vec<Command> {
+        let Some(t) = self.tab_mut() else {
+            return Vec::new();
+        };
+        if t.phase.busy() {
+            self.flash = Some("stop the answer first (Esc), then change the system prompt".into());
+            return Vec::new();
+        }
+        if t.system() == text.as_deref() {
+            return Vec::new();
+        }
+        let note = match (&text, t.messages.iter().any(|m| m.role == Role::User)) {
+            (Some(_), true) => {
+                "system prompt set: the next turn starts the conversation over from it"
+            }
+            (None, true) => "system prompt removed: the next turn starts the conversation over",
+            (Some(_), false) => "system prompt set",
+            (None, false) => "system prompt removed",
+        };
+        t.set_system(text.clone());
+        t.push(Message::new(Role::Notice, note));
+        let id = t.id;
+        let i = self.active;
+        self.save(i);
+        vec![Command::SetSystem { tab: id, text }]
+    }
+
+    /// `/export [md|json] [PATH]`: the tab's chat written to PATH (default: its title in the
+    /// current directory) by the saver thread.
+    fn export_tab(&mut self, arg: &str) {
+        let (format, path) = match arg.split_once(' ') {
+            Some((f, p)) => (f, p.trim()),
+            None => (arg, ""),
+        };
+        let (format, path) = match export::Format::parse(format) {
+            Some(f) => (f, path),
+            // `/export PATH`: Markdown, unless the path says .json.
+            None if !format.is_empty() => {
+                let f = if arg.ends_with(".json") {
+                    export::Format::Json
+                } else {
+                    export::Format::Markdown
+                };
+                (f, arg)
+            }
+            None => (export::Format::Markdown, ""),
+        };
+        let chat = self.saved(self.active);
+        let path = if path.is_empty() {
+            std::path::PathBuf::from(format!(
+                "{}.{}",
+                export::file_stem(&chat),
+                format.extension()
+            ))
+        } else {
+            std::path::PathBuf::from(path)
+        };
+        self.flash = Some(format!("exported to {}", path.display()));
+        self.saves.push(persist::SaveJob::Export(
+            path,
+            export::export(&chat, format),
+        ));
+    }
+
+    pub(super) fn set_thinking(&mut self, on: bool) -> Vec<Command> {
+        let supported = self.model.thinking || !self.model.ready;
+        let Some(t) = self.tab_mut() else {
+            return Vec::new();
+        };
+        if !supported {
+            self.flash = Some("this model has no thinking mode".into());
+            return Vec::new();
+        }
+        t.thinking = on;
+        let note = if on { "thinking on" } else { "thinking off" };
+        t.push(Message::new(Role::Notice, note));
+        vec![Command::SetThinking { tab: t.id, on }]
+    }
+
+    /// Copies the last answer, or code block `n` of the tab.
+    pub(super) fn copy(&mut self, n: Option<usize>) {
+        let Some(t) = self.tab() else { return };
+        let text = match n {
+            None => t.last_answer().map(String::from),
+            Some(n) => {
+                let mut seen = 0;
+                let mut found = None;
+                for m in t.messages.iter().filter(|m| m.role == Role::Model) {
+                    let here = fences::count_fences(&m.text);
+                    if n > seen && n <= seen + here {
+                        found = fences::code_block(&m.text, n - seen);
+                        break;
+                    }
+                    seen += here;
+                }
+                found
+            }
+        };
+        match text {
+            Some(text) => {
+                self.flash = Some(match n {
+                    Some(n) => format!("copied code block {n}"),
+                    None => "copied the last answer".into(),
+                });
+                self.clipboard = Some(text);
+            }
+            None => self.flash = Some("nothing to copy".into()),
+        }
+    }
+}

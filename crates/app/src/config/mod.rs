@@ -1,0 +1,387 @@
+//! The TOML configuration, each key written once: the typed structure below is what the file
+//! means, `config/default.toml` (embedded) holds every key's default and documentation, and a
+//! user's file is laid over it and read into that structure in one pass ([`file`], which keeps
+//! every value's line and column for errors). Where the file is found is here too; the ranges
+//! and precedence of the sampling settings live in [`sampling`]. Nothing here reads weights.
+
+pub mod action;
+mod file;
+pub mod keymap;
+pub mod sampling;
+pub mod watch;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Deserializer};
+
+use crate::error::{Error, Result};
+
+pub use self::file::check_url;
+
+/// The built-in configuration, every key commented.
+pub const DEFAULT_TOML: &str = include_str!("../../../../config/default.toml");
+
+/// The whole configuration.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// `[model]`.
+    pub model: ModelConfig,
+    /// `[engine]`.
+    pub engine: EngineConfig,
+    /// `[sampling]`.
+    pub sampling: SamplingConfig,
+    /// `[sessions]`.
+    pub sessions: SessionsConfig,
+    /// `[ui]`.
+    pub ui: UiConfig,
+    /// `[presets.NAME]`.
+    #[serde(default)]
+    pub presets: BTreeMap<String, Preset>,
+    /// Whether the user's file set `model.context_length` (then it must fit the model; the
+    /// built-in value is capped at the model's maximum instead).
+    #[serde(skip)]
+    pub context_length_set: bool,
+}
+
+/// `model.dtype`: the compute dtype.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Dtype {
+    /// f32 on the CPU; on a GPU bf16 where it computes in bf16, else f16.
+    Auto,
+    /// f32.
+    F32,
+    /// f16.
+    F16,
+    /// bf16.
+    Bf16,
+}
+
+/// `model.backend`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// burn-flex on the CPU.
+    Cpu,
+    /// wgpu (Vulkan, Metal, DX12).
+    Wgpu,
+    /// CUDA.
+    Cuda,
+}
+
+/// `engine.kind`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EngineKind {
+    /// The model in this process.
+    Local,
+    /// An OpenAI-compatible server's model.
+    Remote,
+}
+
+/// `sessions.thinking_policy`: what a finished turn keeps of its thought.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ThinkingPolicy {
+    /// Dropped, as chat templates render history.
+    Strip,
+    /// Kept: no re-prefill, more context used.
+    Keep,
+}
+
+/// `ui.theme`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Theme {
+    /// Light text on a dark terminal.
+    #[default]
+    Dark,
+    /// Dark text on a light terminal.
+    Light,
+}
+
+impl Dtype {
+    /// The name as the file writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Dtype::Auto => "auto",
+            Dtype::F32 => "f32",
+            Dtype::F16 => "f16",
+            Dtype::Bf16 => "bf16",
+        }
+    }
+}
+
+impl Backend {
+    /// The name as the file and `--backend` write it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Cpu => "cpu",
+            Backend::Wgpu => "wgpu",
+            Backend::Cuda => "cuda",
+        }
+    }
+}
+
+/// `[model]`: what to load and where to run it.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelConfig {
+    /// Model directory or .gguf file; empty for the demo model.
+    pub path: String,
+    /// The compute dtype.
+    pub dtype: Dtype,
+    /// The backend.
+    pub backend: Backend,
+    /// Context limit per tab, in tokens.
+    #[serde(deserialize_with = "at_least::<_, _, 1>")]
+    pub context_length: usize,
+    /// Gemma 4 thinking for new tabs.
+    pub thinking: bool,
+}
+
+/// `[engine]`: the model in this process, or an OpenAI-compatible server's.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineConfig {
+    /// Local or remote.
+    pub kind: EngineKind,
+    /// The server's base URL.
+    pub url: String,
+    /// The model to ask the server for (empty: its first).
+    pub model: String,
+    /// The name of the environment variable with the API key (empty: none).
+    pub api_key_env: String,
+    /// Seconds to connect.
+    #[serde(deserialize_with = "at_least::<_, _, 1>")]
+    pub connect_timeout_s: u64,
+    /// Seconds from a request to the first byte of its answer.
+    #[serde(deserialize_with = "at_least::<_, _, 1>")]
+    pub first_byte_timeout_s: u64,
+}
+
+/// `[sampling]`: unset values fall back to the model's `generation_config.json`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SamplingConfig {
+    /// 0 to 2; 0 is greedy.
+    #[serde(default, deserialize_with = "knob::temperature")]
+    pub temperature: Option<f32>,
+    /// 0 is off.
+    #[serde(default, deserialize_with = "knob::top_k")]
+    pub top_k: Option<usize>,
+    /// In (0, 1].
+    #[serde(default, deserialize_with = "knob::top_p")]
+    pub top_p: Option<f32>,
+    /// In [0, 1].
+    #[serde(default, deserialize_with = "knob::min_p")]
+    pub min_p: Option<f32>,
+    /// 0 is a random seed per turn.
+    #[serde(default, deserialize_with = "knob::seed")]
+    pub seed: Option<u64>,
+    /// Most tokens per answer.
+    #[serde(deserialize_with = "at_least::<_, _, 1>")]
+    pub max_new_tokens: usize,
+    /// Texts that end an answer.
+    pub stop: Vec<String>,
+}
+
+/// `[presets.NAME]`: settings a tab takes together; what is left out is inherited.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Preset {
+    /// The system prompt.
+    pub system: Option<String>,
+    /// 0 to 2.
+    #[serde(default, deserialize_with = "knob::temperature")]
+    pub temperature: Option<f32>,
+    /// 0 is off.
+    #[serde(default, deserialize_with = "knob::top_k")]
+    pub top_k: Option<usize>,
+    /// In (0, 1].
+    #[serde(default, deserialize_with = "knob::top_p")]
+    pub top_p: Option<f32>,
+    /// In [0, 1].
+    #[serde(default, deserialize_with = "knob::min_p")]
+    pub min_p: Option<f32>,
+    /// 0 is a random seed per turn.
+    #[serde(default, deserialize_with = "knob::seed")]
+    pub seed: Option<u64>,
+    /// Gemma 4 thinking.
+    pub thinking: Option<bool>,
+    /// Most tokens per answer.
+    #[serde(default, deserialize_with = "knob::max_new_tokens")]
+    pub max_new_tokens: Option<usize>,
+}
+
+/// `[sessions]`: memory for warm tabs.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionsConfig {
+    /// MiB of KV state on the device (0: no limit).
+    #[serde(deserialize_with = "at_least::<_, _, 0>")]
+    pub memory_budget_mb: u64,
+    /// MiB of KV state in host RAM (0: no limit).
+    #[serde(deserialize_with = "at_least::<_, _, 0>")]
+    pub host_budget_mb: u64,
+    /// What finished turns keep of their thoughts.
+    pub thinking_policy: ThinkingPolicy,
+    /// MiB of disk for warm-restart KV snapshots (0: off).
+    #[serde(deserialize_with = "at_least::<_, _, 0>")]
+    pub kv_disk_mb: u64,
+    /// Days closed tabs' chats are kept (0: for ever).
+    #[serde(deserialize_with = "at_least::<_, _, 0>")]
+    pub keep_closed_days: u64,
+}
+
+/// `[ui]`: looks and keys.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UiConfig {
+    /// The preset new tabs start with (empty: none).
+    pub default_preset: String,
+    /// Colours.
+    pub theme: Theme,
+    /// Thoughts expanded by default.
+    pub show_thoughts: bool,
+    /// Action name → key chords.
+    pub keys: BTreeMap<String, Vec<String>>,
+}
+
+/// Reads a whole number of `MIN` or more (refused with the rule otherwise).
+fn at_least<'de, D, T, const MIN: i64>(d: D) -> std::result::Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: TryFrom<i64>,
+{
+    let v = i64::deserialize(d)?;
+    if v < MIN {
+        return Err(serde::de::Error::custom(format!(
+            "{v} is out of range: allowed {MIN} or more"
+        )));
+    }
+    T::try_from(v).map_err(|_| serde::de::Error::custom(format!("{v} is too large")))
+}
+
+/// Readers for the sampling settings, each checked against its [`sampling::Knob`].
+mod knob {
+    use serde::{Deserialize, Deserializer};
+
+    use super::sampling::{self, Knob};
+
+    fn read<'de, D: Deserializer<'de>>(d: D, k: &Knob) -> Result<f64, D::Error> {
+        let v = f64::deserialize(d)?;
+        k.check(v).map_err(serde::de::Error::custom)
+    }
+
+    /// `temperature`.
+    pub fn temperature<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f32>, D::Error> {
+        read(d, &sampling::TEMPERATURE).map(|v| Some(v as f32))
+    }
+    /// `top_k`.
+    pub fn top_k<'de, D: Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
+        read(d, &sampling::TOP_K).map(|v| Some(v as usize))
+    }
+    /// `top_p`.
+    pub fn top_p<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f32>, D::Error> {
+        read(d, &sampling::TOP_P).map(|v| Some(v as f32))
+    }
+    /// `min_p`.
+    pub fn min_p<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f32>, D::Error> {
+        read(d, &sampling::MIN_P).map(|v| Some(v as f32))
+    }
+    /// `seed` (TOML integers end at 2^63 - 1).
+    pub fn seed<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+        read(d, &sampling::SEED).map(|v| Some(v as u64))
+    }
+    /// `max_new_tokens` in a preset.
+    pub fn max_new_tokens<'de, D: Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
+        read(d, &sampling::MAX_NEW_TOKENS).map(|v| Some(v as usize))
+    }
+}
+
+impl Preset {
+    /// The preset's sampling values as a precedence layer (a tab's own).
+    pub fn sampling_layer(&self) -> sampling::SamplingLayer {
+        sampling::SamplingLayer {
+            temperature: self.temperature,
+            top_k: self.top_k,
+            top_p: self.top_p,
+            min_p: self.min_p,
+            seed: self.seed,
+        }
+    }
+}
+
+impl Config {
+    /// The file's sampling settings as a precedence layer.
+    pub fn sampling_layer(&self) -> sampling::SamplingLayer {
+        let s = &self.sampling;
+        sampling::SamplingLayer {
+            temperature: s.temperature,
+            top_k: s.top_k,
+            top_p: s.top_p,
+            min_p: s.min_p,
+            seed: s.seed,
+        }
+    }
+
+    /// The built-in configuration alone.
+    pub fn builtin() -> Result<Self> {
+        Self::from_layers(None)
+    }
+
+    /// The built-in configuration with the file at `path` (its text: `text`) laid over it. Every
+    /// problem in the file is reported with its line and column.
+    pub fn from_layers(user: Option<(&Path, &str)>) -> Result<Self> {
+        file::read(user)
+    }
+
+    /// Reads the file at `path` (when there is one) over the built-in configuration. Something
+    /// at `path` that cannot be read (a dangling symlink, a loop, no permission, not UTF-8) is an
+    /// error, never silently the defaults.
+    pub fn load(path: Option<&Path>) -> Result<Self> {
+        match path.filter(|p| std::fs::symlink_metadata(p).is_ok()) {
+            Some(p) => {
+                let text = std::fs::read_to_string(p).map_err(|e| {
+                    Error::Settings(format!(
+                        "cannot read the config file {}: {e}; fix or remove it",
+                        p.display()
+                    ))
+                })?;
+                Self::from_layers(Some((p, &text)))
+            }
+            None => Self::builtin(),
+        }
+    }
+}
+
+/// Where warm-restart KV snapshots go: `$GEMMA_CHAT_CACHE_DIR`, else the platform's cache dir
+/// (e.g. `~/.cache/gemma-chat`).
+pub fn cache_dir() -> PathBuf {
+    std::env::var_os("GEMMA_CHAT_CACHE_DIR")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            directories::ProjectDirs::from("", "", "gemma-chat")
+                .map(|d| d.cache_dir().to_path_buf())
+        })
+        .unwrap_or_else(|| PathBuf::from(".gemma-chat-cache"))
+}
+
+/// Where the user's config file is: `flag` > `$GEMMA_CHAT_CONFIG` >
+/// `$XDG_CONFIG_HOME/gemma-chat/config.toml` > the platform's config dir.
+pub fn config_path(flag: Option<&Path>) -> Option<PathBuf> {
+    if let Some(p) = flag {
+        return Some(p.to_path_buf());
+    }
+    if let Some(p) = std::env::var_os("GEMMA_CHAT_CONFIG").filter(|p| !p.is_empty()) {
+        return Some(PathBuf::from(p));
+    }
+    if let Some(x) = std::env::var_os("XDG_CONFIG_HOME").filter(|p| !p.is_empty()) {
+        return Some(PathBuf::from(x).join("gemma-chat/config.toml"));
+    }
+    directories::ProjectDirs::from("", "", "gemma-chat").map(|d| d.config_dir().join("config.toml"))
+}

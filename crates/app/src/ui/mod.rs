@@ -1,0 +1,405 @@
+//! Drawing: a pure function of the [`App`] (with [`view::View`], the renderer's cache of laid-out
+//! transcripts). The screen is a tab bar, the transcript, the input box and a status line, with
+//! popups (help, confirm close, rename) on top. Nothing here changes the app; what it measures
+//! (the transcript's length) is handed back through [`App::measured`].
+
+pub mod markdown;
+pub mod theme;
+pub mod transcript;
+pub mod view;
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::Modifier;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Clear, Paragraph};
+
+use unicode_width::UnicodeWidthStr;
+
+use self::theme::Theme;
+use self::view::View;
+use crate::app::search::{MAX_HITS, SearchState};
+use crate::app::tab::Role;
+use crate::app::{App, Measured, Overlay};
+use crate::config::action::Action;
+use gemma_protocol::Tier;
+
+/// Where each part of the screen goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Areas {
+    /// The tab bar.
+    pub tabs: Rect,
+    /// The transcript.
+    pub transcript: Rect,
+    /// The input box, borders included.
+    pub input: Rect,
+    /// The status line.
+    pub status: Rect,
+}
+
+/// The layout for the app's terminal size (the input's height is the app's:
+/// [`App::input_height`]).
+pub fn areas(app: &App) -> Areas {
+    let (w, h) = app.size;
+    let [tabs, transcript, input, status] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Min(1),
+        Constraint::Length(app.input_height()),
+        Constraint::Length(1),
+    ])
+    .areas(Rect::new(0, 0, w, h));
+    Areas {
+        tabs,
+        transcript,
+        input,
+        status,
+    }
+}
+
+/// Draws the whole app; `view` keeps the laid-out transcripts between frames. Returns what
+/// [`App::measured`] takes: the shown tab, its transcript's length in lines, where a found or
+/// selected message put the view, and the line each message starts at.
+pub fn render(f: &mut Frame, app: &App, view: &mut View) -> Option<Measured> {
+    let theme = &Theme::named(app.theme);
+    let a = areas(app);
+    view.retain(|id| app.tabs.iter().any(|t| t.id == id));
+    tab_bar(f, a.tabs, app);
+    let measured = transcript::render(f, a.transcript, app, view);
+    input(f, a.input, app);
+    status(f, a.status, app);
+    match &app.overlay {
+        Overlay::None => {}
+        Overlay::Help => help(f, app),
+        Overlay::ConfirmClose(id) => {
+            let name = app
+                .tabs
+                .iter()
+                .find(|t| t.id == *id)
+                .map_or(String::new(), |t| t.title.clone());
+            let text = format!("“{name}” is generating. Close it? (y/n)");
+            popup(f, app, " Close tab ", vec![Line::from(text)], 50, 3);
+        }
+        Overlay::Settings(e) => {
+            let mut lines = Vec::new();
+            let preset = app.tab().and_then(|t| t.preset.clone());
+            lines.push(Line::from(Span::styled(
+                match &preset {
+                    Some(p) => format!(" preset {p} (/preset NAME changes it)"),
+                    None => " no preset (/preset NAME takes one)".to_string(),
+                },
+                theme.dim,
+            )));
+            for (i, (name, value, source)) in app.settings_rows(e).into_iter().enumerate() {
+                let style = if i == e.field {
+                    theme.tab_active
+                } else {
+                    Default::default()
+                };
+                lines.push(Line::from(vec![
+                    Span::styled(format!(" {name:<12} {value:>6} "), style),
+                    Span::styled(format!(" from {}", source.as_str()), theme.dim),
+                ]));
+            }
+            lines.push(Line::default());
+            lines.push(Line::from(Span::styled(
+                " ←/→ change · r inherit · Enter apply · Esc cancel",
+                theme.dim,
+            )));
+            popup(f, app, " This tab's sampling ", lines, 54, 8);
+        }
+        Overlay::Search(s) => search_popup(f, app, s),
+        Overlay::Rename(e) => {
+            let line = Line::from(vec![Span::raw(e.text()), Span::styled("▏", theme.accent)]);
+            popup(
+                f,
+                app,
+                " Rename tab (Enter saves, Esc cancels) ",
+                vec![line],
+                50,
+                3,
+            );
+        }
+    }
+    measured.map(|(lines, focus_top, starts)| Measured {
+        tab: app.tab().map_or(0, |t| t.id),
+        lines,
+        focus_top,
+        starts,
+    })
+}
+
+fn tab_bar(f: &mut Frame, area: Rect, app: &App) {
+    let theme = &Theme::named(app.theme);
+    let mut spans = Vec::new();
+    for (i, t) in app.tabs.iter().enumerate() {
+        // ◆ generating, ✗ failed, then where the session lives: ● warm, ◐ in RAM, ○ cold.
+        let mark = if t.phase.busy() {
+            "◆"
+        } else if t.failed {
+            "✗"
+        } else {
+            match t.tier {
+                Tier::Device => "●",
+                Tier::Host => "◐",
+                Tier::Cold => "○",
+            }
+        };
+        let label = format!(" {} {} {mark} ", i + 1, t.title);
+        let style = if i == app.active {
+            theme.tab_active
+        } else {
+            theme.dim
+        };
+        spans.push(Span::styled(label, style));
+        spans.push(Span::raw(" "));
+    }
+    // Too many tabs for the width: leave out tabs on the left until the active one shows, with
+    // `‹` saying some are hidden.
+    let width = |spans: &[Span]| spans.iter().map(|s| s.content.width()).sum::<usize>();
+    let active_end = 2 * app.active + 2;
+    let mut first = 0;
+    while first < app.active
+        && width(&spans[2 * first..active_end.min(spans.len())]) + 2 > area.width as usize
+    {
+        first += 1;
+    }
+    let mut shown: Vec<Span> = Vec::new();
+    if first > 0 {
+        shown.push(Span::styled("‹ ", theme.dim));
+    }
+    shown.extend(spans.drain(2 * first..));
+    f.render_widget(Paragraph::new(Line::from(shown)), area);
+}
+
+fn input(f: &mut Frame, area: Rect, app: &App) {
+    let theme = &Theme::named(app.theme);
+    let Some(t) = app.tab() else { return };
+    let inner_w = area.width.saturating_sub(2) as usize;
+    let (rows, (cx, cy)) = t.editor.layout(inner_w);
+    let visible = area.height.saturating_sub(2) as usize;
+    let first = (cy + 1).saturating_sub(visible);
+    let lines: Vec<Line> = rows
+        .iter()
+        .skip(first)
+        .take(visible)
+        .map(|r| Line::from(r.clone()))
+        .collect();
+    let mut title = match t.editing {
+        Some(_) => " Editing: Enter sends a new version, Esc cancels ".to_string(),
+        None => " Message ".to_string(),
+    };
+    if t.thinking {
+        title.push_str("· thinking ");
+    }
+    let hint = " Enter send · Alt+Enter newline · Esc stop ";
+    let mut block = Block::new()
+        .borders(Borders::ALL)
+        .border_style(theme.dim)
+        .title(Span::styled(title, theme.accent));
+    if area.width as usize >= hint.width() + 4 {
+        block = block.title_bottom(Line::from(Span::styled(hint, theme.dim)).right_aligned());
+    }
+    f.render_widget(Paragraph::new(lines).block(block), area);
+    if matches!(app.overlay, Overlay::None) {
+        let x = area.x + 1 + cx as u16;
+        let y = area.y + 1 + (cy - first) as u16;
+        if x < area.right() && y < area.bottom() {
+            f.set_cursor_position((x, y));
+        }
+    }
+}
+
+fn status(f: &mut Frame, area: Rect, app: &App) {
+    let theme = &Theme::named(app.theme);
+    let mut spans = vec![Span::styled(
+        format!(" {} · {} ", app.model.name, app.model.backend),
+        theme.status.add_modifier(Modifier::BOLD),
+    )];
+    if app.model.template_fallback {
+        spans.push(Span::styled(" ⚠ built-in chat layout ", theme.warn));
+    }
+    spans.push(Span::styled(
+        format!(" {} ", app.phase_text()),
+        theme.status,
+    ));
+    if let Some(t) = app.tab() {
+        let limit = t.context_limit.unwrap_or(app.model.context_limit).max(1);
+        let pct = t.context_used * 100 / limit;
+        let ctx = format!(" ctx {}/{limit} ({pct}%) ", t.context_used);
+        let style = if pct >= 95 {
+            theme.error
+        } else if pct >= 80 {
+            theme.warn
+        } else {
+            theme.status
+        };
+        spans.push(Span::styled(ctx, style));
+        if pct >= 80 {
+            let warn = if pct >= 95 {
+                " context almost full: open a new tab (Ctrl+T) "
+            } else {
+                " context 80% used "
+            };
+            spans.push(Span::styled(warn, style));
+        }
+        let r = app.tab_sampling(t);
+        spans.push(Span::styled(
+            format!(
+                " temp {:.2} ({}) ",
+                r.params.temperature,
+                r.sources[0].as_str()
+            ),
+            theme.status,
+        ));
+        if let Some(s) = &t.last_stats {
+            spans.push(Span::styled(
+                format!(
+                    " reused {}/prefilled {} ",
+                    s.reused_tokens, s.prefilled_tokens
+                ),
+                theme.status,
+            ));
+        }
+    }
+    if let Some(note) = &app.flash {
+        spans.push(Span::styled(format!(" {note} "), theme.accent));
+    } else if let Some(e) = &app.last_error {
+        spans.push(Span::styled(format!(" error: {e} "), theme.error));
+    }
+    f.render_widget(Paragraph::new(Line::from(spans)).style(theme.status), area);
+}
+
+fn help(f: &mut Frame, app: &App) {
+    let theme = &Theme::named(app.theme);
+    // Alt+1..Alt+9 make one entry.
+    let mut entries: Vec<(String, String)> = Vec::new();
+    let mut gotos = Vec::new();
+    for (action, keys) in app.keymap.bindings() {
+        match action {
+            Action::GotoTab(_) => gotos.extend(keys),
+            a => entries.push((keys.join(", "), a.describe())),
+        }
+    }
+    if let (Some(first), Some(last)) = (gotos.first(), gotos.last()) {
+        entries.push((format!("{first}..{last}"), "go to tab N".into()));
+    }
+    let key_w = entries.iter().map(|(k, _)| k.width()).max().unwrap_or(0) + 2;
+    let entry_w = key_w + entries.iter().map(|(_, d)| d.width()).max().unwrap_or(0);
+    let footer = [
+        "Commands: /rename NAME · /copy [N] (code block N) · /think on|off · /system [TEXT]",
+        "          /preset NAME · /export [md|json] [PATH] (this tab to a file)",
+        "Up/Down scroll · any other key closes this help.",
+    ];
+    // Two columns when one does not fit the screen's height.
+    let room = app.size.1.saturating_sub(2 + footer.len() as u16 + 1) as usize;
+    let columns = if entries.len() > room && app.size.0 as usize >= 2 * entry_w + 6 {
+        2
+    } else {
+        1
+    };
+    let rows = entries.len().div_ceil(columns);
+    let mut lines = Vec::new();
+    for r in 0..rows {
+        let mut spans = Vec::new();
+        for c in 0..columns {
+            if let Some((k, d)) = entries.get(c * rows + r) {
+                spans.push(Span::styled(format!("{k:<key_w$}"), theme.accent));
+                let pad = if c + 1 < columns {
+                    entry_w - key_w + 3
+                } else {
+                    0
+                };
+                spans.push(Span::raw(format!("{d:<pad$}")));
+            }
+        }
+        lines.push(Line::from(spans));
+    }
+    lines.push(Line::default());
+    for text in footer {
+        lines.push(Line::from(Span::styled(text, theme.dim)));
+    }
+    let w = (columns * (entry_w + 3)).max(footer[0].width()) as u16 + 2;
+    let h = lines.len() as u16 + 2;
+    // Taller than the screen: it scrolls, and the title says how far.
+    let visible = app.size.1.saturating_sub(2).max(1);
+    let scroll = app
+        .help_scroll
+        .min((lines.len() as u16).saturating_sub(visible));
+    let title = if h > app.size.1 {
+        format!(
+            " Keys ({}-{} of {}, Up/Down scroll) ",
+            scroll + 1,
+            (scroll + visible).min(lines.len() as u16),
+            lines.len()
+        )
+    } else {
+        " Keys ".to_string()
+    };
+    let lines = lines.into_iter().skip(scroll as usize).collect();
+    popup(f, app, &title, lines, w, h);
+}
+
+/// A bordered box centred on the screen, at most `w` x `h`.
+fn popup(f: &mut Frame, app: &App, title: &str, lines: Vec<Line>, w: u16, h: u16) {
+    let theme = &Theme::named(app.theme);
+    let (sw, sh) = app.size;
+    let w = w.min(sw);
+    let h = h.min(sh);
+    let area = Rect::new((sw - w) / 2, (sh - h) / 2, w, h);
+    f.render_widget(Clear, area);
+    let block = Block::new()
+        .borders(Borders::ALL)
+        .border_style(theme.accent)
+        .title(title.to_string());
+    f.render_widget(Paragraph::new(lines).block(block), area);
+}
+
+/// The search overlay: the query, the hits (the selected one marked) and a footer.
+fn search_popup(f: &mut Frame, app: &App, s: &SearchState) {
+    let theme = &Theme::named(app.theme);
+    let (sw, sh) = app.size;
+    let w = sw.saturating_sub(8).clamp(20, 100);
+    let h = sh.saturating_sub(4).clamp(6, 24);
+    let mut lines = vec![Line::from(vec![
+        Span::raw(format!(" {}", s.query.text())),
+        Span::styled("▏", theme.accent),
+    ])];
+    let room = (h as usize).saturating_sub(4);
+    let first = s.selected.saturating_sub(room.saturating_sub(1));
+    for (i, hit) in s.hits.iter().enumerate().skip(first).take(room) {
+        let who = match hit.role {
+            Role::User => "You",
+            Role::Model => "Gemma",
+            _ => "System",
+        };
+        let style = if i == s.selected {
+            theme.tab_active
+        } else {
+            Default::default()
+        };
+        lines.push(Line::from(vec![
+            Span::styled(
+                match &hit.closed {
+                    Some(_) => format!(" {} (closed) · {who}: ", hit.title),
+                    None => format!(" {} · {who}: ", hit.title),
+                },
+                theme.dim,
+            ),
+            Span::styled(hit.snippet.clone(), style),
+        ]));
+    }
+    let found = match s.hits.len() {
+        0 if s.query.text().trim().is_empty() => "type to search every chat".to_string(),
+        0 => "nothing found".to_string(),
+        n if n >= MAX_HITS => format!("the first {n} found"),
+        n => format!("{n} found"),
+    };
+    while lines.len() < room + 1 {
+        lines.push(Line::default());
+    }
+    lines.push(Line::from(Span::styled(
+        format!(" {found} · ↑/↓ pick · Enter open · Esc close"),
+        theme.dim,
+    )));
+    popup(f, app, " Search ", lines, w, h);
+}

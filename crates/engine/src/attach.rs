@@ -1,0 +1,170 @@
+//! Where an attached tab's conversation comes from ([`conversation`]): what the engine saved for
+//! the chat with these weights; else what an earlier release saved in the chat file (brought to
+//! today's form); else the transcript's text, rendered turn by turn with the chat template the way
+//! the turns were first sent. Every candidate is checked against the model before it is used.
+
+use super::branch::{self, Held, Rendered, Setting};
+use super::convo_store::{self, ConvoStore, SavedConvo};
+use super::protocol::{Exchange, LegacyConvo};
+use super::tabs::Stores;
+use super::tabs::TabState;
+use gemma_model::checkpoint::LoadedModel;
+use gemma_model::error::{Error, Result};
+
+/// Where a conversation came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Origin {
+    /// The engine's own store: exactly the ids the model saw.
+    Saved,
+    /// A chat file of an earlier release.
+    Legacy,
+    /// Rebuilt from the transcript's text.
+    Rebuilt,
+}
+
+/// What the UI asked for: see [`super::protocol::Command::Attach`].
+pub(super) struct Request {
+    pub chat: String,
+    pub history: Vec<Exchange>,
+    pub legacy: Option<LegacyConvo>,
+}
+
+/// Ties tab `t` to `r.chat` and brings its conversation back: warm when a KV snapshot of it
+/// verifies, else marked so that the next turn prefills it (reason `restored`). Where it came
+/// from, or `None` when the tab was attached already or the chat holds no exchange yet.
+pub(super) fn attach(
+    t: &mut TabState,
+    lm: &LoadedModel,
+    end_ids: &[u32],
+    stores: &Stores,
+    r: Request,
+) -> Result<Option<Origin>> {
+    if !convo_store::valid_name(&r.chat) {
+        return Err(Error::Invalid(format!(
+            "`{}` cannot name a chat: use letters, digits, - and _",
+            r.chat
+        )));
+    }
+    if t.chat.as_deref() == Some(r.chat.as_str()) {
+        // Attached already: its conversation is the one in memory.
+        return Ok(None);
+    }
+    t.chat = Some(r.chat.clone());
+    let legacy_ids = r.legacy.as_ref().map(|l| l.ids.clone());
+    let setting = Setting {
+        system: t.system.as_deref(),
+        thinking: t.thinking,
+    };
+    let store = stores.convos.as_ref();
+    let found = conversation(lm, end_ids, store, &r.chat, &r.history, r.legacy, &setting)?;
+    let Some((convo, origin)) = found else {
+        return Ok(None);
+    };
+    // The exchanges' texts are the transcript's; where they lie in the ids is known for a
+    // conversation rebuilt here or saved with them.
+    let base = 1 + convo.header;
+    let spans_fit = convo.exchanges.len() == r.history.len()
+        && convo
+            .exchanges
+            .iter()
+            .all(|&[a, e]| a <= e && base + e <= convo.ids.len())
+        && convo
+            .exchanges
+            .last()
+            .is_none_or(|&[_, e]| base + e == convo.ids.len());
+    t.held = spans_fit.then(|| {
+        r.history
+            .iter()
+            .zip(&convo.exchanges)
+            .map(|(ex, &[answer_start, end])| Held {
+                user: ex.user.clone(),
+                answer: ex.answer.clone(),
+                answer_start,
+                end,
+            })
+            .collect()
+    });
+    t.session.reset();
+    t.convo = convo.ids;
+    t.header = t.convo[1..1 + convo.header].to_vec();
+    t.last_answer = convo.last_answer;
+    // With a snapshot that verifies, the tab is warm (in host memory) at once; one saved by an
+    // earlier release is found under the ids it was saved with.
+    let warm = stores.kv.as_ref().is_some_and(|kv| {
+        kv.load(&t.convo, &lm.model, &mut t.session)
+            || legacy_ids.is_some_and(|ids| kv.load(&ids, &lm.model, &mut t.session))
+    });
+    if !warm {
+        t.session.mark_restored();
+    }
+    Ok(Some(origin))
+}
+
+/// The conversation for `chat` and where it came from; `None` for a chat with no exchanges.
+fn conversation(
+    lm: &LoadedModel,
+    end_ids: &[u32],
+    store: Option<&ConvoStore>,
+    chat: &str,
+    history: &[Exchange],
+    legacy: Option<LegacyConvo>,
+    setting: &Setting,
+) -> Result<Option<(SavedConvo, Origin)>> {
+    if let Some(saved) = store.and_then(|s| s.load(chat)).filter(|c| fits(lm, c)) {
+        return Ok(Some((saved, Origin::Saved)));
+    }
+    if let Some(old) = legacy.and_then(|l| normalize(lm, end_ids, l)) {
+        return Ok(Some((old, Origin::Legacy)));
+    }
+    if history.is_empty() {
+        return Ok(None);
+    }
+    let mut r = Rendered::default();
+    branch::render(lm, &mut r, history, setting)?;
+    let convo = SavedConvo {
+        last_answer: r.last_answer(),
+        exchanges: spans(&r.held),
+        ids: r.ids,
+        header: r.header,
+    };
+    Ok(fits(lm, &convo).then_some((convo, Origin::Rebuilt)))
+}
+
+/// Whether `c` can be this model's conversation: BOS first, ids in the vocabulary, a header and
+/// an answer start inside it.
+fn fits(lm: &LoadedModel, c: &SavedConvo) -> bool {
+    let cfg = lm.model.config();
+    c.ids.first() == Some(&cfg.bos_token_id)
+        && c.header < c.ids.len()
+        && c.last_answer.is_none_or(|a| a <= c.ids.len())
+        && c.ids.iter().all(|&i| (i as usize) < cfg.vocab_size)
+}
+
+/// A conversation an earlier release saved, in today's form: those closed the last answer with
+/// its end id and ended the header before the first user turn's opening. `None` when it does
+/// not fit the model.
+fn normalize(lm: &LoadedModel, end_ids: &[u32], old: LegacyConvo) -> Option<SavedConvo> {
+    let mut c = SavedConvo {
+        ids: old.ids,
+        header: old.header,
+        last_answer: old.last_answer,
+        exchanges: Vec::new(),
+    };
+    if !fits(lm, &c) {
+        return None;
+    }
+    if c.ids.len() > 1 + c.header && c.ids.last().is_some_and(|i| end_ids.contains(i)) {
+        c.ids.pop();
+    }
+    let opening = lm.user_turn(&[], 0, None, false, "").ok()?.header;
+    let after = c.ids.get(1 + c.header..)?;
+    if !opening.is_empty() && after.starts_with(&opening) {
+        c.header += opening.len();
+    }
+    (c.header < c.ids.len()).then_some(c)
+}
+
+/// Where each held exchange's answer starts and ends, as the store keeps them.
+pub(super) fn spans(held: &[Held]) -> Vec<[usize; 2]> {
+    held.iter().map(|h| [h.answer_start, h.end]).collect()
+}

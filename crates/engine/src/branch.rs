@@ -1,0 +1,120 @@
+//! A tab's conversation as a list of exchanges in ids ([`Held`]), and moving it to another path of
+//! the UI's conversation tree ([`rebase`]): the exchanges the new path shares with the one held
+//! keep their ids exactly (the sampled answers included), the rest are rendered turn by turn with
+//! the chat template the way they were first sent ([`render`]). The session is left alone: the
+//! next turn rewinds it to the longest common prefix.
+
+use super::protocol::Exchange;
+use gemma_model::checkpoint::LoadedModel;
+use gemma_model::error::Result;
+
+/// One exchange the engine holds: its texts as the UI shows them, and where its answer starts and
+/// ends in the conversation's ids, counted from the first exchange (after BOS and the header, so
+/// that a new header does not move them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Held {
+    pub user: String,
+    pub answer: String,
+    pub answer_start: usize,
+    pub end: usize,
+}
+
+impl Held {
+    /// Whether `ex` is this exchange (the UI keeps the user's text without trailing blanks).
+    fn is(&self, ex: &Exchange) -> bool {
+        self.user.trim_end() == ex.user.trim_end() && self.answer == ex.answer
+    }
+}
+
+/// What the tab talks to the model in.
+pub(super) struct Setting<'a> {
+    pub system: Option<&'a str>,
+    pub thinking: bool,
+}
+
+/// A conversation in ids with its exchanges.
+#[derive(Debug, Default)]
+pub(super) struct Rendered {
+    pub ids: Vec<u32>,
+    /// Header ids after BOS.
+    pub header: usize,
+    pub held: Vec<Held>,
+    /// Set when the checkpoint's template failed and the built-in layout stood in.
+    pub template_error: Option<gemma_model::tokenizer::template::TemplateError>,
+}
+
+impl Rendered {
+    /// Where the last answer starts in `ids`.
+    pub fn last_answer(&self) -> Option<usize> {
+        self.held.last().map(|h| 1 + self.header + h.answer_start)
+    }
+}
+
+/// Appends `exchanges` to `into`, each user turn rendered with the chat template after what is
+/// there and its answer tokenized.
+pub(super) fn render(
+    lm: &LoadedModel,
+    into: &mut Rendered,
+    exchanges: &[Exchange],
+    setting: &Setting,
+) -> Result<()> {
+    let tok = lm.tokenizer.as_ref();
+    for ex in exchanges {
+        let turn = lm.user_turn(
+            &into.ids,
+            into.header,
+            setting.system,
+            setting.thinking,
+            &ex.user,
+        )?;
+        if into.template_error.is_none() {
+            into.template_error = turn.template_error;
+        }
+        into.ids = turn.prompt;
+        into.header = turn.header.len();
+        let base = 1 + into.header;
+        let answer_start = into.ids.len() - base;
+        if let Some(tok) = tok {
+            into.ids.extend(tok.encode(&ex.answer)?);
+        }
+        into.held.push(Held {
+            user: ex.user.clone(),
+            answer: ex.answer.clone(),
+            answer_start,
+            end: into.ids.len() - base,
+        });
+    }
+    Ok(())
+}
+
+/// The conversation that follows `path`, from the one held (`ids` with a header of `header`
+/// ids; `held` its exchanges, `None` when they are not known): the leading exchanges both share
+/// are kept as they are, the rest rendered.
+pub(super) fn rebase(
+    lm: &LoadedModel,
+    ids: &[u32],
+    header: usize,
+    held: Option<&[Held]>,
+    path: &[Exchange],
+    setting: &Setting,
+) -> Result<Rendered> {
+    let held = held.unwrap_or_default();
+    let shared = held
+        .iter()
+        .zip(path)
+        .take_while(|(h, ex)| h.is(ex) && 1 + header + h.end <= ids.len())
+        .count();
+    let mut out = Rendered::default();
+    if shared > 0 {
+        out.ids = ids[..1 + header + held[shared - 1].end].to_vec();
+        out.header = header;
+        out.held = held[..shared].to_vec();
+    }
+    render(lm, &mut out, &path[shared..], setting)?;
+    Ok(out)
+}
+
+/// How many leading ids `a` and `b` share.
+pub(super) fn common_prefix(a: &[u32], b: &[u32]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}

@@ -1,0 +1,129 @@
+//! The conversations the engine owns, on disk ([`ConvoStore`]): for each chat the UI attached a
+//! tab to, the conversation in token ids as the model saw it (BOS, header, every exchange up to
+//! the end of the last answer), written atomically whenever a turn commits, and read back when
+//! the chat is attached again. The ids belong to one model: a file names the fingerprint of the
+//! weights and tokenizer it was written with, and one for other weights is not used (the engine
+//! rebuilds the conversation from the transcript's text instead).
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use gemma_files::write_atomic;
+use gemma_model::error::{Error, Result};
+
+/// The file format's version.
+const VERSION: u32 = 1;
+
+/// One chat's conversation in ids.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SavedConvo {
+    /// The conversation up to the end of its last answer.
+    pub ids: Vec<u32>,
+    /// Header ids after BOS.
+    pub header: usize,
+    /// Where the last answer starts in `ids`, for regenerate.
+    pub last_answer: Option<usize>,
+    /// Each exchange's answer start and end, counted from the first exchange (after BOS and the
+    /// header); empty when not known (files of earlier releases).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exchanges: Vec<[usize; 2]>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct File {
+    version: u32,
+    model: String,
+    #[serde(flatten)]
+    convo: SavedConvo,
+}
+
+/// Where the conversations are kept, and for which model.
+#[derive(Debug, Clone)]
+pub struct ConvoStore {
+    dir: PathBuf,
+    model: String,
+}
+
+/// Whether `chat` can name a file: letters, digits, `-` and `_`, 1 to 128 of them.
+pub fn valid_name(chat: &str) -> bool {
+    (1..=128).contains(&chat.len())
+        && chat
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+impl ConvoStore {
+    /// A store in `dir` for the model whose weights have `fingerprint`
+    /// ([`super::kv_store::fingerprint`]).
+    pub fn new(dir: PathBuf, fingerprint: String) -> Self {
+        Self {
+            dir,
+            model: fingerprint,
+        }
+    }
+
+    fn path(&self, chat: &str) -> Result<PathBuf> {
+        if !valid_name(chat) {
+            return Err(Error::Invalid(format!(
+                "`{chat}` cannot name a conversation: use letters, digits, - and _"
+            )));
+        }
+        Ok(self.dir.join(format!("{chat}.json")))
+    }
+
+    /// Writes `convo` as the conversation of `chat`.
+    pub fn save(&self, chat: &str, convo: &SavedConvo) -> Result<()> {
+        let path = self.path(chat)?;
+        let file = File {
+            version: VERSION,
+            model: self.model.clone(),
+            convo: convo.clone(),
+        };
+        let bytes = serde_json::to_vec(&file)
+            .map_err(|e| Error::Invalid(format!("cannot write a conversation: {e}")))?;
+        write_atomic(&path, &bytes).map_err(|e| Error::io(&path, e))
+    }
+
+    /// The conversation saved for `chat` with this model, if there is one that reads.
+    pub fn load(&self, chat: &str) -> Option<SavedConvo> {
+        let text = std::fs::read(self.path(chat).ok()?).ok()?;
+        let file: File = serde_json::from_slice(&text).ok()?;
+        (file.version == VERSION && file.model == self.model).then_some(file.convo)
+    }
+
+    /// Forgets `chat`'s conversation (its tab was closed).
+    pub fn remove(&self, chat: &str) {
+        if let Ok(path) = self.path(chat) {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn saved_conversations_come_back_for_their_model_only() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = ConvoStore::new(dir.path().to_path_buf(), "weights-a".into());
+        let convo = SavedConvo {
+            ids: vec![2, 10, 11, 12],
+            header: 1,
+            last_answer: Some(3),
+            exchanges: vec![[1, 2]],
+        };
+        store.save("chat-1", &convo).expect("save");
+        assert_eq!(store.load("chat-1"), Some(convo.clone()));
+        assert_eq!(store.load("chat-2"), None);
+        let other = ConvoStore::new(dir.path().to_path_buf(), "weights-b".into());
+        assert_eq!(other.load("chat-1"), None, "other weights");
+        assert!(store.save("../escape", &convo).is_err());
+        assert_eq!(store.load("../escape"), None);
+        std::fs::write(dir.path().join("bad.json"), b"{not json").expect("write");
+        assert_eq!(store.load("bad"), None);
+        store.remove("chat-1");
+        assert_eq!(store.load("chat-1"), None);
+    }
+}

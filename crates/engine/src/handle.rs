@@ -1,0 +1,184 @@
+//! The engine thread: [`spawn`] loads the model on a new thread and serves it
+//! ([`super::worker`]; [`super::remote`] serves a server's model through the same handle, an
+//! [`EngineHandle`] that sends [`Command`]s and receives [`Event`]s); [`EngineOptions`] are its
+//! memory limits and policies.
+
+use std::sync::mpsc::{Receiver, Sender, channel};
+
+use super::convo_store::ConvoStore;
+use super::kv_store::{KvStore, fingerprint};
+use super::protocol::{
+    Command, ENGINE_THREAD, EngineControl, EngineHandle, Event, ProgressUnit, TabId,
+};
+use super::tabs::Stores;
+use super::thinking::{Channels, ThinkingPolicy};
+use super::worker::Worker;
+use gemma_model::checkpoint::LoadedModel;
+use gemma_model::error::Result;
+
+/// Start-up progress reports, for the `load` function given to [`spawn`].
+#[derive(Debug)]
+pub struct Progress {
+    events: Sender<Event>,
+}
+
+impl Progress {
+    /// Reports a stage of start-up, e.g. fetching the demo model.
+    pub fn stage(&self, text: &str) {
+        let _ = self.events.send(Event::Loading {
+            stage: text.to_string(),
+            done: 0,
+            total: 0,
+            unit: ProgressUnit::Layers,
+        });
+    }
+
+    /// Reports `done` of `total` bytes downloaded in the stage `text`.
+    pub fn bytes(&self, text: &str, done: u64, total: u64) {
+        let _ = self.events.send(Event::Loading {
+            stage: text.to_string(),
+            done: done as usize,
+            total: total as usize,
+            unit: ProgressUnit::Bytes,
+        });
+    }
+
+    /// Reports `done` of `total` layers loaded.
+    pub fn layers(&self, done: usize, total: usize) {
+        let _ = self.events.send(Event::Loading {
+            stage: "loading weights".into(),
+            done,
+            total,
+            unit: ProgressUnit::Layers,
+        });
+    }
+}
+
+/// Memory limits for the sessions' KV state, and what becomes of thoughts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EngineOptions {
+    /// Bytes of KV state allowed on the compute device (`None`: no limit). Past it, the least
+    /// recently used idle tab moves to host memory.
+    pub memory_budget: Option<usize>,
+    /// Bytes of KV state allowed in host memory (`None`: no limit). Past it, a tab drops to text.
+    pub host_budget: Option<usize>,
+    /// Context limit per tab in tokens (`None`: the model's maximum; never more than it).
+    pub context_length: Option<usize>,
+    /// Whether the user asked for `context_length` explicitly: then a value over the model's
+    /// maximum is refused (at load) instead of capped.
+    pub context_strict: bool,
+    /// Where warm tabs' KV state is saved on shutdown and found again on restore (`None`: no
+    /// warm restart).
+    pub kv_dir: Option<std::path::PathBuf>,
+    /// Where the conversations of attached chats are saved, in ids (`None`: not saved; an
+    /// attached chat is rebuilt from its transcript).
+    pub convo_dir: Option<std::path::PathBuf>,
+    /// Most bytes of disk for those snapshots.
+    pub kv_disk_bytes: u64,
+    /// What a finished turn keeps of its thought (Gemma 4 thinking).
+    pub thinking_policy: ThinkingPolicy,
+    /// Tests only: the tab's next turn fails after this many forward steps.
+    #[doc(hidden)]
+    pub inject_failure: Option<(TabId, usize)>,
+}
+
+/// Starts the engine thread. `load` runs on it and reports its progress.
+pub fn spawn<F>(options: EngineOptions, load: F) -> EngineHandle
+where
+    F: FnOnce(&Progress) -> Result<LoadedModel> + Send + 'static,
+{
+    start(move |event_tx, command_rx| serve(options, load, event_tx, command_rx))
+}
+
+/// Starts an engine thread that runs `serve` (the local engine's or the remote one's): a panic
+/// there becomes [`Event::EngineStopped`].
+pub(super) fn start<F>(serve: F) -> EngineHandle
+where
+    F: FnOnce(Sender<Event>, Receiver<Command>) + Send + 'static,
+{
+    let (commands, command_rx) = channel();
+    let (event_tx, events) = channel();
+    let thread = std::thread::Builder::new()
+        .name(ENGINE_THREAD.into())
+        .spawn(move || {
+            let tx = event_tx.clone();
+            let run = std::panic::AssertUnwindSafe(move || serve(event_tx, command_rx));
+            if let Err(payload) = std::panic::catch_unwind(run) {
+                // A bug, not bad input: the UI says so and stays usable (its chats are saved).
+                let what = payload
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| payload.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "an unknown error".into());
+                let _ = tx.send(Event::EngineStopped {
+                    error: format!(
+                        "the engine stopped on an internal error ({what}); your chats are saved: \
+                         restart gemma-chat, and please report this"
+                    ),
+                });
+            }
+        })
+        .ok();
+    EngineHandle {
+        control: EngineControl::new(commands, thread),
+        events,
+    }
+}
+
+/// The engine thread's life: load, check, serve until shutdown.
+fn serve<F>(options: EngineOptions, load: F, event_tx: Sender<Event>, command_rx: Receiver<Command>)
+where
+    F: FnOnce(&Progress) -> Result<LoadedModel>,
+{
+    let progress = Progress {
+        events: event_tx.clone(),
+    };
+    let lm = match load(&progress) {
+        Ok(lm) => lm,
+        Err(e) => {
+            let _ = event_tx.send(Event::LoadFailed {
+                error: e.to_string(),
+            });
+            return;
+        }
+    };
+    let Some(tok) = lm.tokenizer.as_ref() else {
+        let _ = event_tx.send(Event::LoadFailed {
+            error: "this model has no tokenizer, so it cannot chat".into(),
+        });
+        return;
+    };
+    let cfg = lm.model.config();
+    let max = cfg.max_position_embeddings;
+    if let Some(c) = options
+        .context_length
+        .filter(|c| options.context_strict && *c > max)
+    {
+        let _ = event_tx.send(Event::LoadFailed {
+            error: format!(
+                "model.context_length = {c} is over this model's maximum ({max}); set \
+                         it to {max} or less in the config"
+            ),
+        });
+        return;
+    }
+    let context = options.context_length.map_or(max, |c| c.clamp(1, max));
+    let _ = event_tx.send(Event::Ready {
+        model: cfg.model_type.clone(),
+        context_length: context,
+        thinking: lm.supports_thinking(),
+        generation: lm.generation,
+    });
+    let kv = options
+        .kv_dir
+        .clone()
+        .filter(|_| options.kv_disk_bytes > 0)
+        .map(|dir| KvStore::new(dir, &lm.path, &lm.model, options.kv_disk_bytes));
+    let channels = Channels::of(tok).filter(|_| lm.supports_thinking());
+    let convos = options
+        .convo_dir
+        .clone()
+        .map(|dir| ConvoStore::new(dir, fingerprint(&lm.path)));
+    let stores = Stores { kv, convos };
+    Worker::new(&lm, tok, event_tx, options, context, stores, channels).run(command_rx);
+}

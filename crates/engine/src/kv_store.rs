@@ -1,0 +1,351 @@
+//! Warm restart: the KV state of warm tabs saved to the cache dir on quit, and loaded back when
+//! their conversation is restored, so that the next turn prefills only its own tokens. A file is
+//! a safetensors file named by a hash of the conversation's ids; its metadata ties it to the model
+//! (a fingerprint of the weight files), the dtype and the cache layout, with checksums of the
+//! resident ids and of all the data. A file that does not verify is ignored: the tab prefills
+//! its history instead.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use burn::tensor::{DType, TensorData};
+use safetensors::tensor::{Dtype as StDtype, SafeTensors, TensorView};
+use sha2::{Digest, Sha256};
+
+use super::session::Session;
+use gemma_files::write_atomic;
+use gemma_model::error::{Error, Result};
+use gemma_model::model::Gemma;
+use gemma_model::model::config::ModelConfig;
+use gemma_model::model::kv_cache::HostKv;
+
+/// The file format's version.
+const VERSION: &str = "1";
+
+/// Where and for which model the snapshots are kept.
+#[derive(Debug, Clone)]
+pub struct KvStore {
+    dir: PathBuf,
+    fingerprint: String,
+    layout: String,
+    cap: u64,
+}
+
+/// Whether every value of `bytes` (little-endian, of `dtype`) is finite.
+fn all_finite(bytes: &[u8], dtype: DType) -> bool {
+    match dtype {
+        DType::F32 => bytes
+            .chunks_exact(4)
+            .all(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]).is_finite()),
+        DType::F16 => bytes
+            .chunks_exact(2)
+            .all(|c| half::f16::from_le_bytes([c[0], c[1]]).is_finite()),
+        DType::BF16 => bytes
+            .chunks_exact(2)
+            .all(|c| half::bf16::from_le_bytes([c[0], c[1]]).is_finite()),
+        _ => false,
+    }
+}
+
+/// A hex sha256 of token ids.
+fn ids_hash(ids: &[u32]) -> String {
+    let mut h = Sha256::new();
+    for id in ids {
+        h.update(id.to_le_bytes());
+    }
+    format!("{:x}", h.finalize())
+}
+
+/// A fingerprint of the weights at `path` (a file or a directory of them): sizes and the first
+/// and last MiB of each weight file, hashed. Cheap at start-up, and it changes whenever the
+/// weights are replaced.
+pub fn fingerprint(path: &Path) -> String {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut files: Vec<PathBuf> = if path.is_dir() {
+        std::fs::read_dir(path)
+            .map(|d| d.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default()
+    } else {
+        vec![path.to_path_buf()]
+    };
+    files.retain(|p| {
+        p.extension()
+            .is_some_and(|e| e == "gguf" || e == "safetensors" || e == "json")
+    });
+    files.sort();
+    let mut h = Sha256::new();
+    for f in files {
+        let Ok(mut file) = std::fs::File::open(&f) else {
+            continue;
+        };
+        let len = file.metadata().map_or(0, |m| m.len());
+        h.update(
+            f.file_name()
+                .map(|n| n.as_encoded_bytes().to_vec())
+                .unwrap_or_default(),
+        );
+        h.update(len.to_le_bytes());
+        let mut buf = vec![0u8; 1 << 20];
+        for from in [0, len.saturating_sub(1 << 20)] {
+            if file.seek(SeekFrom::Start(from)).is_ok() {
+                let n = file.read(&mut buf).unwrap_or(0);
+                h.update(&buf[..n]);
+            }
+        }
+    }
+    format!("{:x}", h.finalize())
+}
+
+/// A hex sha256 over named tensors' bytes, in name order.
+fn data_hash<'a>(tensors: impl Iterator<Item = (&'a str, &'a [u8])>) -> String {
+    let mut all: Vec<(&str, &[u8])> = tensors.collect();
+    all.sort_by_key(|(n, _)| *n);
+    let mut h = Sha256::new();
+    for (name, data) in all {
+        h.update(name.as_bytes());
+        h.update((data.len() as u64).to_le_bytes());
+        h.update(data);
+    }
+    format!("{:x}", h.finalize())
+}
+
+fn st_dtype(d: DType) -> Option<StDtype> {
+    match d {
+        DType::F32 => Some(StDtype::F32),
+        DType::F16 => Some(StDtype::F16),
+        DType::BF16 => Some(StDtype::BF16),
+        _ => None,
+    }
+}
+
+fn burn_dtype(d: StDtype) -> Option<DType> {
+    match d {
+        StDtype::F32 => Some(DType::F32),
+        StDtype::F16 => Some(DType::F16),
+        StDtype::BF16 => Some(DType::BF16),
+        _ => None,
+    }
+}
+
+impl KvStore {
+    /// A store in `dir` for `model` (loaded from `model_path`), using at most `cap` bytes of
+    /// disk.
+    pub fn new(dir: PathBuf, model_path: &Path, model: &Gemma, cap: u64) -> Self {
+        let cfg = model.config();
+        let layout = cfg
+            .layers
+            .iter()
+            .map(|l| format!("{:?}:{}x{}", l.kind, l.kv_heads, l.head_dim))
+            .collect::<Vec<_>>()
+            .join(",");
+        let layout = format!(
+            "{}|{:?}|w{}|{layout}",
+            cfg.model_type,
+            model.dtype(),
+            cfg.sliding_window
+        );
+        Self {
+            dir,
+            fingerprint: fingerprint(model_path),
+            layout,
+            cap,
+        }
+    }
+
+    fn file(&self, convo: &[u32]) -> PathBuf {
+        self.dir.join(format!("{}.kv", &ids_hash(convo)[..32]))
+    }
+
+    /// Removes every snapshot (before the current ones are written).
+    pub fn clear(&self) {
+        if let Ok(d) = std::fs::read_dir(&self.dir) {
+            for e in d.flatten() {
+                if e.path().extension().is_some_and(|x| x == "kv") {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
+    }
+
+    /// Saves `session` (whose conversation is `convo`) if it fits in what is left of the cap;
+    /// returns the bytes written.
+    pub fn save(&self, convo: &[u32], session: &Session, used: u64) -> Result<u64> {
+        let Some((host, resident)) = session.export() else {
+            return Ok(0);
+        };
+        if host.bytes() as u64 + used > self.cap {
+            return Ok(0);
+        }
+        let mut views = Vec::new();
+        for (i, l) in host.layers().iter().enumerate() {
+            let Some((k, v, start)) = l else { continue };
+            for (name, t) in [("k", k), ("v", v)] {
+                let dtype = st_dtype(t.dtype()).ok_or_else(|| {
+                    Error::Invalid(format!("cannot save a {:?} cache", t.dtype()))
+                })?;
+                let view = TensorView::new(dtype, t.shape().to_vec(), t.as_bytes())
+                    .map_err(|e| Error::Invalid(format!("cache layer {i}: {e}")))?;
+                views.push((format!("{i}.{name}.{start}"), view));
+            }
+        }
+        let ids: Vec<u8> = resident.iter().flat_map(|i| i.to_le_bytes()).collect();
+        let ids_view = TensorView::new(StDtype::U32, vec![resident.len()], &ids)
+            .map_err(|e| Error::Invalid(format!("resident ids: {e}")))?;
+        views.push(("ids".into(), ids_view));
+        let data_sha = data_hash(views.iter().map(|(n, v)| (n.as_str(), v.data())));
+        let meta: HashMap<String, String> = [
+            ("data_sha256", data_sha),
+            ("version", VERSION.to_string()),
+            ("fingerprint", self.fingerprint.clone()),
+            ("layout", self.layout.clone()),
+            ("len", host.len().to_string()),
+            ("ids_sha256", ids_hash(resident)),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        let bytes = safetensors::serialize(views, Some(meta))
+            .map_err(|e| Error::Invalid(format!("cannot encode the cache: {e}")))?;
+        let path = self.file(convo);
+        write_atomic(&path, &bytes).map_err(|e| Error::io(&path, e))?;
+        Ok(bytes.len() as u64)
+    }
+
+    /// Loads the snapshot of `convo` into `session`, if there is one that verifies: same
+    /// weights, layout and dtype, resident ids matching their checksum and a prefix of `convo`.
+    pub fn load(&self, convo: &[u32], model: &Gemma, session: &mut Session) -> bool {
+        let Ok(bytes) = std::fs::read(self.file(convo)) else {
+            return false;
+        };
+        self.decode(&bytes, convo, model.config(), model.dtype())
+            .is_some_and(|(host, ids)| session.import(host, ids))
+    }
+
+    fn decode(
+        &self,
+        bytes: &[u8],
+        convo: &[u32],
+        cfg: &ModelConfig,
+        dtype: DType,
+    ) -> Option<(HostKv, Vec<u32>)> {
+        let (_, meta) = SafeTensors::read_metadata(bytes).ok()?;
+        let meta = meta.metadata().as_ref()?;
+        let get = |k: &str| meta.get(k).map(String::as_str);
+        if get("version") != Some(VERSION)
+            || get("fingerprint") != Some(self.fingerprint.as_str())
+            || get("layout") != Some(self.layout.as_str())
+        {
+            return None;
+        }
+        let len: usize = get("len")?.parse().ok()?;
+        let st = SafeTensors::deserialize(bytes).ok()?;
+        let all = st.tensors();
+        if get("data_sha256")
+            != Some(data_hash(all.iter().map(|(n, v)| (n.as_str(), v.data()))).as_str())
+        {
+            return None;
+        }
+        let ids_t = st.tensor("ids").ok()?;
+        let ids: Vec<u32> = ids_t
+            .data()
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        if ids.len() != len
+            || get("ids_sha256") != Some(ids_hash(&ids).as_str())
+            || !convo.starts_with(&ids)
+        {
+            return None;
+        }
+        let mut layers = vec![None; cfg.num_layers()];
+        for (name, _) in st.tensors() {
+            let mut parts = name.split('.');
+            let (Some(i), Some("k"), Some(start)) = (parts.next(), parts.next(), parts.next())
+            else {
+                continue;
+            };
+            let (i, start): (usize, usize) = (i.parse().ok()?, start.parse().ok()?);
+            let tensor = |which: &str| -> Option<TensorData> {
+                let t = st.tensor(&format!("{i}.{which}.{start}")).ok()?;
+                let d = burn_dtype(t.dtype()).filter(|d| *d == dtype)?;
+                // Keys and values are finite: a NaN would poison every later step.
+                all_finite(t.data(), d).then_some(())?;
+                TensorData::try_from_bytes_vec(t.data().to_vec(), t.shape().to_vec(), d).ok()
+            };
+            *layers.get_mut(i)? = Some((tensor("k")?, tensor("v")?, start));
+        }
+        let host = HostKv::from_layers(cfg, layers, len)?;
+        Some((host, ids))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use burn::tensor::Device;
+
+    use super::*;
+    use gemma_model::backend::ComputeDtype;
+    use gemma_model::checkpoint::load;
+
+    /// `bytes` with `edit` applied to its tensors and the data checksum recomputed, as someone
+    /// who wanted the file accepted would.
+    fn reseal(bytes: &[u8], edit: impl Fn(&str, &mut Vec<u8>) -> bool) -> Vec<u8> {
+        let (_, meta) = SafeTensors::read_metadata(bytes).expect("metadata");
+        let mut meta = meta.metadata().clone().expect("metadata map");
+        let st = SafeTensors::deserialize(bytes).expect("tensors");
+        let mut kept: Vec<(String, StDtype, Vec<usize>, Vec<u8>)> = Vec::new();
+        for (name, v) in st.tensors() {
+            let mut data = v.data().to_vec();
+            if edit(&name, &mut data) {
+                kept.push((name, v.dtype(), v.shape().to_vec(), data));
+            }
+        }
+        let views: Vec<(String, TensorView)> = kept
+            .iter()
+            .map(|(n, d, s, b)| (n.clone(), TensorView::new(*d, s.clone(), b).expect("view")))
+            .collect();
+        let sha = data_hash(views.iter().map(|(n, v)| (n.as_str(), v.data())));
+        meta.insert("data_sha256".into(), sha);
+        safetensors::serialize(views, Some(meta)).expect("serialize")
+    }
+
+    #[test]
+    fn a_resealed_snapshot_with_a_layer_missing_or_nans_is_refused() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/fixtures/oracle/gemma4_e2b_style");
+        let lm = load(&dir, &Device::flex(), ComputeDtype::F32, &mut |_, _| {}).expect("load");
+        let m = &lm.model;
+        let tmp = tempfile::tempdir().expect("tmp");
+        let store = KvStore::new(tmp.path().to_path_buf(), &dir, m, 1 << 30);
+        let convo: Vec<u32> = (0..20).map(|i| 3 + i * 7 % 500).collect();
+        let mut s = Session::new(m);
+        s.prefill(m, &convo, 8).expect("prefill");
+        store.save(&convo, &s, 0).expect("save");
+        let path = store.file(&convo);
+        let good = std::fs::read(&path).expect("read");
+        // Resealed unchanged: still accepted (the test's resealing is faithful).
+        std::fs::write(&path, reseal(&good, |_, _| true)).expect("write");
+        assert!(store.load(&convo, m, &mut Session::new(m)));
+        // One value NaN.
+        let nan = reseal(&good, |name, data| {
+            if name.starts_with("0.k.") {
+                data[..4].copy_from_slice(&f32::NAN.to_le_bytes());
+            }
+            true
+        });
+        std::fs::write(&path, nan).expect("write");
+        assert!(
+            !store.load(&convo, m, &mut Session::new(m)),
+            "a NaN is refused"
+        );
+        // A layer's keys and values gone.
+        let missing = reseal(&good, |name, _| !name.starts_with("1."));
+        std::fs::write(&path, missing).expect("write");
+        assert!(
+            !store.load(&convo, m, &mut Session::new(m)),
+            "a missing layer is refused"
+        );
+    }
+}

@@ -1,0 +1,64 @@
+//! The remote engine: the same [`Command`]s in and [`Event`]s out as the local engine, served by
+//! an OpenAI-compatible server (llama-server, with RPC workers or not; vLLM; SGLang). The engine
+//! thread runs a single-threaded tokio runtime: it finds out what the server is ([`client`]),
+//! keeps each tab's conversation as text ([`serve`]), and streams each turn as a task of its own
+//! ([`turn`]), re-sending the whole conversation byte-identically so the server's prefix cache
+//! holds; with llama-server each tab is pinned to a slot. The wire format is [`wire`]'s.
+
+pub mod client;
+mod serve;
+mod turn;
+pub mod wire;
+
+use std::time::Duration;
+
+use super::handle::start;
+use super::protocol::EngineHandle;
+use super::protocol::{Command, Event};
+
+/// Where the server is and how to talk to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteOptions {
+    /// The server's base URL, e.g. `http://127.0.0.1:8080`.
+    pub url: String,
+    /// The model to ask for (`None`: the first the server lists).
+    pub model: Option<String>,
+    /// The API key (read by the caller from the environment variable the config names; never
+    /// written anywhere).
+    pub api_key: Option<String>,
+    /// Time to connect.
+    pub connect_timeout: Duration,
+    /// Time from a request to the head of its answer.
+    pub first_byte_timeout: Duration,
+    /// Context per tab when the server does not say (vLLM without `max_model_len`).
+    pub context_length: Option<usize>,
+}
+
+/// Starts the remote engine's thread.
+pub fn spawn_remote(options: RemoteOptions) -> EngineHandle {
+    start(move |events, commands| {
+        let runtime = match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(r) => r,
+            Err(e) => {
+                let _ = events.send(Event::LoadFailed {
+                    error: format!("cannot start the remote engine: {e}"),
+                });
+                return;
+            }
+        };
+        // The UI's commands come over a std channel: a thread hands them to the runtime.
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Command>();
+        std::thread::spawn(move || {
+            while let Ok(c) = commands.recv() {
+                let last = c == Command::Shutdown;
+                if tx.send(c).is_err() || last {
+                    break;
+                }
+            }
+        });
+        runtime.block_on(serve::serve(options, events, rx));
+    })
+}

@@ -1,0 +1,396 @@
+//! The remote engine's serving loop: it waits for the server (retrying while it is down, giving
+//! up with a clear message when it refuses), then applies the UI's commands to its tabs (each a
+//! conversation in text, with its settings and its llama-server slot) and turns finished
+//! [`TurnDone`]s into the events the local engine sends: `Committed` (the server's token count)
+//! then `Finished` with the reuse the server reports, or `Failed` with what to do.
+
+use std::collections::HashMap;
+use std::sync::mpsc::Sender;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+
+use super::RemoteOptions;
+use super::client::{Client, RemoteError, ServerInfo};
+use super::turn::{TurnDone, TurnJob, run};
+use super::wire::{self, ServerKind, TurnRequest};
+use crate::protocol::{Command, Event, Exchange, ProgressUnit, Reuse, TabId, TurnStats};
+use gemma_model::sampling::{SamplingLayer, SamplingParams};
+
+/// A tab as the remote engine keeps it.
+struct RemoteTab {
+    history: Vec<Exchange>,
+    system: Option<String>,
+    thinking: bool,
+    sampling: SamplingParams,
+    max_new_tokens: usize,
+    stop: Vec<String>,
+    /// Tokens of the conversation by the server's count (0: none yet).
+    tokens: usize,
+    /// The running turn's cancel switch.
+    running: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Default for RemoteTab {
+    fn default() -> Self {
+        Self {
+            history: Vec::new(),
+            system: None,
+            thinking: false,
+            sampling: SamplingParams::greedy(),
+            max_new_tokens: 512,
+            stop: Vec::new(),
+            tokens: 0,
+            running: None,
+        }
+    }
+}
+
+struct Server {
+    client: Client,
+    info: ServerInfo,
+    events: Sender<Event>,
+    tabs: HashMap<TabId, RemoteTab>,
+    /// llama-server's slots: which tab each holds, and when it was last used.
+    slots: Vec<Option<(TabId, Instant)>>,
+    done_tx: UnboundedSender<TurnDone>,
+}
+
+/// Connects, then serves until shutdown.
+pub(super) async fn serve(
+    options: RemoteOptions,
+    events: Sender<Event>,
+    mut commands: UnboundedReceiver<Command>,
+) {
+    let client = match Client::new(
+        &options.url,
+        options.api_key.clone(),
+        options.connect_timeout,
+        options.first_byte_timeout,
+    ) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = events.send(Event::LoadFailed {
+                error: e.to_string(),
+            });
+            return;
+        }
+    };
+    let stage = |text: String| Event::Loading {
+        stage: text,
+        done: 0,
+        total: 0,
+        unit: ProgressUnit::Layers,
+    };
+    let _ = events.send(stage(format!("connecting to {}", client.url())));
+    // Commands that come while the server is down wait here (the UI holds turns until Ready).
+    let mut early = Vec::new();
+    let info = loop {
+        match client.discover(options.model.as_deref()).await {
+            Ok(info) => break info,
+            Err(e @ (RemoteError::Unreachable { .. } | RemoteError::Timeout { .. })) => {
+                let _ = events.send(stage(format!("{e} — retrying every 2 s")));
+            }
+            Err(RemoteError::Status { status: 503, .. }) => {
+                let _ = events.send(stage(format!(
+                    "the server at {} is loading its model",
+                    client.url()
+                )));
+            }
+            Err(e) => {
+                let _ = events.send(Event::LoadFailed {
+                    error: e.to_string(),
+                });
+                return;
+            }
+        }
+        let wait = tokio::time::sleep(Duration::from_secs(2));
+        tokio::pin!(wait);
+        loop {
+            tokio::select! {
+                _ = &mut wait => break,
+                c = commands.recv() => match c {
+                    None | Some(Command::Shutdown) => return,
+                    Some(c) => early.push(c),
+                },
+            }
+        }
+    };
+    let context = info.context.or(options.context_length).unwrap_or(8192);
+    let kind = match info.kind {
+        ServerKind::LlamaServer => format!("llama-server, {} slots", info.slots),
+        ServerKind::OpenAi => "OpenAI-compatible".into(),
+    };
+    // The context meter's source, said once: the server's count, or an estimate.
+    let probe = [serde_json::json!({"role": "user", "content": "hi"})];
+    let counted = match client.count(&info, &probe).await {
+        Some(_) => "tokens counted by the server",
+        None => "tokens estimated: the server cannot count",
+    };
+    let kind = format!("{kind}; {counted}");
+    let _ = events.send(Event::Ready {
+        model: format!("{} @ {} ({kind})", info.model, client.url()),
+        context_length: context,
+        thinking: info.thinking,
+        generation: SamplingLayer::default(),
+    });
+    let (done_tx, mut done_rx) = unbounded_channel();
+    let mut server = Server {
+        slots: vec![None; info.slots],
+        client,
+        info,
+        events,
+        tabs: HashMap::new(),
+        done_tx,
+    };
+    for c in early {
+        server.apply(c).await;
+    }
+    loop {
+        tokio::select! {
+            c = commands.recv() => match c {
+                None | Some(Command::Shutdown) => break,
+                Some(c) => server.apply(c).await,
+            },
+            Some(done) = done_rx.recv() => server.finish(done),
+        }
+    }
+    // Running turns are dropped with the runtime: their connections close.
+}
+
+impl Server {
+    async fn apply(&mut self, c: Command) {
+        match c {
+            Command::Submit { tab, text } => self.submit(tab, text),
+            Command::Regenerate { tab } => {
+                let t = self.tabs.entry(tab).or_default();
+                match t.history.pop() {
+                    Some(last) if t.running.is_none() => {
+                        // Its answer is replaced by the new one.
+                        self.submit(tab, last.user);
+                    }
+                    Some(last) => {
+                        t.history.push(last);
+                        self.fail(tab, "a turn is still running in this tab; stop it first");
+                    }
+                    None => self.fail(tab, "there is no answer to regenerate in this tab"),
+                }
+            }
+            Command::Cancel { tab } => {
+                if let Some(cancel) = self.tabs.get_mut(&tab).and_then(|t| t.running.take()) {
+                    let _ = cancel.send(());
+                }
+            }
+            Command::CloseTab { tab } => {
+                if let Some(mut t) = self.tabs.remove(&tab)
+                    && let Some(cancel) = t.running.take()
+                {
+                    let _ = cancel.send(());
+                }
+                for s in self.slots.iter_mut() {
+                    if s.is_some_and(|(owner, _)| owner == tab) {
+                        *s = None;
+                    }
+                }
+            }
+            Command::SetSampling {
+                tab,
+                sampling,
+                max_new_tokens,
+                stop,
+            } => {
+                let t = self.tabs.entry(tab).or_default();
+                t.sampling = sampling;
+                t.max_new_tokens = max_new_tokens;
+                t.stop = stop;
+            }
+            Command::SetThinking { tab, on } => self.tabs.entry(tab).or_default().thinking = on,
+            Command::SetSystem { tab, text } => self.tabs.entry(tab).or_default().system = text,
+            // The server's context is its own: nothing to change here.
+            Command::SetContext { .. } => {}
+            // The server's prefix cache finds what a new path shares with the old one.
+            Command::Attach { tab, history, .. }
+            | Command::SetPath { tab, history }
+            | Command::Fork { tab, history, .. } => {
+                let messages = {
+                    let t = self.tabs.entry(tab).or_default();
+                    t.history = history;
+                    wire::messages(t.system.as_deref(), &t.history, None)
+                };
+                let tokens = if messages.is_empty() {
+                    Some(0)
+                } else {
+                    self.client.count(&self.info, &messages).await
+                };
+                let t = self.tabs.entry(tab).or_default();
+                t.tokens = tokens.unwrap_or_else(|| estimate(&messages));
+                let _ = self.events.send(Event::Committed {
+                    tab,
+                    tokens: t.tokens,
+                });
+            }
+            Command::Shutdown => {}
+        }
+    }
+
+    fn fail(&self, tab: TabId, error: &str) {
+        let _ = self.events.send(Event::Failed {
+            tab,
+            error: error.to_string(),
+        });
+    }
+
+    /// The slot for `tab`: its own, else a free one, else the least recently used idle one.
+    fn slot_for(&mut self, tab: TabId) -> Option<usize> {
+        let now = Instant::now();
+        let running = |t: TabId| self.tabs.get(&t).is_some_and(|t| t.running.is_some());
+        let pick = self
+            .slots
+            .iter()
+            .position(|s| s.is_some_and(|(owner, _)| owner == tab))
+            .or_else(|| self.slots.iter().position(Option::is_none))
+            .or_else(|| {
+                self.slots
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, s)| s.is_some_and(|(owner, _)| !running(owner)))
+                    .min_by_key(|(_, s)| s.map(|(_, used)| used))
+                    .map(|(i, _)| i)
+            })?;
+        self.slots[pick] = Some((tab, now));
+        Some(pick)
+    }
+
+    fn submit(&mut self, tab: TabId, text: String) {
+        if self.tabs.get(&tab).is_some_and(|t| t.running.is_some()) {
+            return self.fail(tab, "a turn is still running in this tab; stop it first");
+        }
+        let slot = match self.info.kind {
+            ServerKind::LlamaServer => self.slot_for(tab),
+            ServerKind::OpenAi => None,
+        };
+        let t = self.tabs.entry(tab).or_default();
+        let body = wire::body(&TurnRequest {
+            model: &self.info.model,
+            system: t.system.as_deref(),
+            history: &t.history,
+            user: &text,
+            sampling: &t.sampling,
+            max_tokens: t.max_new_tokens,
+            stop: &t.stop,
+            thinking: t.thinking,
+            slot,
+            kind: self.info.kind,
+        });
+        let mut messages_after = wire::messages(t.system.as_deref(), &t.history, Some(&text));
+        messages_after.push(serde_json::json!({"role": "assistant", "content": ""}));
+        let (cancel_tx, cancel_rx) = tokio::sync::oneshot::channel();
+        t.running = Some(cancel_tx);
+        let job = TurnJob {
+            tab,
+            user: text,
+            body,
+            slot,
+            messages_after,
+        };
+        let (client, info, events, done) = (
+            self.client.clone(),
+            self.info.clone(),
+            self.events.clone(),
+            self.done_tx.clone(),
+        );
+        tokio::spawn(async move {
+            let _ = done.send(run(client, info, job, events, cancel_rx).await);
+        });
+    }
+
+    fn finish(&mut self, d: TurnDone) {
+        // A closed tab's turn ends with it.
+        let Some(t) = self.tabs.get_mut(&d.tab) else {
+            return;
+        };
+        t.running = None;
+        let before = t.tokens;
+        let had_history = !t.history.is_empty();
+        // The history mirrors the transcript the user sees: the message, and what came of it
+        // (a cut-off answer, or none when the turn failed at once).
+        t.history.push(Exchange {
+            user: d.user.clone(),
+            answer: d.answer.clone(),
+        });
+        let counted = d
+            .usage
+            .as_ref()
+            .map(|u| u.prompt_tokens + u.completion_tokens)
+            .or(d.counted);
+        if let Some(n) = counted {
+            t.tokens = n;
+        }
+        let _ = self.events.send(Event::Committed {
+            tab: d.tab,
+            tokens: t.tokens,
+        });
+        match d.end {
+            Ok(end) => {
+                let stats = stats(&d, before, had_history);
+                let _ = self.events.send(Event::Finished {
+                    tab: d.tab,
+                    end,
+                    stats,
+                });
+            }
+            Err(e) => self.fail(d.tab, &e.to_string()),
+        }
+    }
+}
+
+/// A turn's stats from the server's numbers: what its cache held is `reused`, the rest
+/// `prefilled`. A server never evaluates the last token it sampled, so a cache that holds all
+/// of the history but that token is a whole prefix.
+fn stats(d: &TurnDone, before: usize, had_history: bool) -> TurnStats {
+    let u = d.usage.clone().unwrap_or_default();
+    let cached = u.cached_tokens.unwrap_or(0).min(u.prompt_tokens);
+    let reuse = match (had_history, cached) {
+        (false, 0) => Reuse::New,
+        (true, 0) => Reuse::Evicted,
+        (_, c) if c + 1 >= before => Reuse::ExactPrefix,
+        _ => Reuse::Rewind,
+    };
+    let generated = if d.usage.is_some() {
+        u.completion_tokens
+    } else {
+        d.pieces
+    };
+    let prefilled = u.prompt_tokens - cached;
+    TurnStats {
+        reuse,
+        reused_tokens: cached,
+        prefilled_tokens: prefilled,
+        prefill_tok_s: u.prompt_per_second.unwrap_or_else(|| {
+            if d.ttft_s > 0.0 {
+                prefilled as f64 / d.ttft_s
+            } else {
+                0.0
+            }
+        }),
+        decode_tok_s: u.predicted_per_second.unwrap_or_else(|| {
+            if d.decode_s > 0.0 {
+                generated as f64 / d.decode_s
+            } else {
+                0.0
+            }
+        }),
+        ttft_s: d.ttft_s,
+        generated_tokens: generated,
+    }
+}
+
+/// A rough count where the server cannot count: four characters a token.
+fn estimate(messages: &[Value]) -> usize {
+    messages
+        .iter()
+        .filter_map(|m| m.get("content").and_then(Value::as_str))
+        .map(|c| c.chars().count() / 4 + 4)
+        .sum()
+}

@@ -1,0 +1,165 @@
+//! One remote turn, as a task of its own: the request sent, the answer streamed to the UI as
+//! `Prefill`, `Thought` and `Token` events, stopped at once on cancel (the stream is dropped,
+//! which closes the connection; a llama-server slot still busy is waited for before the turn
+//! ends, so the next request on it does not race), and what came back reported to the serving
+//! loop.
+
+use std::sync::mpsc::Sender;
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use serde_json::Value;
+
+use super::client::{Client, RemoteError, ServerInfo};
+use super::wire::{Finish, Piece, Usage};
+use crate::protocol::{Event, TabId, TurnEnd};
+
+/// How a remote turn went.
+#[derive(Debug)]
+pub(super) struct TurnDone {
+    /// The tab.
+    pub tab: TabId,
+    /// The user's message.
+    pub user: String,
+    /// The answer as it came (all of it, or what came before a failure).
+    pub answer: String,
+    /// How it ended, or why it failed.
+    pub end: Result<TurnEnd, RemoteError>,
+    /// The server's counts, when it sent them.
+    pub usage: Option<Usage>,
+    /// The conversation's tokens after the turn by the server's count, when usage did not say.
+    pub counted: Option<usize>,
+    /// Seconds to the first answer or thought text.
+    pub ttft_s: f64,
+    /// Seconds from the first text to the end.
+    pub decode_s: f64,
+    /// Pieces of text received (a stand-in for answer tokens when usage is missing).
+    pub pieces: usize,
+}
+
+/// What a turn needs.
+pub(super) struct TurnJob {
+    pub tab: TabId,
+    pub user: String,
+    pub body: Value,
+    pub slot: Option<usize>,
+    /// The conversation after this turn, for the server's count when usage is missing.
+    pub messages_after: Vec<Value>,
+}
+
+/// Runs `job` to its end; `cancel` stops it.
+pub(super) async fn run(
+    client: Client,
+    info: ServerInfo,
+    job: TurnJob,
+    events: Sender<Event>,
+    mut cancel: tokio::sync::oneshot::Receiver<()>,
+) -> TurnDone {
+    let started = Instant::now();
+    let mut done = TurnDone {
+        tab: job.tab,
+        user: job.user,
+        answer: String::new(),
+        end: Ok(TurnEnd::Cancelled),
+        usage: None,
+        counted: None,
+        ttft_s: 0.0,
+        decode_s: 0.0,
+        pieces: 0,
+    };
+    let tab = job.tab;
+    let mut first: Option<Instant> = None;
+    let mut finish = None;
+    // The body ended (or said `[DONE]`) without a finish reason: the server went away.
+    let ended = |finish: Option<TurnEnd>| {
+        finish.ok_or_else(|| RemoteError::Dropped {
+            url: client.url().to_string(),
+            why: "the stream ended before the answer did".into(),
+        })
+    };
+    let stream = tokio::select! {
+        s = client.stream(&job.body) => Some(s),
+        _ = &mut cancel => None,
+    };
+    let outcome = match stream {
+        None => Ok(TurnEnd::Cancelled),
+        Some(Err(e)) => Err(e),
+        Some(Ok(stream)) => {
+            let mut stream = std::pin::pin!(stream);
+            loop {
+                let next = tokio::select! {
+                    n = stream.next() => n,
+                    _ = &mut cancel => break Ok(TurnEnd::Cancelled),
+                };
+                let pieces = match next {
+                    None => break ended(finish),
+                    Some(Err(e)) => break Err(e),
+                    Some(Ok(p)) => p,
+                };
+                let mut over = false;
+                for p in pieces {
+                    match p {
+                        Piece::Progress {
+                            total,
+                            cache,
+                            processed,
+                        } => {
+                            let _ = events.send(Event::Prefill {
+                                tab,
+                                done: processed.saturating_sub(cache),
+                                total: total.saturating_sub(cache),
+                                reused: cache,
+                            });
+                        }
+                        Piece::Thought(text) => {
+                            first.get_or_insert_with(Instant::now);
+                            done.pieces += 1;
+                            let _ = events.send(Event::Thought { tab, text });
+                        }
+                        Piece::Answer(text) => {
+                            first.get_or_insert_with(Instant::now);
+                            done.pieces += 1;
+                            done.answer.push_str(&text);
+                            let _ = events.send(Event::Token { tab, text });
+                        }
+                        Piece::Finish(f) => {
+                            finish = Some(match f {
+                                Finish::Length => TurnEnd::Length,
+                                Finish::Stop | Finish::Other => TurnEnd::EndOfTurn(0),
+                            });
+                        }
+                        Piece::Usage(u) => done.usage = Some(u),
+                        Piece::Done => over = true,
+                    }
+                }
+                if over {
+                    break ended(finish);
+                }
+            }
+        }
+    };
+    // The stream is dropped here: a cancelled or failed turn's connection is closed.
+    let now = Instant::now();
+    if let Some(f) = first {
+        done.ttft_s = f.duration_since(started).as_secs_f64();
+        done.decode_s = now.duration_since(f).as_secs_f64();
+    }
+    if outcome.as_ref().is_ok_and(|e| *e == TurnEnd::Cancelled)
+        && let Some(slot) = job.slot
+    {
+        // Wait (a little) for the server to notice and free the slot.
+        let deadline = now + Duration::from_secs(10);
+        while Instant::now() < deadline && client.slot_idle(slot).await == Some(false) {
+            tokio::time::sleep(Duration::from_millis(30)).await;
+        }
+    }
+    if done.usage.is_none() {
+        let mut messages = job.messages_after;
+        if let Some(last) = messages.last_mut() {
+            last["content"] = Value::String(done.answer.clone());
+        }
+        done.counted = client.count(&info, &messages).await;
+    }
+    done.end = outcome;
+    done
+}

@@ -1,0 +1,279 @@
+//! What goes over the wire to an OpenAI-compatible server: the body of a streamed
+//! `POST /v1/chat/completions` for a tab's turn, and what one server-sent event's data says
+//! (answer and thought deltas, the finish reason, usage and llama-server's timings and prompt
+//! progress, or an error). Pure functions: the HTTP and SSE framing are the crates' work.
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::protocol::Exchange;
+use gemma_model::sampling::SamplingParams;
+
+/// Which server answers: what it takes beyond the OpenAI API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerKind {
+    /// llama.cpp's llama-server: slots (`id_slot`), `cache_prompt`, prompt progress, timings.
+    LlamaServer,
+    /// vLLM, SGLang or another OpenAI-compatible server: its prefix cache is automatic.
+    OpenAi,
+}
+
+/// One turn's request: the tab's whole conversation, re-sent byte-identically each turn so the
+/// server's prefix cache holds.
+#[derive(Debug, Clone)]
+pub struct TurnRequest<'a> {
+    /// The model name the server knows.
+    pub model: &'a str,
+    /// The system prompt.
+    pub system: Option<&'a str>,
+    /// Earlier exchanges, answers exactly as received (thoughts left out, as Gemma asks).
+    pub history: &'a [Exchange],
+    /// The new user message.
+    pub user: &'a str,
+    /// Sampling.
+    pub sampling: &'a SamplingParams,
+    /// Most answer tokens.
+    pub max_tokens: usize,
+    /// Stop strings.
+    pub stop: &'a [String],
+    /// Gemma 4 thinking.
+    pub thinking: bool,
+    /// The llama-server slot the tab is pinned to.
+    pub slot: Option<usize>,
+    /// The server's kind.
+    pub kind: ServerKind,
+}
+
+/// The messages of a conversation as the chat API takes them.
+pub fn messages(system: Option<&str>, history: &[Exchange], user: Option<&str>) -> Vec<Value> {
+    let mut m = Vec::with_capacity(history.len() * 2 + 2);
+    if let Some(s) = system {
+        m.push(json!({"role": "system", "content": s}));
+    }
+    for e in history {
+        m.push(json!({"role": "user", "content": e.user}));
+        m.push(json!({"role": "assistant", "content": e.answer}));
+    }
+    if let Some(u) = user {
+        m.push(json!({"role": "user", "content": u}));
+    }
+    m
+}
+
+/// The JSON body of a turn's request.
+pub fn body(r: &TurnRequest) -> Value {
+    let s = r.sampling;
+    let mut b = json!({
+        "model": r.model,
+        "messages": messages(r.system, r.history, Some(r.user)),
+        "stream": true,
+        "stream_options": {"include_usage": true},
+        "max_tokens": r.max_tokens,
+        "temperature": s.temperature,
+        "top_p": s.top_p,
+        "top_k": s.top_k,
+        "min_p": s.min_p,
+        "seed": s.seed,
+        "chat_template_kwargs": {"enable_thinking": r.thinking},
+    });
+    if !r.stop.is_empty() {
+        b["stop"] = json!(r.stop);
+    }
+    if r.kind == ServerKind::LlamaServer {
+        b["cache_prompt"] = json!(true);
+        b["return_progress"] = json!(true);
+        if let Some(slot) = r.slot {
+            b["id_slot"] = json!(slot);
+        }
+    }
+    b
+}
+
+/// What the server counted for a turn.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Usage {
+    /// Prompt tokens in all.
+    pub prompt_tokens: usize,
+    /// Answer tokens.
+    pub completion_tokens: usize,
+    /// Prompt tokens its cache held (`prompt_tokens_details.cached_tokens`, or llama-server's
+    /// `timings.cache_n`).
+    pub cached_tokens: Option<usize>,
+    /// Prompt tokens per second (llama-server's timings).
+    pub prompt_per_second: Option<f64>,
+    /// Answer tokens per second (llama-server's timings).
+    pub predicted_per_second: Option<f64>,
+}
+
+/// Why the server ended the answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finish {
+    /// The model ended its turn, or a stop string was found.
+    Stop,
+    /// `max_tokens` was reached.
+    Length,
+    /// Anything else the server says (e.g. `tool_calls`, `content_filter`).
+    Other,
+}
+
+/// What one event's data says, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Piece {
+    /// Thought text (`reasoning_content` or `reasoning`).
+    Thought(String),
+    /// Answer text.
+    Answer(String),
+    /// Prompt processing (llama-server's `prompt_progress`).
+    Progress {
+        /// Prompt tokens in all.
+        total: usize,
+        /// Tokens its cache held.
+        cache: usize,
+        /// Tokens processed so far (the cached ones included).
+        processed: usize,
+    },
+    /// The answer ended.
+    Finish(Finish),
+    /// The turn's counts.
+    Usage(Usage),
+    /// The stream ended (`[DONE]`).
+    Done,
+}
+
+/// An event that is not what the API says it is, or an error object sent mid-stream.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WireError {
+    /// The server sent an error object.
+    #[error("{0}")]
+    Server(String),
+    /// The data is not a chunk of the chat API.
+    #[error("the server sent something that is not a chat completion chunk: {0}")]
+    Malformed(String),
+}
+
+#[derive(Deserialize)]
+struct Chunk {
+    #[serde(default)]
+    choices: Vec<Choice>,
+    usage: Option<RawUsage>,
+    timings: Option<Timings>,
+    prompt_progress: Option<Progress>,
+    error: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct Choice {
+    #[serde(default)]
+    delta: Delta,
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+struct Delta {
+    content: Option<String>,
+    reasoning_content: Option<String>,
+    reasoning: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct RawUsage {
+    #[serde(default)]
+    prompt_tokens: usize,
+    #[serde(default)]
+    completion_tokens: usize,
+    prompt_tokens_details: Option<Details>,
+}
+
+#[derive(Deserialize)]
+struct Details {
+    cached_tokens: Option<usize>,
+}
+
+#[derive(Deserialize)]
+struct Timings {
+    cache_n: Option<usize>,
+    prompt_per_second: Option<f64>,
+    predicted_per_second: Option<f64>,
+}
+
+#[derive(Deserialize)]
+struct Progress {
+    total: usize,
+    cache: usize,
+    processed: usize,
+}
+
+/// The pieces of one event's `data`.
+pub fn parse(data: &str) -> Result<Vec<Piece>, WireError> {
+    let data = data.trim();
+    if data == "[DONE]" {
+        return Ok(vec![Piece::Done]);
+    }
+    let chunk: Chunk = serde_json::from_str(data)
+        .map_err(|e| WireError::Malformed(format!("{e}: {}", clip(data))))?;
+    if let Some(e) = chunk.error {
+        return Err(WireError::Server(error_message(&e)));
+    }
+    let mut out = Vec::new();
+    if let Some(p) = chunk.prompt_progress {
+        out.push(Piece::Progress {
+            total: p.total,
+            cache: p.cache,
+            processed: p.processed,
+        });
+    }
+    for c in chunk.choices {
+        if let Some(t) = c.delta.reasoning_content.or(c.delta.reasoning)
+            && !t.is_empty()
+        {
+            out.push(Piece::Thought(t));
+        }
+        if let Some(t) = c.delta.content.filter(|t| !t.is_empty()) {
+            out.push(Piece::Answer(t));
+        }
+        if let Some(f) = c.finish_reason {
+            out.push(Piece::Finish(match f.as_str() {
+                "stop" => Finish::Stop,
+                "length" => Finish::Length,
+                _ => Finish::Other,
+            }));
+        }
+    }
+    if let Some(u) = chunk.usage {
+        let cached = u
+            .prompt_tokens_details
+            .and_then(|d| d.cached_tokens)
+            .or(chunk.timings.as_ref().and_then(|t| t.cache_n));
+        out.push(Piece::Usage(Usage {
+            prompt_tokens: u.prompt_tokens,
+            completion_tokens: u.completion_tokens,
+            cached_tokens: cached,
+            prompt_per_second: chunk.timings.as_ref().and_then(|t| t.prompt_per_second),
+            predicted_per_second: chunk.timings.as_ref().and_then(|t| t.predicted_per_second),
+        }));
+    }
+    Ok(out)
+}
+
+/// The message of an error object (`{"error": {"message": …}}` or `{"error": "…"}`).
+pub fn error_message(e: &Value) -> String {
+    let e = e.get("error").unwrap_or(e);
+    e.get("message")
+        .and_then(Value::as_str)
+        .or_else(|| e.as_str())
+        .map(str::to_string)
+        .unwrap_or_else(|| clip(&e.to_string()))
+}
+
+/// At most 200 characters of `s`, for messages.
+pub fn clip(s: &str) -> String {
+    let mut out: String = s.chars().filter(|c| !c.is_control()).take(200).collect();
+    if s.chars().count() > 200 {
+        out.push('…');
+    }
+    out
+}
+
+#[cfg(test)]
+#[path = "wire_tests.rs"]
+mod tests;

@@ -1,0 +1,350 @@
+//! One turn of a conversation as a resumable state machine ([`Turn`]): reuse what the session
+//! holds, prefill the rest a chunk per [`Turn::step`], then sample and feed a token per step until
+//! an end-of-turn id, the token budget, the context limit or a cancel. Every caller drives this
+//! one loop: the engine thread (a step at a time, round-robin over tabs), the line chat, `bench`,
+//! `generate` and the tests ([`Turn::run`]). The turn's text (thoughts, stop strings) is
+//! [`super::reply`]'s business; this module deals in ids.
+//!
+//! Context policy, the only one: a turn starts when its prompt fits with room for one answer
+//! token (`prompt + 1 ≤ context`), else it is refused before the session changes; an answer
+//! that reaches the limit ends there ([`TurnEnd::ContextFull`]), the history never truncated.
+
+use std::time::Instant;
+
+use burn::tensor::Tensor;
+
+use super::protocol::{Reuse, TurnEnd, TurnStats};
+use super::session::Session;
+use gemma_model::error::{Error, Result};
+use gemma_model::model::{Gemma, Logits};
+use gemma_model::sampling::{NextLogits, Sampler, SamplingParams};
+
+/// How a turn runs.
+#[derive(Debug, Clone)]
+pub struct TurnOptions {
+    /// Sampling for the answer.
+    pub sampling: SamplingParams,
+    /// Most answer tokens.
+    pub max_new_tokens: usize,
+    /// Ids that end the answer (never resident: the next turn's template closes the turn).
+    pub end_ids: Vec<u32>,
+    /// The context limit in tokens (prompt and answer).
+    pub context: usize,
+    /// Prompt tokens per prefill step.
+    pub chunk: usize,
+    /// Snapshot the sliding-window state one token before the end of the prompt (a user-turn
+    /// boundary: regenerate rewinds there), prefilling that last token on its own, and again at
+    /// the end of the answer (an edit of the next message rewinds there).
+    pub boundary_snapshot: bool,
+    /// Keep the logits of every prefilled position (`generate --dump-logits`).
+    pub prompt_logits: bool,
+}
+
+impl TurnOptions {
+    /// Greedy, `max_new_tokens` answer tokens with no end ids, within `context`: the options of
+    /// benchmarks and tests.
+    pub fn greedy(max_new_tokens: usize, context: usize) -> Self {
+        Self {
+            sampling: SamplingParams::greedy(),
+            max_new_tokens,
+            end_ids: Vec::new(),
+            context,
+            chunk: 128,
+            boundary_snapshot: false,
+            prompt_logits: false,
+        }
+    }
+}
+
+/// What one [`Turn::step`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// A prefill chunk: `done` of `total` prompt tokens to prefill.
+    Prefill {
+        /// Tokens prefilled so far.
+        done: usize,
+        /// Tokens to prefill in all.
+        total: usize,
+    },
+    /// A sampled answer token (fed to the model at the next step, or when the turn ends).
+    Token(u32),
+    /// The turn is over (every later step says the same).
+    Finished(TurnEnd),
+}
+
+/// A turn in progress: its prompt (the whole conversation in ids), its answer so far and where
+/// it stands.
+#[derive(Debug)]
+pub struct Turn {
+    prompt: Vec<u32>,
+    opts: TurnOptions,
+    reuse: Reuse,
+    reused: usize,
+    prefilled: usize,
+    logits: Option<NextLogits>,
+    sampler: Sampler,
+    answer: Vec<u32>,
+    /// The last answer token has not been fed yet.
+    unfed: bool,
+    cancelled: bool,
+    end: Option<TurnEnd>,
+    all_logits: Option<Vec<f32>>,
+    started: Instant,
+    prefill_s: Option<f64>,
+    ttft_s: f64,
+    finished_s: Option<f64>,
+    /// The turn ended with its prompt in the session: snapshot the end at the next step.
+    snapshot_end: bool,
+}
+
+impl Turn {
+    /// Starts a turn answering `prompt` in `session`: refuses a prompt with no room for an answer
+    /// (the session unchanged), else makes the session's resident ids a prefix of `prompt`
+    /// (see [`Session::prepare`]).
+    pub fn start(session: &mut Session, prompt: Vec<u32>, opts: TurnOptions) -> Result<Self> {
+        let (needed, limit) = (prompt.len() + 1, opts.context);
+        if needed > limit {
+            return Err(Error::ContextLengthExceeded { needed, limit });
+        }
+        let started = Instant::now();
+        let reuse = session.prepare(&prompt)?;
+        Ok(Self {
+            reused: session.position(),
+            prompt,
+            reuse,
+            prefilled: 0,
+            logits: None,
+            sampler: Sampler::new(opts.sampling.clone()),
+            answer: Vec::new(),
+            unfed: false,
+            cancelled: false,
+            end: None,
+            all_logits: opts.prompt_logits.then(Vec::new),
+            started,
+            prefill_s: None,
+            ttft_s: 0.0,
+            finished_s: None,
+            snapshot_end: false,
+            opts,
+        })
+    }
+
+    /// The conversation this turn answers, in ids.
+    pub fn prompt(&self) -> &[u32] {
+        &self.prompt
+    }
+
+    /// The answer's ids so far (an end-of-turn id is never part of it).
+    pub fn answer(&self) -> &[u32] {
+        &self.answer
+    }
+
+    /// How it ended, once it has.
+    pub fn end(&self) -> Option<TurnEnd> {
+        self.end
+    }
+
+    /// Whether the whole prompt was prefilled (the turn happened, whatever its answer).
+    pub fn prompt_done(&self) -> bool {
+        self.reused + self.prefilled == self.prompt.len()
+    }
+
+    /// The logits for the token after everything resident, once the turn has them (after its
+    /// prefill; at its end, after the last answer token was fed).
+    pub fn next_logits(&self) -> Option<&NextLogits> {
+        self.logits.as_ref()
+    }
+
+    /// Takes the logits of every prefilled position, `[n, vocab]` row-major, when
+    /// [`TurnOptions::prompt_logits`] asked for them.
+    pub fn take_prompt_logits(&mut self) -> Option<Vec<f32>> {
+        self.all_logits.take()
+    }
+
+    /// Asks the turn to end at its next step (within one chunk or decode step).
+    pub fn cancel(&mut self) {
+        self.cancelled = true;
+    }
+
+    /// What the turn cost so far; right at any point, mid-prefill included.
+    pub fn stats(&self) -> TurnStats {
+        let now = self.finished_s.unwrap_or_else(|| self.seconds());
+        let prefill_s = self.prefill_s.unwrap_or(now);
+        TurnStats {
+            reuse: self.reuse,
+            reused_tokens: self.reused,
+            prefilled_tokens: self.prefilled,
+            prefill_tok_s: self.prefilled as f64 / prefill_s.max(1e-9),
+            decode_tok_s: self.answer.len() as f64 / (now - prefill_s).max(1e-9),
+            ttft_s: self.ttft_s,
+            generated_tokens: self.answer.len(),
+        }
+    }
+
+    /// Runs the turn to its end: `on_token` sees each answer token and returns false to cancel.
+    pub fn run(
+        &mut self,
+        model: &Gemma,
+        session: &mut Session,
+        on_token: &mut dyn FnMut(u32) -> bool,
+    ) -> Result<TurnEnd> {
+        loop {
+            match self.step(model, session)? {
+                Step::Prefill { .. } => {}
+                Step::Token(id) => {
+                    if !on_token(id) {
+                        self.cancel();
+                    }
+                }
+                Step::Finished(end) => return Ok(end),
+            }
+        }
+    }
+
+    /// One prefill chunk or one decode step. On an error the session is left empty and dirty
+    /// (see [`Session::discard`]) and the turn is over.
+    pub fn step(&mut self, model: &Gemma, session: &mut Session) -> Result<Step> {
+        let result = match self.end {
+            Some(end) => Ok(Step::Finished(end)),
+            None => self.advance(model, session),
+        };
+        if result.is_err() {
+            self.end = Some(TurnEnd::Cancelled);
+            self.finished_s = Some(self.seconds());
+            self.snapshot_end = false;
+        }
+        if std::mem::take(&mut self.snapshot_end) {
+            session.snapshot(true);
+        }
+        result
+    }
+
+    fn advance(&mut self, model: &Gemma, session: &mut Session) -> Result<Step> {
+        if self.cancelled {
+            // What was shown stays resident, so the next turn continues from it.
+            self.feed_unfed(model, session)?;
+            return Ok(self.finish(TurnEnd::Cancelled));
+        }
+        if !self.prompt_done() {
+            return self.prefill_chunk(model, session);
+        }
+        self.feed_unfed(model, session)?;
+        if self.answer.len() >= self.opts.max_new_tokens {
+            return Ok(self.finish(TurnEnd::Length));
+        }
+        if session.position() >= self.opts.context {
+            return Ok(self.finish(TurnEnd::ContextFull));
+        }
+        let logits = self
+            .logits
+            .take()
+            .ok_or_else(|| Error::Backend("no logits to sample from".into()))?;
+        let id = self
+            .sampler
+            .pick(logits)
+            .inspect_err(|_| session.discard())?;
+        if self.answer.is_empty() {
+            self.ttft_s = self.seconds();
+        }
+        if self.opts.end_ids.contains(&id) {
+            return Ok(self.finish(TurnEnd::EndOfTurn(id)));
+        }
+        self.answer.push(id);
+        self.unfed = true;
+        Ok(Step::Token(id))
+    }
+
+    fn prefill_chunk(&mut self, model: &Gemma, session: &mut Session) -> Result<Step> {
+        let total = self.prompt.len() - self.reused;
+        let from = self.reused + self.prefilled;
+        let end = self.prompt.len();
+        let mut to = (from + self.opts.chunk.max(1)).min(end);
+        if self.opts.boundary_snapshot {
+            if to == end && to - from > 1 {
+                // The last prompt token gets a step of its own, after the snapshot.
+                to -= 1;
+            }
+            if from == end - 1 {
+                session.snapshot(false);
+            }
+        }
+        let mode = match (self.all_logits.is_some(), to == end) {
+            (true, _) => Logits::All,
+            (false, true) => Logits::Last,
+            (false, false) => Logits::None,
+        };
+        let out = session.feed(model, &self.prompt[from..to], mode)?;
+        if let (Some(all), Some(l)) = (self.all_logits.as_mut(), out.as_ref()) {
+            all.extend(to_vec(l.clone())?);
+        }
+        self.prefilled += to - from;
+        if to == end {
+            let last =
+                out.ok_or_else(|| Error::Backend("the last prefill chunk gave no logits".into()))?;
+            self.logits = Some(NextLogits::last_of(last));
+            self.prefill_s = Some(self.seconds());
+        }
+        Ok(Step::Prefill {
+            done: self.prefilled,
+            total,
+        })
+    }
+
+    /// Feeds the last sampled token, making the whole answer resident.
+    fn feed_unfed(&mut self, model: &Gemma, session: &mut Session) -> Result<()> {
+        if !std::mem::take(&mut self.unfed) {
+            return Ok(());
+        }
+        let id = *self.answer.last().expect("an unfed token is in the answer");
+        let out = session.feed(model, &[id], Logits::Last)?;
+        let last = out.ok_or_else(|| Error::Backend("a decode step gave no logits".into()))?;
+        self.logits = Some(NextLogits::last_of(last));
+        Ok(())
+    }
+
+    /// Ends the answer after its first `keep` tokens, which is where a stop string began: the
+    /// session is rewound past the rest. Where the sliding window has moved past that point, it
+    /// goes back to the turn's boundary snapshot and feeds the kept tokens again; only without
+    /// one is it marked dirty (the next turn starts over and says so).
+    pub fn cut(&mut self, keep: usize, model: &Gemma, session: &mut Session) -> Result<()> {
+        self.answer.truncate(keep);
+        self.unfed = false;
+        self.finish(TurnEnd::StopString);
+        let resident = self.prompt.len() + keep;
+        if session.position() > resident {
+            match session.rewind_near(resident) {
+                Some(at) if at < resident => {
+                    let again = [&self.prompt[..], &self.answer[..]].concat();
+                    session.prefill(model, &again[at..resident], self.opts.chunk)?;
+                }
+                Some(_) => {}
+                None => session.mark_dirty(),
+            }
+        }
+        // The job ends the turn here, without another step: the end's snapshot is taken now.
+        if std::mem::take(&mut self.snapshot_end)
+            && !session.is_dirty()
+            && session.position() == resident
+        {
+            session.snapshot(true);
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, end: TurnEnd) -> Step {
+        self.end = Some(end);
+        self.finished_s = Some(self.seconds());
+        self.snapshot_end = self.opts.boundary_snapshot && self.prompt_done();
+        Step::Finished(end)
+    }
+
+    fn seconds(&self) -> f64 {
+        self.started.elapsed().as_secs_f64()
+    }
+}
+
+fn to_vec(t: Tensor<2>) -> Result<Vec<f32>> {
+    t.into_data()
+        .try_to_vec::<f32>()
+        .map_err(|e| Error::Backend(format!("cannot read logits: {e:?}")))
+}

@@ -1,0 +1,464 @@
+//! The engine thread's loop ([`Worker`]): owns the one copy of the weights and every tab
+//! ([`Tabs`]), serves [`Command`]s and streams [`Event`]s. Work advances one prefill chunk or one
+//! decode step at a time, round-robin over the tabs that have a turn running, and commands are
+//! read between steps: a cancel lands within one chunk or step, and a long prefill in one tab
+//! never freezes another. One place assembles a conversation turn: [`LoadedModel::prompt_ids`].
+
+use std::sync::mpsc::{Receiver, Sender, TryRecvError};
+
+use super::attach;
+use super::branch::Held;
+use super::convo_store::{ConvoStore, SavedConvo};
+use super::handle::EngineOptions;
+use super::job::{CHUNK, Ctx, Job};
+use super::kv_store::KvStore;
+use super::protocol::{Command, Event, Exchange, LegacyConvo, TabId, TurnEnd};
+use super::reply::Reply;
+use super::tabs::{Stores, TabState, Tabs};
+use super::thinking::{self, Channels, ThinkingPolicy};
+use super::turn::{Turn, TurnOptions};
+use gemma_model::checkpoint::LoadedModel;
+use gemma_model::error::{Error, Result};
+use gemma_model::tokenizer::Tokenizer;
+use gemma_model::tokenizer::template::TemplateError;
+
+mod paths;
+
+pub(super) struct Worker<'a> {
+    lm: &'a LoadedModel,
+    tok: &'a Tokenizer,
+    events: Sender<Event>,
+    tabs: Tabs,
+    /// Ids that end a model turn.
+    end_ids: Vec<u32>,
+    /// Channel markers when the model thinks.
+    channels: Option<Channels>,
+    /// The tab served last (round-robin).
+    last: Option<TabId>,
+    options: EngineOptions,
+    /// Warm-restart snapshots.
+    kv: Option<KvStore>,
+    /// The attached chats' conversations.
+    convos: Option<ConvoStore>,
+    /// Context limit per tab, in tokens.
+    context: usize,
+    /// The checkpoint's chat template failed and the user was told.
+    template_warned: bool,
+}
+
+impl<'a> Worker<'a> {
+    pub fn new(
+        lm: &'a LoadedModel,
+        tok: &'a Tokenizer,
+        events: Sender<Event>,
+        options: EngineOptions,
+        context: usize,
+        stores: Stores,
+        channels: Option<Channels>,
+    ) -> Self {
+        Self {
+            lm,
+            tok,
+            events,
+            tabs: Tabs::default(),
+            end_ids: lm.chat_end_ids(),
+            channels,
+            last: None,
+            options,
+            kv: stores.kv,
+            convos: stores.convos,
+            context,
+            template_warned: false,
+        }
+    }
+
+    pub fn run(mut self, commands: Receiver<Command>) {
+        loop {
+            let busy = self.tabs.busy();
+            let first = if busy {
+                match commands.try_recv() {
+                    Ok(c) => Some(c),
+                    Err(TryRecvError::Empty) => None,
+                    Err(TryRecvError::Disconnected) => return,
+                }
+            } else {
+                match commands.recv() {
+                    Ok(c) => Some(c),
+                    Err(_) => return,
+                }
+            };
+            let mut next = first;
+            while let Some(c) = next {
+                if c == Command::Shutdown {
+                    if let Some(kv) = &self.kv {
+                        self.tabs.persist(kv);
+                    }
+                    return;
+                }
+                self.command(c);
+                next = commands.try_recv().ok();
+            }
+            self.step();
+        }
+    }
+
+    fn emit(&self, e: Event) {
+        let _ = self.events.send(e);
+    }
+
+    fn tab(&mut self, tab: TabId) -> &mut TabState {
+        self.tabs.get_or_insert(tab, &self.lm.model, self.context)
+    }
+
+    /// Serves one command; what fails is told to its tab.
+    fn command(&mut self, c: Command) {
+        let Some(tab) = c.tab() else { return };
+        if let Err(e) = self.apply(c) {
+            self.emit(Event::Failed {
+                tab,
+                error: e.to_string(),
+            });
+        }
+    }
+
+    fn apply(&mut self, c: Command) -> Result<()> {
+        match c {
+            Command::Submit { tab, text } => self.submit(tab, &text)?,
+            Command::Regenerate { tab } => self.regenerate(tab)?,
+            Command::Cancel { tab } => {
+                if let Some(job) = self.tabs.get_mut(tab).and_then(|t| t.job.as_mut()) {
+                    job.turn.cancel();
+                }
+            }
+            Command::CloseTab { tab } => {
+                let chat = self.tabs.get_mut(tab).and_then(|t| t.chat.take());
+                if let (Some(store), Some(chat)) = (&self.convos, chat) {
+                    store.remove(&chat);
+                }
+                self.tabs.remove(tab);
+            }
+            Command::SetSampling {
+                tab,
+                sampling,
+                max_new_tokens,
+                stop,
+            } => {
+                let t = self.tab(tab);
+                t.sampling = sampling;
+                t.max_new_tokens = max_new_tokens;
+                t.stop_strings = stop;
+            }
+            Command::SetThinking { tab, on } => {
+                self.tab(tab).thinking = on;
+                if on && !self.lm.supports_thinking() {
+                    return Err(Error::Invalid(
+                        "this model has no thinking mode; the setting has no effect".into(),
+                    ));
+                }
+            }
+            Command::SetSystem { tab, text } => {
+                self.tab(tab).system = text.filter(|s| !s.trim().is_empty());
+            }
+            Command::Attach {
+                tab,
+                chat,
+                history,
+                legacy,
+            } => self.attach(tab, chat, history, legacy)?,
+            Command::SetPath { tab, history } => self.set_path(tab, &history)?,
+            Command::Fork { tab, from, history } => {
+                self.fork(tab, from)?;
+                self.set_path(tab, &history)?;
+            }
+            Command::SetContext { tab, tokens } => {
+                let max = self.lm.model.config().max_position_embeddings;
+                if tokens == 0 || tokens > max {
+                    return Err(Error::Invalid(format!(
+                        "model.context_length = {tokens} does not fit this model: allowed 1 to \
+                         {max}"
+                    )));
+                }
+                self.tab(tab).context = tokens;
+            }
+            Command::Shutdown => {}
+        }
+        Ok(())
+    }
+
+    /// The tab's job, unless a turn is running: a quiet re-prefill gives way to a new turn.
+    fn idle_tab(&mut self, tab: TabId) -> Result<&mut TabState> {
+        let t = self.tab(tab);
+        if t.job.as_ref().is_some_and(|j| j.quiet) {
+            t.job = None;
+        }
+        if t.job.is_some() {
+            return Err(Error::Invalid(
+                "a turn is still running in this tab; stop it first".into(),
+            ));
+        }
+        Ok(t)
+    }
+
+    /// Ties `tab` to `chat` and brings its conversation back (see [`attach::attach`]).
+    fn attach(
+        &mut self,
+        tab: TabId,
+        chat: String,
+        history: Vec<Exchange>,
+        legacy: Option<LegacyConvo>,
+    ) -> Result<()> {
+        let (lm, end_ids) = (self.lm, self.end_ids.clone());
+        let stores = Stores {
+            kv: self.kv.clone(),
+            convos: self.convos.clone(),
+        };
+        let t = self.idle_tab(tab)?;
+        let request = attach::Request {
+            chat,
+            history,
+            legacy,
+        };
+        let Some(origin) = attach::attach(t, lm, &end_ids, &stores, request)? else {
+            return Ok(());
+        };
+        if origin != attach::Origin::Saved {
+            self.save_convo(tab);
+        }
+        let tokens = self.tabs.get_mut(tab).map_or(0, |t| t.convo.len());
+        self.emit(Event::Committed { tab, tokens });
+        self.report_tiers();
+        Ok(())
+    }
+
+    /// Saves the tab's conversation with its chat, when it is attached to one; a failure is
+    /// told, and the conversation stays in memory.
+    fn save_convo(&mut self, tab: TabId) {
+        let Some(store) = self.convos.clone() else {
+            return;
+        };
+        let Some(t) = self.tabs.get_mut(tab) else {
+            return;
+        };
+        let Some(chat) = t.chat.clone() else { return };
+        let convo = SavedConvo {
+            ids: t.convo.clone(),
+            header: t.header.len(),
+            last_answer: t.last_answer,
+            exchanges: t.held.as_deref().map(attach::spans).unwrap_or_default(),
+        };
+        if let Err(e) = store.save(&chat, &convo) {
+            self.emit(Event::Failed {
+                tab,
+                error: format!("the conversation could not be saved: {e}"),
+            });
+        }
+    }
+
+    fn submit(&mut self, tab: TabId, text: &str) -> Result<()> {
+        let lm = self.lm;
+        let t = self.idle_tab(tab)?;
+        // A changed header rewinds the session to it, and the turn says so.
+        let turn = lm.user_turn(
+            &t.convo,
+            t.header.len(),
+            t.system.as_deref(),
+            t.thinking,
+            text,
+        )?;
+        let exchange = t.held.clone().map(|h| (h, text.to_string()));
+        if let Some(e) = turn.template_error {
+            self.template_failed(tab, e);
+        }
+        self.start(tab, turn.prompt, turn.header, exchange)
+    }
+
+    /// The checkpoint's template failed and the built-in layout stood in: said once, in full.
+    fn template_failed(&mut self, tab: TabId, e: TemplateError) {
+        if !self.template_warned {
+            self.template_warned = true;
+            self.emit(Event::TemplateFallback {
+                tab,
+                error: e.to_string(),
+            });
+        }
+    }
+
+    fn regenerate(&mut self, tab: TabId) -> Result<()> {
+        let t = self.idle_tab(tab)?;
+        let at = t
+            .last_answer
+            .ok_or_else(|| Error::Invalid("there is no answer to regenerate yet".into()))?;
+        let prompt = t.convo[..at].to_vec();
+        let header = t.header.clone();
+        // The last exchange is answered again.
+        let exchange = t.held.clone().and_then(|mut h| {
+            let last = h.pop()?;
+            Some((h, last.user))
+        });
+        self.start(tab, prompt, header, exchange)
+    }
+
+    /// Starts a turn whose whole conversation is `prompt`; `exchange` is what the tab's
+    /// exchanges become before it (with its user text), when known.
+    fn start(
+        &mut self,
+        tab: TabId,
+        prompt: Vec<u32>,
+        header: Vec<u32>,
+        exchange: Option<(Vec<Held>, String)>,
+    ) -> Result<()> {
+        let inject = self
+            .options
+            .inject_failure
+            .take_if(|(t, _)| *t == tab)
+            .map(|(_, n)| n);
+        let (channels, end_ids) = (self.channels, self.end_ids.clone());
+        let now = self.tabs.touch(tab);
+        let t = self.tab(tab);
+        // A new seed per turn (from the tab's), so that a regenerate can answer differently.
+        let mut sampling = t.sampling.clone();
+        sampling.seed = sampling.seed.wrapping_add(now);
+        let opts = TurnOptions {
+            sampling,
+            max_new_tokens: t.max_new_tokens,
+            end_ids,
+            context: t.context,
+            chunk: CHUNK,
+            boundary_snapshot: true,
+            prompt_logits: false,
+        };
+        let turn = Turn::start(&mut t.session, prompt, opts)?;
+        if let Some(n) = inject {
+            t.session.fail_after(n);
+        }
+        t.job = Some(Job {
+            turn,
+            reply: Reply::new(channels, t.stop_strings.clone()),
+            header,
+            quiet: false,
+            exchange,
+            answer_text: String::new(),
+        });
+        self.enforce_budget(tab);
+        Ok(())
+    }
+
+    /// Advances the next running turn, round-robin, by one prefill chunk or one decode step.
+    fn step(&mut self) {
+        let Some(tab) = self.tabs.next_busy(self.last) else {
+            return;
+        };
+        self.last = Some(tab);
+        let cx = Ctx {
+            tab,
+            model: &self.lm.model,
+            tok: self.tok,
+            events: &self.events,
+        };
+        let Some(t) = self.tabs.get_mut(tab) else {
+            return;
+        };
+        let Some(job) = t.job.as_mut() else { return };
+        let result = job.advance(&cx, &mut t.session);
+        let quiet = job.quiet;
+        let failed = match result {
+            Ok(None) => None,
+            Ok(Some(end)) => {
+                let job = t.job.take().expect("the job just advanced");
+                if quiet {
+                    None
+                } else {
+                    self.finish(tab, job, end).err()
+                }
+            }
+            Err(e) => {
+                t.job = None;
+                // A failed quiet re-prefill has left the session dirty; the next turn says so.
+                (!quiet).then_some(e)
+            }
+        };
+        if let Some(e) = failed {
+            self.emit(Event::Failed {
+                tab,
+                error: e.to_string(),
+            });
+        }
+    }
+
+    /// Ends a turn: commits it to the tab's conversation when its prompt was prefilled (the
+    /// next turn's template text closes it), and tells the UI. Under the `strip` thinking
+    /// policy the history holds the answer without its thought, as the template renders it,
+    /// and the session is re-prefilled to match by a quiet job.
+    fn finish(&mut self, tab: TabId, mut job: Job, end: TurnEnd) -> Result<()> {
+        let strip = self.options.thinking_policy == ThinkingPolicy::Strip;
+        let channels = self.channels.filter(|_| strip && job.reply.thought_seen());
+        let Some(t) = self.tabs.get_mut(tab) else {
+            return Ok(());
+        };
+        let stats = job.turn.stats();
+        let mut settle = None;
+        if job.turn.prompt_done() {
+            let at = job.turn.prompt().len();
+            let mut convo = job.turn.prompt().to_vec();
+            match channels {
+                Some(ch) => {
+                    convo.extend(thinking::strip(job.turn.answer(), ch));
+                    settle = Some(convo.clone());
+                }
+                None => convo.extend(job.turn.answer()),
+            }
+            t.header = std::mem::take(&mut job.header);
+            let base = 1 + t.header.len();
+            t.held = job.exchange.take().map(|(mut held, user)| {
+                held.push(Held {
+                    user,
+                    answer: std::mem::take(&mut job.answer_text),
+                    answer_start: at - base,
+                    end: convo.len() - base,
+                });
+                held
+            });
+            t.convo = convo;
+            t.last_answer = Some(at);
+        }
+        if let Some(ids) = settle {
+            let opts = TurnOptions {
+                chunk: CHUNK,
+                boundary_snapshot: true,
+                ..TurnOptions::greedy(0, usize::MAX)
+            };
+            t.job = Some(Job {
+                turn: Turn::start(&mut t.session, ids, opts)?,
+                reply: Reply::new(None, Vec::new()),
+                header: t.header.clone(),
+                quiet: true,
+                exchange: None,
+                answer_text: String::new(),
+            });
+        }
+        // The conversation as it now stands (unchanged when the prompt was not all prefilled):
+        // the UI's context meter.
+        let tokens = t.convo.len();
+        if job.turn.prompt_done() {
+            self.save_convo(tab);
+        }
+        self.emit(Event::Committed { tab, tokens });
+        self.emit(Event::Finished { tab, end, stats });
+        self.enforce_budget(tab);
+        Ok(())
+    }
+
+    /// Keeps the device budget (see [`Tabs::enforce_budget`]) and reports tier changes.
+    fn enforce_budget(&mut self, active: TabId) {
+        let (device, host) = (self.options.memory_budget, self.options.host_budget);
+        self.tabs.enforce_budget(active, device, host);
+        self.report_tiers();
+    }
+
+    /// Tells the UI about every tab whose tier changed.
+    fn report_tiers(&mut self) {
+        for (tab, tier) in self.tabs.changed_tiers() {
+            self.emit(Event::TabState { tab, tier });
+        }
+    }
+}

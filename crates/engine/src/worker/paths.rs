@@ -1,0 +1,64 @@
+//! The engine thread's side of the UI's conversation tree: a tab moved to another path
+//! (`Command::SetPath`) and a tab started as a copy of another (`Command::Fork`). The next turn
+//! rewinds the session to what the paths share.
+
+use super::Worker;
+use crate::branch::{self, Setting};
+use crate::protocol::{Event, Exchange, TabId};
+use gemma_model::error::Result;
+
+impl Worker<'_> {
+    /// Gives `tab` a copy of `from`'s session and conversation (nothing when `from` is gone).
+    pub(super) fn fork(&mut self, tab: TabId, from: TabId) -> Result<()> {
+        let Some(src) = self.tabs.get_mut(from) else {
+            return Ok(());
+        };
+        let copy = (
+            src.session.clone(),
+            src.convo.clone(),
+            src.header.clone(),
+            src.last_answer,
+            src.held.clone(),
+        );
+        let t = self.idle_tab(tab)?;
+        (t.session, t.convo, t.header, t.last_answer, t.held) = copy;
+        self.enforce_budget(tab);
+        Ok(())
+    }
+
+    /// Moves the tab's conversation to another path of the UI's tree (see
+    /// [`branch::rebase`]); the next turn rewinds the session to what the two share.
+    pub(super) fn set_path(&mut self, tab: TabId, history: &[Exchange]) -> Result<()> {
+        let lm = self.lm;
+        let t = self.idle_tab(tab)?;
+        let setting = Setting {
+            system: t.system.as_deref(),
+            thinking: t.thinking,
+        };
+        let r = branch::rebase(
+            lm,
+            &t.convo,
+            t.header.len(),
+            t.held.as_deref(),
+            history,
+            &setting,
+        )?;
+        t.last_answer = r.last_answer();
+        t.header = r.ids.get(1..1 + r.header).unwrap_or_default().to_vec();
+        t.convo = r.ids;
+        t.held = Some(r.held);
+        let tokens = t.convo.len();
+        let common = branch::common_prefix(t.session.resident(), &t.convo);
+        if let Some(e) = r.template_error {
+            self.template_failed(tab, e);
+        }
+        self.save_convo(tab);
+        self.emit(Event::Committed { tab, tokens });
+        self.emit(Event::Rebased {
+            tab,
+            tokens,
+            common,
+        });
+        Ok(())
+    }
+}

@@ -1,0 +1,304 @@
+//! AVX2 + FMA kernels: the same integer sums as `scalar.rs`, 16 products per `madd` (codes
+//! widened to i16 against the i16 input), one float scale per block accumulated in eight f32
+//! lanes; float weights converted eight at a time (F16C for f16, a shift for bf16) against the
+//! f32 input. Results differ from the scalar ones only in the order of the float additions.
+//! This file holds the helpers, the 32-value blocks and the floats; `kquants.rs` the
+//! super-blocks.
+
+#![allow(unsafe_code)]
+
+pub(super) mod kquants;
+
+use std::arch::x86_64::*;
+
+use super::{BLOCK, LO, QuantRow};
+use crate::quant::{GgmlType, IQ4_VALUES};
+
+/// Whether this CPU runs these kernels (and `GEMMA_CHAT_SIMD` allows them).
+pub(super) fn available() -> bool {
+    super::simd::level() >= super::simd::Simd::Avx2
+}
+
+pub(super) fn dot(ty: GgmlType, w: &[u8], x: &QuantRow) -> f32 {
+    // SAFETY: `available()` was checked by the caller; every kernel reads whole blocks of `w`
+    // (its length is a whole number of blocks, checked in `QMatrix::new`) and the matching
+    // values of `x`, whose quantized part is padded to whole blocks of 32.
+    unsafe {
+        match ty {
+            GgmlType::F32 => f32s(w, x),
+            GgmlType::F16 => f16s(w, x),
+            GgmlType::BF16 => bf16s(w, x),
+            GgmlType::Q4_0 => q4_0(w, x),
+            GgmlType::Q4_1 => q4_1(w, x),
+            GgmlType::Q5_0 => q5_0(w, x),
+            GgmlType::Q5_1 => q5_1(w, x),
+            GgmlType::Q8_0 => q8_0(w, x),
+            GgmlType::IQ4_NL => iq4_nl(w, x),
+            GgmlType::Q2_K => kquants::q2_k(w, x),
+            GgmlType::Q3_K => kquants::q3_k(w, x),
+            GgmlType::Q4_K => kquants::q4_k(w, x),
+            GgmlType::Q5_K => kquants::q5_k(w, x),
+            GgmlType::Q6_K => kquants::q6_k(w, x),
+            GgmlType::IQ4_XS => kquants::iq4_xs(w, x),
+        }
+    }
+}
+
+/// The f16 at `b[at..at + 2]`, converted by the CPU (the `half` crate asks for F16C per call).
+/// Broadcast, not inserted: an insert into a register the compiler picks merges into its old
+/// value, and it picked an accumulator, which chained every block's scale to the previous
+/// block's FMA (a third of the kernels' speed).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn f16_at(b: &[u8], at: usize) -> f32 {
+    let bits = u16::from_le_bytes([b[at], b[at + 1]]);
+    _mm_cvtss_f32(_mm_cvtph_ps(_mm_set1_epi16(bits as i16)))
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+fn hsum(v: __m256) -> f32 {
+    let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+    let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    let s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    _mm_cvtss_f32(s)
+}
+
+/// 16 i16 of `digits` (the input's `q` or `lo`) starting at `at`.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn load16(digits: &[i16], at: usize) -> __m256i {
+    assert!(at + 16 <= digits.len());
+    // SAFETY: checked just above.
+    unsafe { _mm256_loadu_si256(digits.as_ptr().add(at) as *const __m256i) }
+}
+
+/// `Σ c·x` in eight f32 lanes for 16 signed byte values: the integer sums against both digits
+/// of the input, joined as `hi + lo · 2⁻¹⁵`.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot16_i8(v: __m128i, x: &QuantRow, at: usize) -> __m256 {
+    unsafe {
+        let c = _mm256_cvtepi8_epi16(v);
+        let hi = _mm256_madd_epi16(c, load16(&x.q, at));
+        let lo = _mm256_madd_epi16(c, load16(&x.lo, at));
+        _mm256_fmadd_ps(
+            _mm256_cvtepi32_ps(lo),
+            _mm256_set1_ps(LO),
+            _mm256_cvtepi32_ps(hi),
+        )
+    }
+}
+
+/// `Σ c·x` in eight f32 lanes for 32 signed byte values.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot32_i8(v: __m256i, x: &QuantRow, at: usize) -> __m256 {
+    unsafe {
+        _mm256_add_ps(
+            dot16_i8(_mm256_castsi256_si128(v), x, at),
+            dot16_i8(_mm256_extracti128_si256::<1>(v), x, at + 16),
+        )
+    }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+fn fma_i32(p: __m256, scale: f32, acc: __m256) -> __m256 {
+    _mm256_fmadd_ps(p, _mm256_set1_ps(scale), acc)
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn load32(p: &[u8]) -> __m256i {
+    assert!(p.len() >= 32);
+    // SAFETY: checked just above.
+    unsafe { _mm256_loadu_si256(p.as_ptr() as *const __m256i) }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn load16_u8(p: &[u8]) -> __m128i {
+    assert!(p.len() >= 16);
+    // SAFETY: checked just above.
+    unsafe { _mm_loadu_si128(p.as_ptr() as *const __m128i) }
+}
+
+/// The 32 4-bit codes of 16 bytes, low nibbles in the low lane.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn nibbles(qs: &[u8]) -> __m256i {
+    let m4 = _mm_set1_epi8(0x0F);
+    let q = unsafe { load16_u8(qs) };
+    let lo = _mm_and_si128(q, m4);
+    let hi = _mm_and_si128(_mm_srli_epi16::<4>(q), m4);
+    _mm256_set_m128i(hi, lo)
+}
+
+/// IQ4_NL's table looked up for 32 4-bit codes.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn iq4_lookup(codes: __m256i) -> __m256i {
+    // SAFETY: 16 bytes read from a 16-byte array.
+    let table = unsafe { _mm_loadu_si128(IQ4_VALUES.as_ptr() as *const __m128i) };
+    _mm256_shuffle_epi8(_mm256_set_m128i(table, table), codes)
+}
+
+/// 0x10 in byte j where bit j of `qh` is set.
+#[target_feature(enable = "avx2,fma,f16c")]
+fn fifth_bits(qh: &[u8]) -> __m256i {
+    let qh = u32::from_le_bytes([qh[0], qh[1], qh[2], qh[3]]);
+    let v = _mm256_set1_epi32(qh as i32);
+    // Byte j takes byte j / 8 of qh, then tests bit j % 8.
+    let spread = _mm256_shuffle_epi8(
+        v,
+        _mm256_set_epi64x(
+            0x0303030303030303,
+            0x0202020202020202,
+            0x0101010101010101,
+            0,
+        ),
+    );
+    let bit = _mm256_set1_epi64x(0x8040201008040201u64 as i64);
+    let set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+    _mm256_and_si256(set, _mm256_set1_epi8(0x10))
+}
+
+/// Blocks with one f16 scale first whose codes, minus `offset`, are the values.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn offset_blocks(
+    w: &[u8],
+    bytes: usize,
+    x: &QuantRow,
+    offset: i8,
+    codes: impl Fn(&[u8]) -> __m256i,
+) -> f32 {
+    let (mut a0, mut a1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+    let off = _mm256_set1_epi8(offset);
+    for (b, blk) in w.chunks_exact(bytes).enumerate() {
+        let v = _mm256_sub_epi8(codes(blk), off);
+        let p = unsafe { dot32_i8(v, x, b * BLOCK) };
+        // Alternate accumulators so that neither waits on the other's FMA.
+        if b % 2 == 0 {
+            a0 = fma_i32(p, f16_at(blk, 0) * x.d[b], a0);
+        } else {
+            a1 = fma_i32(p, f16_at(blk, 0) * x.d[b], a1);
+        }
+    }
+    hsum(_mm256_add_ps(a0, a1))
+}
+
+/// Blocks with an f16 scale and min first, unsigned codes.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn min_blocks(
+    w: &[u8],
+    bytes: usize,
+    x: &QuantRow,
+    codes: impl Fn(&[u8]) -> __m256i,
+) -> f32 {
+    let mut acc = _mm256_setzero_ps();
+    let mut mins = 0f32;
+    for (b, blk) in w.chunks_exact(bytes).enumerate() {
+        let p = unsafe { dot32_i8(codes(blk), x, b * BLOCK) };
+        acc = fma_i32(p, f16_at(blk, 0) * x.d[b], acc);
+        let sum = x.sum16[2 * b] + x.sum16[2 * b + 1];
+        mins += x.d[b] * f16_at(blk, 2) * sum;
+    }
+    hsum(acc) + mins
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q4_0(w: &[u8], x: &QuantRow) -> f32 {
+    unsafe { offset_blocks(w, 18, x, 8, |b| nibbles(&b[2..18])) }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q4_1(w: &[u8], x: &QuantRow) -> f32 {
+    unsafe { min_blocks(w, 20, x, |b| nibbles(&b[4..20])) }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q5_0(w: &[u8], x: &QuantRow) -> f32 {
+    unsafe {
+        offset_blocks(w, 22, x, 16, |b| {
+            _mm256_or_si256(nibbles(&b[6..22]), fifth_bits(&b[2..6]))
+        })
+    }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q5_1(w: &[u8], x: &QuantRow) -> f32 {
+    unsafe {
+        min_blocks(w, 24, x, |b| {
+            _mm256_or_si256(nibbles(&b[8..24]), fifth_bits(&b[4..8]))
+        })
+    }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q8_0(w: &[u8], x: &QuantRow) -> f32 {
+    unsafe { offset_blocks(w, 34, x, 0, |b| load32(&b[2..34])) }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn iq4_nl(w: &[u8], x: &QuantRow) -> f32 {
+    unsafe { offset_blocks(w, 18, x, 0, |b| iq4_lookup(nibbles(&b[2..18]))) }
+}
+
+/// `Σ w·x` for float weights of `size` bytes, eight at a time through `load8` (which turns the
+/// eight weights at a byte slice's start into f32 lanes), the tail one by one.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn floats(
+    w: &[u8],
+    size: usize,
+    x: &QuantRow,
+    load8: impl Fn(&[u8]) -> __m256,
+    one: impl Fn(&[u8]) -> f32,
+) -> f32 {
+    let n = w.len() / size;
+    assert!(x.x.len() >= n);
+    let (mut a0, mut a1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+    let mut i = 0;
+    while i + 16 <= n {
+        // SAFETY: i + 16 <= n <= x.x.len().
+        unsafe {
+            let x0 = _mm256_loadu_ps(x.x.as_ptr().add(i));
+            let x1 = _mm256_loadu_ps(x.x.as_ptr().add(i + 8));
+            a0 = _mm256_fmadd_ps(load8(&w[i * size..]), x0, a0);
+            a1 = _mm256_fmadd_ps(load8(&w[(i + 8) * size..]), x1, a1);
+        }
+        i += 16;
+    }
+    let mut tail = 0f32;
+    for j in i..n {
+        tail += one(&w[j * size..]) * x.x[j];
+    }
+    hsum(_mm256_add_ps(a0, a1)) + tail
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn f32s(w: &[u8], x: &QuantRow) -> f32 {
+    unsafe {
+        floats(
+            w,
+            4,
+            x,
+            |b| {
+                assert!(b.len() >= 32);
+                _mm256_loadu_ps(b.as_ptr() as *const f32)
+            },
+            |b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+        )
+    }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn f16s(w: &[u8], x: &QuantRow) -> f32 {
+    unsafe { floats(w, 2, x, |b| _mm256_cvtph_ps(load16_u8(b)), |b| f16_at(b, 0)) }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn bf16s(w: &[u8], x: &QuantRow) -> f32 {
+    unsafe {
+        floats(
+            w,
+            2,
+            x,
+            |b| {
+                let wide = _mm256_cvtepu16_epi32(load16_u8(b));
+                _mm256_castsi256_ps(_mm256_slli_epi32::<16>(wide))
+            },
+            |b| f32::from_bits((u16::from_le_bytes([b[0], b[1]]) as u32) << 16),
+        )
+    }
+}

@@ -1,0 +1,269 @@
+//! What a new user turn adds to a conversation, as the chat template writes it. The history stays
+//! in token ids (answers exactly as sampled), so only the new text is rendered: the template runs
+//! on a conversation of the same shape whose earlier messages are placeholders, and the text after
+//! the last earlier answer is the new turn (the closing of that answer, the user's turn and the
+//! opening of the model's). The text before the first user message is the conversation's header
+//! (system turn, thinking switch); when it changes, the engine rewinds to it.
+
+use serde_json::json;
+
+use super::{ChatTemplate, TemplateError, TemplateSource};
+
+/// The conversation a new turn joins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Conversation<'a> {
+    /// The system prompt, if any.
+    pub system: Option<&'a str>,
+    /// Gemma 4 thinking on for this turn.
+    pub thinking: bool,
+    /// Whether earlier exchanges (a user message and an answer) come before this turn.
+    pub continues: bool,
+}
+
+/// A new user turn's text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnText {
+    /// Between BOS and the first user message's content: the system turn, the thinking switch
+    /// and the opening of the first user turn.
+    pub header: String,
+    /// What the turn adds after the header (first turn) or after the last answer (later turns):
+    /// the user's message and the opening of the model's turn.
+    pub turn: String,
+}
+
+/// A placeholder message that no template changes (private-use characters, no whitespace).
+fn mark(i: usize) -> String {
+    format!("\u{E000}{i}\u{E001}")
+}
+
+/// The messages of `c` with placeholders for its earlier exchange and `user` last.
+fn messages(c: &Conversation, user: &str) -> serde_json::Value {
+    let mut m = Vec::new();
+    if let Some(s) = c.system {
+        m.push(json!({"role": "system", "content": s}));
+    }
+    if c.continues {
+        m.push(json!({"role": "user", "content": mark(0)}));
+        m.push(json!({"role": "assistant", "content": mark(1)}));
+    }
+    m.push(json!({"role": "user", "content": user}));
+    serde_json::Value::Array(m)
+}
+
+impl ChatTemplate {
+    /// The text of a new user turn `user` in the conversation `c`.
+    pub fn next_turn(&self, c: &Conversation, user: &str) -> Result<TurnText, TemplateError> {
+        let shape = mark(if c.continues { 2 } else { 0 });
+        let placeholders = self.render_after_bos(&messages(c, &shape), true, Some(c.thinking))?;
+        let first = placeholders
+            .find(&mark(0))
+            .ok_or_else(|| self.fault("does not write the user's message"))?;
+        let header = placeholders[..first].to_string();
+        let real = self.render_after_bos(&messages(c, user), true, Some(c.thinking))?;
+        let turn = if c.continues {
+            let answer = mark(1);
+            let end = real
+                .rfind(&answer)
+                .ok_or_else(|| self.fault("does not write the model's earlier answer"))?;
+            &real[end + answer.len()..]
+        } else {
+            real.strip_prefix(&header)
+                .ok_or_else(|| self.fault("changes its opening with the user's message"))?
+        };
+        if turn.contains('\u{E000}') {
+            return Err(self.fault("repeats earlier messages after the last answer"));
+        }
+        Ok(TurnText {
+            header,
+            turn: turn.to_string(),
+        })
+    }
+}
+
+/// The chat templates a model is rendered with: its own, if it ships one that compiles, and the
+/// family's built-in layout, which stands in when it has none or it fails.
+#[derive(Debug)]
+pub struct ChatFormat {
+    own: Option<Result<ChatTemplate, TemplateError>>,
+    builtin: ChatTemplate,
+    /// The checkpoint's template ran into a limit once: the built-in layout stands in from then.
+    refused: std::sync::OnceLock<TemplateError>,
+}
+
+/// The chat layouts built in, one per Gemma generation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Builtin {
+    /// Gemma 3: a system prompt folds into the first user turn.
+    Gemma3,
+    /// Gemma 4: system turns, thinking, `<|turn>` markers.
+    Gemma4,
+}
+
+impl Builtin {
+    fn source(self) -> TemplateSource {
+        let (text, name) = match self {
+            Builtin::Gemma4 => (
+                include_str!("../../../../../assets/templates/gemma4.jinja"),
+                "Gemma 4",
+            ),
+            Builtin::Gemma3 => (
+                include_str!("../../../../../assets/templates/gemma3.jinja"),
+                "Gemma 3",
+            ),
+        };
+        TemplateSource {
+            text: text.to_string(),
+            origin: format!("built-in {name} layout"),
+        }
+    }
+}
+
+impl ChatFormat {
+    /// The format for a checkpoint that ships `own` (or nothing) over the `builtin` layout of its
+    /// generation, with BOS and EOS texts `bos` and `eos`.
+    pub fn new(own: Option<&TemplateSource>, builtin: Builtin, bos: &str, eos: &str) -> Self {
+        let builtin = builtin.source();
+        let Ok(builtin) = ChatTemplate::new(&builtin, bos, eos).map(ChatTemplate::trusted) else {
+            unreachable!("the built-in templates compile (tested)")
+        };
+        let own = own.map(|s| ChatTemplate::new(s, bos, eos));
+        if let Some(Ok(t)) = &own {
+            t.start_sandbox();
+        }
+        Self {
+            own,
+            builtin,
+            refused: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The checkpoint's own template: `None` when it ships none, an error when it does not
+    /// compile.
+    pub fn own(&self) -> Option<&Result<ChatTemplate, TemplateError>> {
+        self.own.as_ref()
+    }
+
+    /// The family's built-in layout.
+    pub fn builtin(&self) -> &ChatTemplate {
+        &self.builtin
+    }
+
+    /// A new user turn, rendered with the checkpoint's template; when that fails, with the
+    /// built-in layout, and the template's error comes back beside it. A template that ran into
+    /// a limit is not run again.
+    pub fn next_turn(
+        &self,
+        c: &Conversation,
+        user: &str,
+    ) -> Result<(TurnText, Option<TemplateError>), TemplateError> {
+        let failed = match (&self.own, self.refused.get()) {
+            (None, _) => None,
+            (Some(_), Some(e)) => Some(e.clone()),
+            (Some(Ok(t)), None) => match t.next_turn(c, user) {
+                Ok(turn) => return Ok((turn, None)),
+                Err(e) => {
+                    if e.limit {
+                        let _ = self.refused.set(e.clone());
+                    }
+                    Some(e)
+                }
+            },
+            (Some(Err(e)), None) => Some(e.clone()),
+        };
+        Ok((self.builtin.next_turn(c, user)?, failed))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn format(family: Builtin, own: Option<&str>) -> ChatFormat {
+        let own = own.map(|text| TemplateSource {
+            text: text.into(),
+            origin: "test.jinja".into(),
+        });
+        ChatFormat::new(own.as_ref(), family, "<bos>", "<eos>")
+    }
+
+    fn turn(f: &ChatFormat, system: Option<&str>, thinking: bool, continues: bool) -> TurnText {
+        let c = Conversation {
+            system,
+            thinking,
+            continues,
+        };
+        let (t, err) = f
+            .next_turn(&c, "  Why is the sky blue? \n")
+            .expect("renders");
+        assert_eq!(err, None);
+        t
+    }
+
+    #[test]
+    fn gemma4_builtin_turns() {
+        let f = format(Builtin::Gemma4, None);
+        let t = turn(&f, None, false, false);
+        assert_eq!(t.header, "<|turn>user\n");
+        assert_eq!(
+            t.turn,
+            "Why is the sky blue?<turn|>\n<|turn>model\n<|channel>thought\n<channel|>"
+        );
+        let t = turn(&f, Some(" Be brief. "), true, true);
+        assert_eq!(
+            t.header,
+            "<|turn>system\n<|think|>\nBe brief.<turn|>\n<|turn>user\n"
+        );
+        assert_eq!(
+            t.turn,
+            "<turn|>\n<|turn>user\nWhy is the sky blue?<turn|>\n<|turn>model\n"
+        );
+    }
+
+    #[test]
+    fn gemma3_builtin_folds_the_system_prompt_into_the_first_turn() {
+        let f = format(Builtin::Gemma3, None);
+        let t = turn(&f, Some("Be brief."), false, false);
+        assert_eq!(t.header, "<start_of_turn>user\nBe brief.\n\n");
+        assert_eq!(
+            t.turn,
+            "Why is the sky blue?<end_of_turn>\n<start_of_turn>model\n"
+        );
+        let t = turn(&f, None, false, true);
+        assert_eq!(t.header, "<start_of_turn>user\n");
+        assert_eq!(
+            t.turn,
+            "<end_of_turn>\n<start_of_turn>user\nWhy is the sky blue?<end_of_turn>\n<start_of_turn>model\n"
+        );
+    }
+
+    #[test]
+    fn a_failing_template_falls_back_to_the_builtin_layout_with_its_error() {
+        let c = Conversation {
+            system: None,
+            thinking: false,
+            continues: false,
+        };
+        for bad in [
+            "{{ messages[0].nope.deeper }}",
+            "{% if %}",
+            "{{ 'no user text' }}",
+            // Grows with the conversation: a probe render would pass it, every turn is bounded.
+            "{% set ns = namespace(s='') %}{% for m in messages %}{% for i in range(64) %}\
+             {% set ns.s = ns.s ~ m.content ~ ns.s %}{% endfor %}{% endfor %}{{ ns.s }}",
+        ] {
+            let f = format(Builtin::Gemma3, Some(bad));
+            let (t, err) = f.next_turn(&c, "hi").expect("the built-in layout renders");
+            assert_eq!(t.turn, "hi<end_of_turn>\n<start_of_turn>model\n");
+            let err = err.expect("the template's error comes back");
+            assert!(err.to_string().contains("test.jinja"), "{err}");
+            assert_eq!(err.limit, bad.contains("namespace"), "{err}");
+            // A limit refuses the template: the next turn does not run it again.
+            let started = std::time::Instant::now();
+            let (_, again) = f.next_turn(&c, "hi").expect("renders");
+            if err.limit {
+                assert_eq!(again.as_ref(), Some(&err));
+                assert!(started.elapsed() < std::time::Duration::from_millis(200));
+            }
+        }
+    }
+}

@@ -1,0 +1,393 @@
+//! What a front end and an engine say to each other: commands in, events out, each naming its
+//! tab.
+
+use crate::sampling::{SamplingLayer, SamplingParams};
+
+/// Why a turn prefilled what it did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reuse {
+    /// Nothing was resident: full prefill.
+    New,
+    /// The prompt extends the resident ids: only the suffix is prefilled.
+    ExactPrefix,
+    /// The prompt diverges from the resident ids: rewound to the longest common prefix.
+    Rewind,
+    /// The prompt equals the resident ids: the last token is prefilled again for fresh logits.
+    Equal,
+    /// The session was marked dirty by an earlier failure: full prefill.
+    Dirty,
+    /// The session had been dropped to text to free memory: full prefill.
+    Evicted,
+    /// The tab came back from disk without its KV state: full prefill.
+    Restored,
+    /// The prompt diverges where the sliding window can no longer rewind: full prefill.
+    Mismatch,
+}
+
+impl Reuse {
+    /// Every reason, for reading names back.
+    pub const ALL: [Reuse; 8] = [
+        Reuse::New,
+        Reuse::ExactPrefix,
+        Reuse::Rewind,
+        Reuse::Equal,
+        Reuse::Dirty,
+        Reuse::Evicted,
+        Reuse::Restored,
+        Reuse::Mismatch,
+    ];
+
+    /// The reason named `name` (see [`Reuse::as_str`]).
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.as_str() == name)
+    }
+
+    /// The name shown to users and in stats.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reuse::New => "new",
+            Reuse::ExactPrefix => "exact_prefix",
+            Reuse::Rewind => "rewind",
+            Reuse::Equal => "equal",
+            Reuse::Dirty => "dirty",
+            Reuse::Evicted => "evicted",
+            Reuse::Restored => "restored",
+            Reuse::Mismatch => "mismatch",
+        }
+    }
+}
+
+/// What a turn cost.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnStats {
+    /// How the resident ids were reused.
+    pub reuse: Reuse,
+    /// Prompt tokens that were already resident.
+    pub reused_tokens: usize,
+    /// Prompt tokens that were prefilled.
+    pub prefilled_tokens: usize,
+    /// Prefill speed.
+    pub prefill_tok_s: f64,
+    /// Decode speed.
+    pub decode_tok_s: f64,
+    /// Seconds from the start of the turn to the first sampled token.
+    pub ttft_s: f64,
+    /// Tokens generated (the stop id excluded).
+    pub generated_tokens: usize,
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TurnEnd {
+    /// The model ended its turn with this id (not resident: the next turn's template closes
+    /// the turn).
+    EndOfTurn(u32),
+    /// The token budget ran out.
+    Length,
+    /// The user (or the caller) cancelled it.
+    Cancelled,
+    /// A stop string appeared in the text; the tokens that made it are not resident.
+    StopString,
+    /// The context limit was reached: the answer is cut there, visibly.
+    ContextFull,
+}
+
+impl TurnEnd {
+    /// A short description for users.
+    pub fn describe(self) -> &'static str {
+        match self {
+            TurnEnd::EndOfTurn(_) => "done",
+            TurnEnd::Length => "token limit reached",
+            TurnEnd::Cancelled => "stopped",
+            TurnEnd::StopString => "stop string",
+            TurnEnd::ContextFull => "context full",
+        }
+    }
+}
+
+/// Where a session's KV state lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tier {
+    /// On the compute device, ready to run.
+    Device,
+    /// Copied to host memory; restored before its next turn without any prefill.
+    Host,
+    /// Dropped to text to free memory; the next turn prefills the history again.
+    Cold,
+}
+
+/// One exchange of a transcript: what the user sent and what the model answered (its thought
+/// left out, as chat templates render history).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Exchange {
+    /// The user's message.
+    pub user: String,
+    /// The model's answer (empty when it gave none).
+    pub answer: String,
+}
+
+/// A conversation in ids as chats saved by earlier releases held it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LegacyConvo {
+    /// The conversation up to the end of its last answer.
+    pub ids: Vec<u32>,
+    /// Header ids after BOS.
+    pub header: usize,
+    /// Where the last answer starts.
+    pub last_answer: Option<usize>,
+}
+
+/// What a start-up stage's progress counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ProgressUnit {
+    /// Layers of the model loaded.
+    #[default]
+    Layers,
+    /// Bytes downloaded.
+    Bytes,
+}
+
+/// A conversation tab, numbered by the UI.
+pub type TabId = u64;
+
+/// UI → engine.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    /// The user sent `text` in `tab`: answer it.
+    Submit {
+        /// The tab.
+        tab: TabId,
+        /// The user's message.
+        text: String,
+    },
+    /// Cancel the tab's running turn within one prefill chunk or decode step.
+    Cancel {
+        /// The tab.
+        tab: TabId,
+    },
+    /// Answer the tab's last message again.
+    Regenerate {
+        /// The tab.
+        tab: TabId,
+    },
+    /// Forget the tab, its session and its saved conversation (a running turn is stopped
+    /// first).
+    CloseTab {
+        /// The tab.
+        tab: TabId,
+    },
+    /// Sampling for the tab's next turns.
+    SetSampling {
+        /// The tab.
+        tab: TabId,
+        /// The settings.
+        sampling: SamplingParams,
+        /// Most tokens per answer.
+        max_new_tokens: usize,
+        /// Texts that end an answer; they are never shown.
+        stop: Vec<String>,
+    },
+    /// Gemma 4 thinking on or off for the tab's next turns. Turning it on or off mid-conversation
+    /// changes the conversation's header, so the next turn re-prefills the history (`rewind`).
+    SetThinking {
+        /// The tab.
+        tab: TabId,
+        /// Thinking on.
+        on: bool,
+    },
+    /// The system prompt for the tab's next turns (`None` or blank: none), rendered as the chat
+    /// template renders a system message (Gemma 4: a system turn; Gemma 3: the start of the
+    /// first user turn). A change rewinds the next turn to the header.
+    SetSystem {
+        /// The tab.
+        tab: TabId,
+        /// The prompt.
+        text: Option<String>,
+    },
+    /// The context limit for the tab, in tokens (new tabs after a config change); over the
+    /// model's maximum it is refused with `Failed`.
+    SetContext {
+        /// The tab.
+        tab: TabId,
+        /// Tokens.
+        tokens: usize,
+    },
+    /// Ties the tab to the chat the UI saves under `chat` (letters, digits, `-`, `_`): the
+    /// engine keeps that conversation (its ids, its KV state) and brings it back here. When the
+    /// engine has nothing saved for it, or saved it for other weights, it rebuilds the
+    /// conversation from `history`, the transcript's exchanges in order (the next turn then
+    /// prefills it, reason `restored`); `legacy` is what chats saved by earlier releases held.
+    /// A new tab is attached with an empty history. The engine answers with
+    /// [`Event::Committed`] when the tab holds a conversation.
+    Attach {
+        /// The tab.
+        tab: TabId,
+        /// The chat's stable name.
+        chat: String,
+        /// The transcript's exchanges, oldest first.
+        history: Vec<Exchange>,
+        /// The conversation as earlier releases saved it with the chat, if they did.
+        legacy: Option<LegacyConvo>,
+    },
+    /// The tab now shows another path through its conversation tree (an earlier message was
+    /// edited, or another version of a turn chosen): `history` is that path's exchanges, oldest
+    /// first. The exchanges it shares with the conversation the engine holds keep their ids
+    /// exactly; the rest are rendered with the chat template. The session is not touched: the
+    /// next turn rewinds it to the longest common prefix and prefills only what differs
+    /// (reason `rewind`). Answered with [`Event::Committed`] and [`Event::Rebased`]; refused
+    /// while a turn runs in the tab.
+    SetPath {
+        /// The tab.
+        tab: TabId,
+        /// The path's exchanges, oldest first.
+        history: Vec<Exchange>,
+    },
+    /// The tab starts as a copy of tab `from` (its session, warm, and its conversation), then
+    /// follows `history` as [`Command::SetPath`] does: "branch into a new tab" shares the
+    /// prefix it copies instead of prefilling it again. The tab keeps its own chat.
+    Fork {
+        /// The new tab.
+        tab: TabId,
+        /// The tab it copies.
+        from: TabId,
+        /// Its exchanges, oldest first.
+        history: Vec<Exchange>,
+    },
+    /// End the engine thread.
+    Shutdown,
+}
+
+impl Command {
+    /// The tab it is about (`None` for [`Command::Shutdown`]).
+    pub fn tab(&self) -> Option<TabId> {
+        match self {
+            Command::Submit { tab, .. }
+            | Command::Cancel { tab }
+            | Command::Regenerate { tab }
+            | Command::CloseTab { tab }
+            | Command::SetSampling { tab, .. }
+            | Command::SetThinking { tab, .. }
+            | Command::SetSystem { tab, .. }
+            | Command::SetContext { tab, .. }
+            | Command::Attach { tab, .. }
+            | Command::SetPath { tab, .. }
+            | Command::Fork { tab, .. } => Some(*tab),
+            Command::Shutdown => None,
+        }
+    }
+}
+
+/// Engine → UI.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// Start-up progress.
+    Loading {
+        /// What is happening, e.g. `loading weights` or `fetching the demo model`.
+        stage: String,
+        /// Units done (0 while no count is known).
+        done: usize,
+        /// Units in all (0: unknown).
+        total: usize,
+        /// What `done` and `total` count.
+        unit: ProgressUnit,
+    },
+    /// The model is loaded and commands are served.
+    Ready {
+        /// The model's type, e.g. `gemma4_text`.
+        model: String,
+        /// The context limit per tab, in tokens.
+        context_length: usize,
+        /// Whether the model has a thinking mode.
+        thinking: bool,
+        /// The sampling defaults the checkpoint declares (`generation_config.json`).
+        generation: SamplingLayer,
+    },
+    /// The engine thread stopped on an internal error (a bug): no more events come. The UI
+    /// ends every running turn and says so; quitting still saves the chats.
+    EngineStopped {
+        /// What happened and what to do.
+        error: String,
+    },
+    /// The model could not be loaded; the engine thread has ended.
+    LoadFailed {
+        /// What went wrong and what to do.
+        error: String,
+    },
+    /// Prompt tokens prefilled so far in this turn.
+    Prefill {
+        /// The tab.
+        tab: TabId,
+        /// Tokens done.
+        done: usize,
+        /// Tokens to prefill.
+        total: usize,
+        /// Tokens that were already resident and are not prefilled again.
+        reused: usize,
+    },
+    /// More answer text.
+    Token {
+        /// The tab.
+        tab: TabId,
+        /// The new text (whole characters only).
+        text: String,
+    },
+    /// More thought text (Gemma 4 thinking), apart from the answer.
+    Thought {
+        /// The tab.
+        tab: TabId,
+        /// The new text.
+        text: String,
+    },
+    /// The turn ended.
+    Finished {
+        /// The tab.
+        tab: TabId,
+        /// Why it ended.
+        end: TurnEnd,
+        /// What it cost.
+        stats: TurnStats,
+    },
+    /// The tab's conversation as it stands after a turn (committed and saved when its prompt
+    /// was prefilled) or an attach: `tokens` tokens of the tab's context. Sent before
+    /// [`Event::Finished`].
+    Committed {
+        /// The tab.
+        tab: TabId,
+        /// Tokens in the conversation.
+        tokens: usize,
+    },
+    /// The tab's conversation now follows the path of [`Command::SetPath`]: `tokens` long, of
+    /// which the first `common` are resident in its session (the next turn keeps at most
+    /// those, and prefills the rest).
+    Rebased {
+        /// The tab.
+        tab: TabId,
+        /// Tokens in the conversation.
+        tokens: usize,
+        /// Tokens it shares with what the session holds.
+        common: usize,
+    },
+    /// Where a tab's session now lives (device, host memory, or text only).
+    TabState {
+        /// The tab.
+        tab: TabId,
+        /// The tier.
+        tier: Tier,
+    },
+    /// The checkpoint's chat template failed (sent once, with the template's line), and the
+    /// family's built-in layout renders the turns instead.
+    TemplateFallback {
+        /// The tab whose turn found it.
+        tab: TabId,
+        /// What failed, and where.
+        error: String,
+    },
+    /// The turn failed; the tab's session is intact or, after a backend failure, empty and
+    /// marked to start over.
+    Failed {
+        /// The tab.
+        tab: TabId,
+        /// What went wrong.
+        error: String,
+    },
+}

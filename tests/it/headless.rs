@@ -1,0 +1,222 @@
+//! The headless front door through the binary: `--prompt`, piped chat and `generate --chat` go
+//! through the engine protocol and resolve their settings as the UI does — a random seed unless
+//! one is set, the config's stop strings and context length, presets and a system prompt.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use crate::common::chat::fixture;
+
+/// Runs the binary with `config` (its text) and `args` on the model in `model`; stdin is `input`.
+fn run(model: &Path, config: &str, args: &[&str], input: &str) -> Output {
+    let dir = tempfile::tempdir().expect("tmp");
+    let file = dir.path().join("config.toml");
+    std::fs::write(&file, config).expect("config");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_gemma-chat"))
+        .arg("--model")
+        .arg(model)
+        .arg("--config")
+        .arg(&file)
+        .args(args)
+        .env_remove("GEMMA_CHAT_SEED")
+        .env_remove("GEMMA_CHAT_TEMPERATURE")
+        .env("GEMMA_CHAT_DATA_DIR", dir.path().join("data"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("runs");
+    use std::io::Write;
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin.write_all(input.as_bytes()).expect("write");
+    drop(stdin);
+    child.wait_with_output().expect("ends")
+}
+
+fn ok(out: &Output) -> (String, String) {
+    let (o, e) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    assert!(out.status.success(), "stdout: {o}\nstderr: {e}");
+    (o, e)
+}
+
+/// The number after `word ` in the stats line on stderr.
+fn stat(stderr: &str, word: &str) -> usize {
+    let line = stderr
+        .lines()
+        .rfind(|l| l.starts_with('['))
+        .unwrap_or_else(|| panic!("no stats line: {stderr}"));
+    let at = line.find(word).unwrap_or_else(|| panic!("{word}: {line}"));
+    line[at + word.len()..]
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{word}: {line}"))
+}
+
+/// Tokens the last turn generated, from the stats line.
+fn generated(stderr: &str) -> usize {
+    let line = stderr.lines().rfind(|l| l.starts_with('[')).expect("stats");
+    let before = &line[..line.find(" tokens at").expect("tokens")];
+    before
+        .rsplit(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .expect("count")
+}
+
+#[test]
+fn the_seed_is_random_unless_set() {
+    let m = fixture("gemma4_e2b_style", None);
+    let answer = |seed: &[&str]| {
+        let mut args = vec!["--prompt", "Tell me a story", "--temperature", "1"];
+        args.extend(["--max-new-tokens", "32"]);
+        args.extend(seed);
+        ok(&run(m.path(), "", &args, "")).0
+    };
+    let (a, b) = (answer(&[]), answer(&[]));
+    assert_ne!(a, b, "two runs without a seed gave the same answer");
+    let (c, d) = (answer(&["--seed", "7"]), answer(&["--seed", "7"]));
+    assert_eq!(c, d, "the same seed gave different answers");
+    let e = answer(&["--seed", "8"]);
+    assert_ne!(c, e, "seeds 7 and 8 gave the same answer");
+    // The seed in the config file counts too.
+    let file = ok(&run(
+        m.path(),
+        "[sampling]\nseed = 7\ntemperature = 1.0\nmax_new_tokens = 32\n",
+        &["--prompt", "Tell me a story"],
+        "",
+    ))
+    .0;
+    assert_eq!(file, c, "seed = 7 in the file");
+}
+
+#[test]
+fn stop_strings_context_presets_and_the_system_prompt_apply() {
+    let m = fixture("gemma4_e2b_style", None);
+    let greedy = [
+        "--prompt",
+        "Hello",
+        "--temperature",
+        "0",
+        "--max-new-tokens",
+        "12",
+    ];
+    let (full, err) = ok(&run(m.path(), "", &greedy, ""));
+    let full = full.trim_end_matches('\n').to_string();
+    let plain = stat(&err, "prefilled ");
+    assert!(full.chars().count() >= 4, "{full:?}");
+    // A stop string from the middle of the greedy answer ends it there, unseen.
+    let cut: String = full.chars().skip(2).take(2).collect();
+    let config = format!("[sampling]\nstop = [{cut:?}]\n");
+    let (stopped, _) = ok(&run(m.path(), &config, &greedy, ""));
+    let stopped = stopped.trim_end_matches('\n');
+    assert!(full.starts_with(stopped), "{stopped:?} vs {full:?}");
+    assert!(
+        !stopped.contains(&cut) && stopped.len() < full.len(),
+        "{stopped:?}"
+    );
+    // The context length from the file.
+    let (_, err) = ok(&run(
+        m.path(),
+        "[model]\ncontext_length = 40\n",
+        &greedy[..4],
+        "",
+    ));
+    assert!(err.contains("/40]"), "{err}");
+    assert!(err.contains("the context is full"), "{err}");
+    // A preset (its system prompt, sampling and answer length), and --system over it.
+    let config = "[presets.brief]\nsystem = \"Answer in one word.\"\ntemperature = 0.0\n\
+                  max_new_tokens = 3\n";
+    let (_, err) = ok(&run(
+        m.path(),
+        config,
+        &["--prompt", "Hello", "--preset", "brief"],
+        "",
+    ));
+    assert!(stat(&err, "prefilled ") > plain, "{err}");
+    assert_eq!(generated(&err), 3, "the preset's answer length: {err}");
+    let config = format!("{config}[ui]\ndefault_preset = \"brief\"\n");
+    let (a, err2) = ok(&run(m.path(), &config, &["--prompt", "Hello"], ""));
+    assert_eq!(
+        stat(&err2, "prefilled "),
+        stat(&err, "prefilled "),
+        "{err2}"
+    );
+    let (b, _) = ok(&run(m.path(), &config, &["--prompt", "Hello"], ""));
+    assert_eq!(a, b, "the preset's temperature 0 is greedy");
+    let (_, err3) = ok(&run(
+        m.path(),
+        &config,
+        &[
+            "--prompt",
+            "Hello",
+            "--system",
+            "A much longer system prompt than the preset's.",
+        ],
+        "",
+    ));
+    assert!(
+        stat(&err3, "prefilled ") > stat(&err, "prefilled "),
+        "{err3}"
+    );
+    let out = run(m.path(), "", &["--prompt", "Hello", "--preset", "nope"], "");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no preset \"nope\""));
+}
+
+#[test]
+fn piped_chat_and_generate_chat_go_through_the_engine() {
+    let m = fixture("gemma4_e2b_style", None);
+    let args = ["--temperature", "0", "--max-new-tokens", "4"];
+    let (_, err) = ok(&run(m.path(), "", &args, "Hello\nAgain\n/reset\nHello\n"));
+    let reuse: Vec<&str> = err
+        .lines()
+        .filter_map(|l| l.strip_prefix('['))
+        .filter_map(|l| l.split(' ').next())
+        .collect();
+    assert_eq!(reuse, ["new", "exact_prefix", "new"], "{err}");
+    // `generate --chat` is the same turn as `--prompt`.
+    let (once, _) = ok(&run(
+        m.path(),
+        "",
+        &[
+            "--prompt",
+            "Hello",
+            "--temperature",
+            "0",
+            "--max-new-tokens",
+            "6",
+        ],
+        "",
+    ));
+    let (json, _) = ok(&run(
+        m.path(),
+        "",
+        &[
+            "generate",
+            "--chat",
+            "--prompt",
+            "Hello",
+            "--max-new-tokens",
+            "6",
+            "--temperature",
+            "0",
+            "--json",
+        ],
+        "",
+    ));
+    let v: serde_json::Value = serde_json::from_str(&json).expect("json");
+    let text: String = v["text"]
+        .as_str()
+        .expect("text")
+        .chars()
+        .filter(|c| !c.is_control())
+        .collect();
+    let once: String = once.chars().filter(|c| !c.is_control()).collect();
+    assert_eq!(text, once);
+    assert_eq!(v["finish_reason"], "length");
+    assert_eq!(v["generated_tokens"], 6);
+}

@@ -1,0 +1,123 @@
+//! The layering, kept by Cargo: each crate of the workspace can use only the crates its manifest
+//! names, so an import that points up does not compile. What Cargo cannot see is a manifest that
+//! names a crate it should not; this test reads every manifest and fails on a dependency (normal,
+//! dev or target-specific) that points up or sideways. Bottom to top:
+//!
+//! protocol, files → kernels → model → engine; app (protocol and files only: the front end never
+//! sees the engine or the model) → the `gemma-chat` binary on top of everything.
+
+use std::path::Path;
+
+/// Each workspace crate and the workspace crates it may depend on.
+const ALLOWED: &[(&str, &[&str])] = &[
+    ("gemma-protocol", &[]),
+    ("gemma-files", &[]),
+    ("gemma-kernels", &[]),
+    ("gemma-model", &["gemma-protocol", "gemma-kernels"]),
+    (
+        "gemma-engine",
+        &["gemma-protocol", "gemma-files", "gemma-model"],
+    ),
+    ("gemma-app", &["gemma-protocol", "gemma-files"]),
+];
+
+/// The workspace crates a manifest's dependency tables name.
+fn workspace_deps(manifest: &toml::Table) -> Vec<String> {
+    let mut tables: Vec<&toml::Table> = Vec::new();
+    for key in ["dependencies", "dev-dependencies", "build-dependencies"] {
+        if let Some(t) = manifest.get(key).and_then(|v| v.as_table()) {
+            tables.push(t);
+        }
+    }
+    if let Some(targets) = manifest.get("target").and_then(|v| v.as_table()) {
+        for target in targets.values().filter_map(|v| v.as_table()) {
+            for key in ["dependencies", "dev-dependencies", "build-dependencies"] {
+                if let Some(t) = target.get(key).and_then(|v| v.as_table()) {
+                    tables.push(t);
+                }
+            }
+        }
+    }
+    let mut names: Vec<String> = tables
+        .iter()
+        .flat_map(|t| t.keys())
+        .filter(|k| k.starts_with("gemma-"))
+        .cloned()
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// Every dependency of a workspace crate that its layer does not allow, as `crate → dep`.
+fn violations(root: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut seen = Vec::new();
+    for entry in std::fs::read_dir(root.join("crates")).expect("crates/") {
+        let manifest = entry.expect("entry").path().join("Cargo.toml");
+        let text = std::fs::read_to_string(&manifest).expect("manifest");
+        let m: toml::Table = toml::from_str(&text).expect("valid manifest");
+        let name = m["package"]["name"].as_str().expect("name").to_string();
+        let allowed = ALLOWED
+            .iter()
+            .find(|(n, _)| *n == name)
+            .unwrap_or_else(|| panic!("{name} has no layer in tests/it/layers.rs"))
+            .1;
+        for dep in workspace_deps(&m) {
+            if !allowed.contains(&dep.as_str()) {
+                found.push(format!("{name} → {dep}"));
+            }
+        }
+        seen.push(name);
+    }
+    seen.sort();
+    let mut all: Vec<&str> = ALLOWED.iter().map(|(n, _)| *n).collect();
+    all.sort();
+    assert_eq!(
+        seen, all,
+        "the workspace's crates and the layers listed here"
+    );
+    found.sort();
+    found
+}
+
+#[test]
+fn no_crate_depends_on_a_crate_above_it() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let found = violations(root);
+    assert!(
+        found.is_empty(),
+        "dependencies that point up or sideways:\n{}",
+        found.join("\n")
+    );
+}
+
+/// The check itself catches a planted upward dependency: the app crate naming the engine.
+#[test]
+fn a_planted_upward_dependency_is_caught() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for entry in std::fs::read_dir(root.join("crates")).expect("crates/") {
+        let dir = entry.expect("entry").path();
+        let name = dir.file_name().expect("name").to_owned();
+        let to = tmp.path().join("crates").join(&name);
+        std::fs::create_dir_all(&to).expect("dir");
+        let mut text = std::fs::read_to_string(dir.join("Cargo.toml")).expect("manifest");
+        if name == "app" {
+            text = text.replace(
+                "[dependencies]\n",
+                "[dependencies]\ngemma-engine.workspace = true\n",
+            );
+        }
+        if name == "model" {
+            text.push_str("\n[target.'cfg(unix)'.dev-dependencies]\ngemma-app.workspace = true\n");
+        }
+        std::fs::write(to.join("Cargo.toml"), text).expect("write");
+    }
+    let found = violations(tmp.path());
+    assert_eq!(
+        found,
+        ["gemma-app → gemma-engine", "gemma-model → gemma-app"],
+        "{found:?}"
+    );
+}

@@ -1,0 +1,28 @@
+//! Every integration test of the `gemma-chat` package in one binary (one link instead of one
+//! per file): the binary's commands, the engine on the oracle fixtures and the demo model, the
+//! remote engine against llama-server, and the workspace's layering. Each file is a module;
+//! `cargo test --release --test it -- oracle::` runs one of them.
+
+mod branches;
+mod chat_history;
+mod chats_cli;
+mod cli_generate;
+mod common;
+mod config;
+mod demo_model;
+mod engine;
+mod fuzz;
+mod gguf_errors;
+mod gguf_oracle;
+mod headless;
+mod hostile_files;
+mod layers;
+mod loader_errors;
+mod oracle;
+mod quant_blocks;
+mod quant_types;
+mod remote;
+mod remote_faults;
+mod sessions;
+mod templates;
+mod tui_e2e;
