@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::Args;
-use gemma_app::app::export::{self, Format};
-use gemma_app::app::persist::{SavedChat, load_chats};
+use gemma_app::chats::export::{self, Format};
+use gemma_app::chats::{SavedChat, load_chats};
 use gemma_files::{DirLock, create_private_dir, write_atomic};
 use gemma_model::demo;
 

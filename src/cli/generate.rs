@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use gemma_engine::protocol::TurnEnd;
+use gemma_engine::protocol::{TurnEnd, TurnStats};
 use gemma_engine::reply::{Piece, Reply};
 use gemma_engine::session::Session;
 use gemma_engine::turn::{Turn, TurnOptions};
@@ -123,36 +123,57 @@ pub fn run(
     if let (Some(path), Some(logits)) = (&args.dump_logits, turn.take_prompt_logits()) {
         write_logits(path, &logits, prompt_ids.len(), cfg.vocab_size)?;
     }
-    let stats = turn.stats();
     let mut generated = turn.answer().to_vec();
     if let TurnEnd::EndOfTurn(id) = end {
         // The id that ended the answer is part of what the model produced.
         generated.push(id);
     }
-    let finish = finish_reason(end);
     if args.json {
+        let json = RawJson {
+            prompt_ids: &prompt_ids,
+            generated: &generated,
+            text: &text,
+            end,
+            load_s,
+            dtype: dtype.as_str(),
+        };
+        println!("{}", json.render(&turn.stats()));
+    } else {
+        println!();
+    }
+    Ok(())
+}
+
+/// What `generate --json` prints for the raw path.
+struct RawJson<'a> {
+    prompt_ids: &'a [u32],
+    generated: &'a [u32],
+    text: &'a str,
+    end: TurnEnd,
+    load_s: f64,
+    dtype: &'a str,
+}
+
+impl RawJson<'_> {
+    fn render(&self, stats: &TurnStats) -> serde_json::Value {
         let prefill_s = stats.prefilled_tokens as f64 / stats.prefill_tok_s.max(1e-9);
         let decode_s = stats.generated_tokens as f64 / stats.decode_tok_s.max(1e-9);
-        let obj = json!({
-            "prompt_ids": prompt_ids,
-            "generated_ids": generated,
-            "text": text,
-            "finish_reason": finish,
+        json!({
+            "prompt_ids": self.prompt_ids,
+            "generated_ids": self.generated,
+            "text": self.text,
+            "finish_reason": finish_reason(self.end),
             "timings": {
-                "load_s": load_s,
+                "load_s": self.load_s,
                 "prefill_s": prefill_s,
                 "decode_s": decode_s,
                 "prefill_tok_s": stats.prefill_tok_s,
                 "decode_tok_s": stats.decode_tok_s,
                 "ttft_s": stats.ttft_s,
             },
-            "dtype": dtype.as_str(),
-        });
-        println!("{obj}");
-    } else {
-        println!();
+            "dtype": self.dtype,
+        })
     }
-    Ok(())
 }
 
 /// `generate --chat`: one turn through the engine protocol; the text (or, with `--json`, the

@@ -2,8 +2,8 @@
 //! started on its thread (fetching the demo model there when no model is named), and the UI run
 //! until it quits.
 
-use gemma_app::app::persist::load_chats;
 use gemma_app::app::{App, Loading, ModelState};
+use gemma_app::chats::load_chats;
 use gemma_app::config::keymap::Keymap;
 use gemma_app::config::{Config, config_path};
 use gemma_app::tui;
@@ -65,10 +65,10 @@ pub fn run(
         .config
         .as_ref()
         .map_or(0, |c| c.sessions.keep_closed_days);
-    gemma_app::app::persist::prune_closed(&chats, keep_closed);
+    gemma_app::chats::prune_closed(&chats, keep_closed);
     let (saved, warnings) = load_chats(&chats);
     initial.extend(app.restore(saved, warnings));
-    app.closed = gemma_app::app::persist::load_closed(&chats);
+    app.closed = gemma_app::chats::load_closed(&chats);
     let path = config_path(common.config.as_deref());
     if let Some(signal) = tui::run(app, initial, engine, path.as_deref(), chats)? {
         // Ended by a signal, everything saved: the shell sees 128 + its number.

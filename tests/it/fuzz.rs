@@ -12,7 +12,7 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
 
-use gemma_app::app::persist::SavedChat;
+use gemma_app::chats::SavedChat;
 use gemma_app::config::Config;
 use gemma_model::model::config::ModelConfig;
 use gemma_model::model::gguf_config::model_config;

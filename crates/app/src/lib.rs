@@ -12,6 +12,7 @@
 //! | change how chats are saved, exported or imported | `app/chats/` |
 
 pub mod app;
+pub mod chats;
 pub mod config;
 pub mod error;
 pub mod tui;

@@ -503,7 +503,7 @@ fn a_failing_chat_template_is_shown_with_its_line_and_flagged_in_the_status_line
 /// exchanges and the old ids for the engine to take over; today's files hold no ids.
 #[test]
 fn restored_chats_attach_to_the_engines_conversations() {
-    use gemma_app::app::persist::SavedChat;
+    use gemma_app::chats::SavedChat;
     use gemma_protocol::{Exchange, LegacyConvo};
     let (mut app, _) = new_app();
     let v1 = r#"{"version":1,"order":0,"title":"old","model":"gemma-3-270m (demo)",
@@ -616,7 +616,7 @@ fn the_tab_bar_scrolls_to_the_active_tab() {
 /// An empty tab leaves no chat file, and empty chats of earlier releases do not come back.
 #[test]
 fn empty_tabs_are_not_kept() {
-    use gemma_app::app::persist::{SaveJob, SavedChat};
+    use gemma_app::chats::{SaveJob, SavedChat};
     let (mut app, _) = new_app();
     ready(&mut app);
     app.save_all();
@@ -705,7 +705,7 @@ fn the_system_prompt_is_shown_first_sent_and_saved() {
 /// Markdown named after the tab.
 #[test]
 fn export_queues_the_tabs_chat() {
-    use gemma_app::app::persist::SaveJob;
+    use gemma_app::chats::SaveJob;
     let (mut app, _) = new_app();
     ready(&mut app);
     let tab = send(&mut app, "Hi");
@@ -1003,7 +1003,7 @@ fn a_click_selects_the_message_under_it() {
 /// file moved back from `closed/`, and the engine told to attach it with its history.
 #[test]
 fn search_finds_a_closed_chat_and_reopens_it() {
-    use gemma_app::app::persist::SaveJob;
+    use gemma_app::chats::SaveJob;
     let (mut app, _) = new_app();
     ready(&mut app);
     let tab = send(&mut app, "Where do puffins nest?");

@@ -1,17 +1,16 @@
 //! The engine thread: [`spawn`] loads the model on a new thread and serves it
 //! ([`super::worker`]; [`super::remote`] serves a server's model through the same handle, an
-//! [`EngineHandle`] that sends [`Command`]s and receives [`Event`]s); [`EngineOptions`] are its
-//! memory limits and policies.
+//! [`EngineHandle`] that sends [`Command`]s and receives [`Event`]s); [`EngineOptions`] (in
+//! `options`) are its memory limits and policies.
 
 use std::sync::mpsc::{Receiver, Sender, channel};
 
 use super::convo_store::ConvoStore;
 use super::kv_store::{KvStore, fingerprint};
-use super::protocol::{
-    Command, ENGINE_THREAD, EngineControl, EngineHandle, Event, ProgressUnit, TabId,
-};
+use super::options::EngineOptions;
+use super::protocol::{Command, ENGINE_THREAD, EngineControl, EngineHandle, Event, ProgressUnit};
 use super::tabs::Stores;
-use super::thinking::{Channels, ThinkingPolicy};
+use super::thinking::Channels;
 use super::worker::Worker;
 use gemma_model::checkpoint::LoadedModel;
 use gemma_model::error::Result;
@@ -52,34 +51,6 @@ impl Progress {
             unit: ProgressUnit::Layers,
         });
     }
-}
-
-/// Memory limits for the sessions' KV state, and what becomes of thoughts.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct EngineOptions {
-    /// Bytes of KV state allowed on the compute device (`None`: no limit). Past it, the least
-    /// recently used idle tab moves to host memory.
-    pub memory_budget: Option<usize>,
-    /// Bytes of KV state allowed in host memory (`None`: no limit). Past it, a tab drops to text.
-    pub host_budget: Option<usize>,
-    /// Context limit per tab in tokens (`None`: the model's maximum; never more than it).
-    pub context_length: Option<usize>,
-    /// Whether the user asked for `context_length` explicitly: then a value over the model's
-    /// maximum is refused (at load) instead of capped.
-    pub context_strict: bool,
-    /// Where warm tabs' KV state is saved on shutdown and found again on restore (`None`: no
-    /// warm restart).
-    pub kv_dir: Option<std::path::PathBuf>,
-    /// Where the conversations of attached chats are saved, in ids (`None`: not saved; an
-    /// attached chat is rebuilt from its transcript).
-    pub convo_dir: Option<std::path::PathBuf>,
-    /// Most bytes of disk for those snapshots.
-    pub kv_disk_bytes: u64,
-    /// What a finished turn keeps of its thought (Gemma 4 thinking).
-    pub thinking_policy: ThinkingPolicy,
-    /// Tests only: the tab's next turn fails after this many forward steps.
-    #[doc(hidden)]
-    pub inject_failure: Option<(TabId, usize)>,
 }
 
 /// Starts the engine thread. `load` runs on it and reports its progress.

@@ -9,6 +9,7 @@ pub mod convo_store;
 pub mod handle;
 mod job;
 pub mod kv_store;
+mod options;
 pub mod remote;
 pub mod reply;
 pub mod session;
@@ -20,5 +21,6 @@ mod worker;
 
 pub use gemma_protocol as protocol;
 pub use gemma_protocol::{EngineControl, EngineHandle};
-pub use handle::{EngineOptions, Progress, spawn};
+pub use handle::{Progress, spawn};
+pub use options::EngineOptions;
 pub use remote::{RemoteOptions, spawn_remote};

@@ -1,6 +1,6 @@
 //! Files the user's data lives in: crash-safe writes, private to the user (files 0600,
 //! directories 0700 on Unix: chats are as private as shell history), shared by the chats
-//! (`app::persist`), the conversations and the KV snapshots (`engine`); and the lock that gives
+//! (`gemma-app`'s `chats`), the conversations and the KV snapshots (`engine`); and the lock that gives
 //! a data directory one owner at a time ([`DirLock`]).
 
 use std::fs::{File, OpenOptions};

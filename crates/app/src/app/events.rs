@@ -4,7 +4,7 @@
 use super::tab::{Message, Phase, Role};
 use super::{App, Loading};
 use gemma_protocol::SamplingLayer;
-use gemma_protocol::{Command, Event, TabId};
+use gemma_protocol::{Command, Event, TabId, TurnEnd, TurnStats};
 
 impl App {
     fn save_tab(&mut self, tab: TabId) {
@@ -57,8 +57,8 @@ impl App {
         self.save_tab(tab);
     }
 
+    /// One engine event into the state; what it asks of the engine in return.
     pub(super) fn engine(&mut self, e: Event) -> Vec<Command> {
-        let now = self.now;
         match e {
             Event::Loading {
                 stage,
@@ -79,116 +79,128 @@ impl App {
                 thinking,
                 generation,
             } => return self.ready(model, context_length, thinking, generation),
-            Event::EngineStopped { error } => {
-                if !self.model.ready {
-                    self.model.load_error = Some(error.clone());
-                }
-                self.model.ready = false;
-                let busy: Vec<TabId> = self
-                    .tabs
-                    .iter()
-                    .filter(|t| t.phase.busy())
-                    .map(|t| t.id)
-                    .collect();
-                let active = self.tab().map(|t| t.id);
-                for &tab in &busy {
-                    self.failed(tab, error.clone());
-                }
-                if let Some(t) = self
-                    .tab_mut()
-                    .filter(|_| !busy.iter().any(|b| Some(*b) == active))
-                {
-                    t.push(Message::new(Role::Error, error.clone()));
-                }
-                self.last_error = Some(error);
-            }
-            Event::LoadFailed { error } => {
-                self.model.load_error = Some(error.clone());
-                self.last_error = Some(error);
-                for t in &mut self.tabs {
-                    t.phase = Phase::Idle;
-                    t.failed = true;
-                }
-            }
-            Event::Prefill {
-                tab,
-                done,
-                total,
-                reused,
-            } => {
-                if let Some(t) = self.by_id(tab) {
-                    t.phase = Phase::Prefilling { done, total };
-                    t.context_used = reused + done;
-                }
-            }
-            Event::Token { tab, text } => {
-                if let Some(t) = self.by_id(tab) {
-                    t.generated(now);
-                    t.answer().text.push_str(&text);
-                }
-            }
-            Event::Thought { tab, text } => {
-                if let Some(t) = self.by_id(tab) {
-                    t.generated(now);
-                    t.answer().thought.push_str(&text);
-                }
-            }
-            Event::Finished { tab, end, stats } => {
-                if let Some(t) = self.by_id(tab) {
-                    t.phase = Phase::Idle;
-                    let footer = format!(
-                        "{} · {} · reused {} · prefilled {} · {:.1} tok/s",
-                        end.describe(),
-                        stats.reuse.as_str(),
-                        stats.reused_tokens,
-                        stats.prefilled_tokens,
-                        stats.decode_tok_s
-                    );
-                    let answer = t.answer();
-                    answer.footer = Some(footer);
-                    answer.stats = Some(stats.clone());
-                    t.last_stats = Some(stats);
-                }
-                self.save_tab(tab);
-            }
-            Event::Committed { tab, tokens } => {
-                if let Some(t) = self.by_id(tab) {
-                    t.context_used = tokens;
-                }
-            }
-            Event::TemplateFallback { tab, error } => {
-                self.model.template_fallback = true;
-                if let Some(t) = self.by_id(tab) {
-                    t.push(Message::new(
-                        Role::Notice,
-                        format!("{error}; the model's built-in layout is used instead"),
-                    ));
-                }
-            }
+            Event::EngineStopped { error } => self.engine_stopped(error),
+            Event::LoadFailed { error } => self.load_failed(error),
+            Event::Failed { tab, error } => self.failed(tab, error),
+            Event::TemplateFallback { tab, error } => self.template_fallback(tab, error),
             Event::Rebased {
                 tab,
                 tokens,
                 common,
-            } => {
-                // Said for a switch of versions; an edit's turn says it in its footer.
-                let shown = self.tab().is_some_and(|t| t.id == tab && !t.phase.busy());
-                if let Some(t) = self.by_id(tab) {
-                    t.context_used = tokens;
-                }
-                if shown {
-                    self.flash = Some(format!(
-                        "rewind: {common}/{tokens} tokens stay cached, {} to prefill",
-                        tokens.saturating_sub(common)
-                    ));
-                }
-            }
-            Event::TabState { tab, tier } => {
-                if let Some(t) = self.by_id(tab) {
-                    t.tier = tier;
-                }
-            }
-            Event::Failed { tab, error } => self.failed(tab, error),
+            } => self.rebased(tab, tokens, common),
+            Event::Finished { tab, end, stats } => self.finished(tab, end, stats),
+            e => self.tab_event(e),
         }
         Vec::new()
+    }
+
+    /// The events that only update their tab: progress, text, context, tier.
+    fn tab_event(&mut self, e: Event) {
+        let now = self.now;
+        let Some(t) = e.tab().and_then(|tab| self.by_id(tab)) else {
+            return;
+        };
+        match e {
+            Event::Prefill {
+                done,
+                total,
+                reused,
+                ..
+            } => {
+                t.phase = Phase::Prefilling { done, total };
+                t.context_used = reused + done;
+            }
+            Event::Token { text, .. } => {
+                t.generated(now);
+                t.answer().text.push_str(&text);
+            }
+            Event::Thought { text, .. } => {
+                t.generated(now);
+                t.answer().thought.push_str(&text);
+            }
+            Event::Committed { tokens, .. } => t.context_used = tokens,
+            Event::TabState { tier, .. } => t.tier = tier,
+            _ => {}
+        }
+    }
+
+    /// The engine thread ended on a bug: every running turn fails with its message.
+    fn engine_stopped(&mut self, error: String) {
+        if !self.model.ready {
+            self.model.load_error = Some(error.clone());
+        }
+        self.model.ready = false;
+        let busy: Vec<TabId> = self
+            .tabs
+            .iter()
+            .filter(|t| t.phase.busy())
+            .map(|t| t.id)
+            .collect();
+        let active = self.tab().map(|t| t.id);
+        for &tab in &busy {
+            self.failed(tab, error.clone());
+        }
+        if let Some(t) = self
+            .tab_mut()
+            .filter(|_| !busy.iter().any(|b| Some(*b) == active))
+        {
+            t.push(Message::new(Role::Error, error.clone()));
+        }
+        self.last_error = Some(error);
+    }
+
+    /// The model could not be loaded: every tab is marked.
+    fn load_failed(&mut self, error: String) {
+        self.model.load_error = Some(error.clone());
+        self.last_error = Some(error);
+        for t in &mut self.tabs {
+            t.phase = Phase::Idle;
+            t.failed = true;
+        }
+    }
+
+    /// A turn ended: its footer and stats, and the tab saved.
+    fn finished(&mut self, tab: TabId, end: TurnEnd, stats: TurnStats) {
+        if let Some(t) = self.by_id(tab) {
+            t.phase = Phase::Idle;
+            let footer = format!(
+                "{} · {} · reused {} · prefilled {} · {:.1} tok/s",
+                end.describe(),
+                stats.reuse.as_str(),
+                stats.reused_tokens,
+                stats.prefilled_tokens,
+                stats.decode_tok_s
+            );
+            let answer = t.answer();
+            answer.footer = Some(footer);
+            answer.stats = Some(stats.clone());
+            t.last_stats = Some(stats);
+        }
+        self.save_tab(tab);
+    }
+
+    fn template_fallback(&mut self, tab: TabId, error: String) {
+        self.model.template_fallback = true;
+        if let Some(t) = self.by_id(tab) {
+            t.push(Message::new(
+                Role::Notice,
+                format!("{error}; the model's built-in layout is used instead"),
+            ));
+        }
+    }
+
+    /// The tab follows another path: said for a switch of versions (an edit's turn says it in
+    /// its footer).
+    fn rebased(&mut self, tab: TabId, tokens: usize, common: usize) {
+        let shown = self.tab().is_some_and(|t| t.id == tab && !t.phase.busy());
+        if let Some(t) = self.by_id(tab) {
+            t.context_used = tokens;
+        }
+        if shown {
+            self.flash = Some(format!(
+                "rewind: {common}/{tokens} tokens stay cached, {} to prefill",
+                tokens.saturating_sub(common)
+            ));
+        }
     }
 }

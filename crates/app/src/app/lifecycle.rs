@@ -41,7 +41,7 @@ impl App {
             if !self.tabs[i].messages.is_empty() {
                 self.closed.push((uid.clone(), self.saved(i)));
             }
-            self.saves.push(persist::SaveJob::Archive(uid));
+            self.saves.push(crate::chats::SaveJob::Archive(uid));
         }
         self.tabs.retain(|t| t.id != id);
         self.pending.retain(|c| c.tab() != Some(id));

@@ -1,18 +1,15 @@
 //! The UI's state and its one `update`: every input (keys, paste, mouse, resize, ticks, engine
 //! events) goes through [`App::update`], which changes the state and returns the commands for
-//! the engine. It sees the engine only through [`crate::engine::protocol`], and draws nothing.
+//! the engine. It sees the engine only through `gemma_protocol`, and draws nothing.
 
-mod chat_file;
-mod chatgpt;
+pub(crate) mod chat_tree;
 pub mod editor;
 mod events;
-pub mod export;
 pub mod fences;
 mod keys;
 mod lifecycle;
 pub mod persist;
 mod preset;
-mod saver;
 pub mod search;
 pub mod settings;
 mod slash;
@@ -173,9 +170,9 @@ pub struct App {
     pub config: Option<Box<Config>>,
     /// Closed tabs' chats (in the data dir's `chats/closed/`), which search finds and reopens:
     /// each file name with its chat.
-    pub closed: Vec<(String, persist::SavedChat)>,
+    pub closed: Vec<(String, crate::chats::SavedChat)>,
     /// Saves queued for the saver thread.
-    saves: Vec<persist::SaveJob>,
+    saves: Vec<crate::chats::SaveJob>,
     /// Turns sent before the model was ready, held until it is (so that they use the model's
     /// own sampling defaults).
     pending: Vec<Command>,

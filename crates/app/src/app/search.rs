@@ -6,11 +6,11 @@
 use aho_corasick::AhoCorasick;
 use crossterm::event::{KeyCode, KeyEvent};
 
-use super::chat_file::role_of;
+use super::chat_tree::role_of;
 use super::editor::Editor;
-use super::persist::SavedChat;
 use super::tab::{Role, Tab};
 use super::{App, Overlay};
+use crate::chats::SavedChat;
 use gemma_protocol::{Command, TabId};
 
 /// Most hits listed.
@@ -195,8 +195,7 @@ impl App {
             && let Some(k) = self.closed.iter().position(|(u, _)| u == uid)
         {
             let (uid, chat) = self.closed.remove(k);
-            self.saves
-                .push(super::persist::SaveJob::Reopen(uid.clone()));
+            self.saves.push(crate::chats::SaveJob::Reopen(uid.clone()));
             cmds = self.restore_one(uid, chat);
             tab = self.tabs[self.active].id;
             self.flash = Some("reopened a closed chat".into());

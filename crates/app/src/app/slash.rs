@@ -3,7 +3,8 @@
 //! numbered code block, thinking and the system prompt per tab, exporting the tab.
 
 use super::tab::{Message, Role};
-use super::{App, Overlay, export, fences, persist};
+use super::{App, Overlay, fences};
+use crate::chats::export;
 use gemma_protocol::Command;
 
 impl App {
@@ -109,7 +110,7 @@ impl App {
             std::path::PathBuf::from(path)
         };
         self.flash = Some(format!("exported to {}", path.display()));
-        self.saves.push(persist::SaveJob::Export(
+        self.saves.push(crate::chats::SaveJob::Export(
             path,
             export::export(&chat, format),
         ));

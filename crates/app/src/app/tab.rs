@@ -23,6 +23,15 @@ pub enum Role {
     System,
 }
 
+/// Messages that left the shown path, hanging from one message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Branch {
+    /// The message they follow (0: the start of the conversation).
+    pub parent: u64,
+    /// The messages in order, each the parent of the next.
+    pub messages: Vec<Message>,
+}
+
 /// One message of the transcript.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Message {
@@ -142,7 +151,7 @@ pub struct Tab {
     /// The line each message starts at, as last drawn (mouse clicks select by it).
     pub starts: Vec<usize>,
     /// The other branches of its conversation tree: see [`super::tree`].
-    pub branches: Vec<super::tree::Branch>,
+    pub branches: Vec<Branch>,
     /// The message selected to edit, branch from or switch versions of.
     pub selected: Option<usize>,
     /// The user message whose new version the input holds: sending makes a branch.

@@ -5,16 +5,7 @@
 //! parent; switching versions swaps the tail with a branch. Message ids never change, so a
 //! branch hanging from a message inside another branch comes back with it.
 
-use super::tab::{Message, Role, Tab};
-
-/// Messages that left the shown path, hanging from one message.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Branch {
-    /// The message they follow (0: the start of the conversation).
-    pub parent: u64,
-    /// The messages in order, each the parent of the next.
-    pub messages: Vec<Message>,
-}
+use super::tab::{Branch, Message, Role, Tab};
 
 /// `id`'s ‹n/m› among the versions `v` (oldest first), when there is more than one.
 fn place(v: &[u64], id: u64) -> Option<(usize, usize)> {

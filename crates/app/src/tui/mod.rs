@@ -7,7 +7,7 @@ use std::io::{Stdout, Write, stdout};
 use std::path::{Path, PathBuf};
 use std::sync::Once;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{RecvTimeoutError, Sender, channel};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
@@ -26,13 +26,13 @@ use ratatui::backend::CrosstermBackend;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGTSTP};
 use signal_hook::iterator::Signals;
 
-use crate::app::persist::saver;
 use crate::app::{App, Msg};
+use crate::chats::{SaveJob, saver};
 use crate::error::{Error, Result};
 use crate::ui::view::View;
 use gemma_protocol::Command;
 use gemma_protocol::ENGINE_THREAD;
-use gemma_protocol::EngineHandle;
+use gemma_protocol::{EngineControl, EngineHandle};
 
 /// How often the screen may be redrawn.
 const TICK: Duration = Duration::from_millis(33);
@@ -78,14 +78,7 @@ pub fn run(
         control.send(c);
     }
     let (tx, inbox) = channel::<Msg>();
-    let engine_tx = tx.clone();
-    std::thread::spawn(move || {
-        for e in events {
-            if engine_tx.send(Msg::Engine(e)).is_err() {
-                break;
-            }
-        }
-    });
+    forward(events, tx.clone(), Msg::Engine);
     // Live reload; without a watch (e.g. no inotify) the app runs on with the config it has.
     let _watch = config.and_then(|path| {
         let tx = tx.clone();
@@ -95,7 +88,7 @@ pub fn run(
         .ok()
     });
     let save_tx = tx.clone();
-    let (saver, saver_thread) = saver(chats, move |e| {
+    let (saves, saver_thread) = saver(chats, move |e| {
         let _ = save_tx.send(Msg::Error(e));
     });
     // SIGTERM, SIGHUP and SIGINT end the app as a quit does (chats and snapshots saved, the
@@ -113,61 +106,20 @@ pub fn run(
     });
     let mut term = Screen::enter()?;
     spawn_input(tx);
-    let mut ended_by = None;
-    let size = term.terminal.size().map_err(io)?;
-    app.update(Msg::Resize(size.width, size.height));
-    let mut view = View::default();
-    let mut frames = Frames::new(Instant::now());
-    while !app.quit {
-        for sig in sig_rx.try_iter() {
-            if sig == SIGTSTP {
-                suspend(&mut term, &mut app)?;
-            } else {
-                ended_by = Some(sig);
-                app.quit = true;
-            }
-        }
-        if app.quit {
-            break;
-        }
-        match inbox.recv_timeout(frames.wait(Instant::now())) {
-            Ok(Msg::Key(k)) if is_suspend(&k) => suspend(&mut term, &mut app)?,
-            Ok(msg) => {
-                for c in app.update(msg) {
-                    control.send(c);
-                }
-                for job in app.take_saves() {
-                    let _ = saver.send(job);
-                }
-            }
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => break,
-        }
-        // A frame at least every tick while anything changed, however busy the inbox is.
-        if frames.due(Instant::now()) {
-            app.update(Msg::Tick(Instant::now()));
-            if let Some(text) = app.clipboard.take() {
-                osc52(&text);
-            }
-            if app.dirty {
-                let mut measured = None;
-                term.terminal
-                    .draw(|f| measured = crate::ui::render(f, &app, &mut view))
-                    .map_err(io)?;
-                if let Some(m) = measured {
-                    app.measured(m);
-                }
-                app.dirty = false;
-            }
-        }
-    }
+    let ports = Ports {
+        inbox: &inbox,
+        signals: &sig_rx,
+        control: &control,
+        saves: &saves,
+    };
+    let ended_by = event_loop(&mut app, &mut term, &ports)?;
     drop(term);
     // Every tab is saved on the way out; wait for the writes before the engine goes.
     app.save_all();
     for job in app.take_saves() {
-        let _ = saver.send(job);
+        let _ = saves.send(job);
     }
-    drop(saver);
+    drop(saves);
     signal_handle.close();
     let failed = saver_thread.join().unwrap_or_default();
     if let Some(last) = failed.last() {
@@ -180,6 +132,87 @@ pub fn run(
     }
     drop(control);
     Ok(ended_by)
+}
+
+/// Sends every item of `from` to `to`, wrapped, on a thread of its own, until either ends.
+fn forward<T, M: Send + 'static>(
+    from: impl IntoIterator<Item = T> + Send + 'static,
+    to: Sender<M>,
+    wrap: impl Fn(T) -> M + Send + 'static,
+) {
+    std::thread::spawn(move || {
+        for item in from {
+            if to.send(wrap(item)).is_err() {
+                break;
+            }
+        }
+    });
+}
+
+/// What the event loop reads from and writes to.
+struct Ports<'a> {
+    inbox: &'a Receiver<Msg>,
+    signals: &'a Receiver<i32>,
+    control: &'a EngineControl,
+    saves: &'a Sender<SaveJob>,
+}
+
+/// Messages in, commands and saves out, a frame on every tick that changed something, until the
+/// app quits; the signal that ended it, if one did.
+fn event_loop(app: &mut App, term: &mut Screen, ports: &Ports<'_>) -> Result<Option<i32>> {
+    let size = term.terminal.size().map_err(io)?;
+    app.update(Msg::Resize(size.width, size.height));
+    let mut view = View::default();
+    let mut frames = Frames::new(Instant::now());
+    loop {
+        for sig in ports.signals.try_iter() {
+            if sig == SIGTSTP {
+                suspend(term, app)?;
+            } else {
+                app.quit = true;
+                return Ok(Some(sig));
+            }
+        }
+        if app.quit {
+            return Ok(None);
+        }
+        match ports.inbox.recv_timeout(frames.wait(Instant::now())) {
+            Ok(Msg::Key(k)) if is_suspend(&k) => suspend(term, app)?,
+            Ok(msg) => {
+                for c in app.update(msg) {
+                    ports.control.send(c);
+                }
+                for job in app.take_saves() {
+                    let _ = ports.saves.send(job);
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return Ok(None),
+        }
+        // A frame at least every tick while anything changed, however busy the inbox is.
+        if frames.due(Instant::now()) {
+            draw_frame(app, term, &mut view)?;
+        }
+    }
+}
+
+/// One tick: the app's clock, the clipboard, and the screen when anything changed.
+fn draw_frame(app: &mut App, term: &mut Screen, view: &mut View) -> Result<()> {
+    app.update(Msg::Tick(Instant::now()));
+    if let Some(text) = app.clipboard.take() {
+        osc52(&text);
+    }
+    if app.dirty {
+        let mut measured = None;
+        term.terminal
+            .draw(|f| measured = crate::ui::render(f, app, view))
+            .map_err(io)?;
+        if let Some(m) = measured {
+            app.measured(m);
+        }
+        app.dirty = false;
+    }
+    Ok(())
 }
 
 fn io(e: std::io::Error) -> Error {

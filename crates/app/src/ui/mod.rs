@@ -4,6 +4,7 @@
 //! (the transcript's length) is handed back through [`App::measured`].
 
 pub mod markdown;
+pub mod message;
 pub mod theme;
 pub mod transcript;
 pub mod view;

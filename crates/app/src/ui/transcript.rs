@@ -1,81 +1,15 @@
-//! The transcript: each message as styled lines (name, thought, markdown body, footer), and the
-//! visible window of the active tab's laid-out lines ([`View`]) with a "new output" hint.
+//! The transcript: the visible window of the active tab's laid-out lines ([`View`]) with a "new
+//! output" hint, or the start-up screen while there is no tab.
 
 use ratatui::Frame;
 use ratatui::layout::{Alignment, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 
-use super::markdown;
 use super::theme::Theme;
 use super::view::View;
-use crate::app::tab::{Message, Role};
 use crate::app::{App, Loading};
 use gemma_protocol::ProgressUnit;
-
-/// The lines of one message at `width`; code fences are numbered from `code_base + 1`. Returns
-/// the lines and the number of fences.
-pub fn message_lines(
-    m: &Message,
-    width: usize,
-    theme: &Theme,
-    code_base: usize,
-    show_thoughts: bool,
-) -> (Vec<Line<'static>>, usize) {
-    let mut lines = Vec::new();
-    let mut fences = 0;
-    match m.role {
-        Role::User => {
-            lines.push(name_line("You", theme.user, m, theme));
-            lines.extend(markdown::plain(&m.text, width, "", "", Default::default()));
-        }
-        Role::Model => {
-            lines.push(name_line("Gemma", theme.model, m, theme));
-            let thought = m.thought.trim();
-            if !thought.is_empty() {
-                if show_thoughts {
-                    lines.push(Line::from(Span::styled("▾ thought", theme.dim)));
-                    lines.extend(markdown::plain(thought, width, "│ ", "│ ", theme.thought));
-                } else {
-                    let n = thought.lines().count();
-                    let label = format!("▸ thought, {n} line{}", if n == 1 { "" } else { "s" });
-                    lines.push(Line::from(Span::styled(label, theme.thought)));
-                }
-            }
-            let (body, n) = markdown::layout(m.text.trim_start(), width, theme, code_base);
-            fences = n;
-            lines.extend(body);
-        }
-        Role::Notice => lines.extend(markdown::plain(&m.text, width, "· ", "  ", theme.dim)),
-        Role::Error => lines.extend(markdown::plain(&m.text, width, "✗ ", "  ", theme.error)),
-        Role::System => {
-            lines.push(Line::from(Span::styled(
-                "System prompt (/system TEXT changes it)",
-                theme.dim,
-            )));
-            lines.extend(markdown::plain(&m.text, width, "│ ", "│ ", theme.thought));
-        }
-    }
-    if let Some(f) = &m.footer {
-        lines.push(Line::from(Span::styled(f.clone(), theme.dim)));
-    }
-    lines.push(Line::default());
-    (lines, fences)
-}
-
-/// A message's name line, with ‹n/m› when its turn has several versions.
-fn name_line(
-    name: &'static str,
-    style: ratatui::style::Style,
-    m: &Message,
-    theme: &Theme,
-) -> Line<'static> {
-    let mut spans = vec![Span::styled(name, style)];
-    if let Some((n, of)) = m.versions {
-        spans.push(Span::styled(format!(" ‹{n}/{of}›"), theme.accent));
-    }
-    Line::from(spans)
-}
 
 /// Draws the active tab's transcript in `area`, or the start-up screen while there is none;
 /// returns the transcript's length in lines (what scrolling is bounded by), where a found or

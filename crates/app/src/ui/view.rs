@@ -7,8 +7,8 @@ use std::collections::HashMap;
 
 use ratatui::text::Line;
 
+use super::message::message_lines;
 use super::theme::Theme;
-use super::transcript::message_lines;
 use crate::app::tab::Tab;
 use gemma_protocol::TabId;
 

@@ -77,64 +77,13 @@ pub(super) async fn serve(
             return;
         }
     };
-    let stage = |text: String| Event::Loading {
-        stage: text,
-        done: 0,
-        total: 0,
-        unit: ProgressUnit::Layers,
-    };
     let _ = events.send(stage(format!("connecting to {}", client.url())));
     // Commands that come while the server is down wait here (the UI holds turns until Ready).
     let mut early = Vec::new();
-    let info = loop {
-        match client.discover(options.model.as_deref()).await {
-            Ok(info) => break info,
-            Err(e @ (RemoteError::Unreachable { .. } | RemoteError::Timeout { .. })) => {
-                let _ = events.send(stage(format!("{e} — retrying every 2 s")));
-            }
-            Err(RemoteError::Status { status: 503, .. }) => {
-                let _ = events.send(stage(format!(
-                    "the server at {} is loading its model",
-                    client.url()
-                )));
-            }
-            Err(e) => {
-                let _ = events.send(Event::LoadFailed {
-                    error: e.to_string(),
-                });
-                return;
-            }
-        }
-        let wait = tokio::time::sleep(Duration::from_secs(2));
-        tokio::pin!(wait);
-        loop {
-            tokio::select! {
-                _ = &mut wait => break,
-                c = commands.recv() => match c {
-                    None | Some(Command::Shutdown) => return,
-                    Some(c) => early.push(c),
-                },
-            }
-        }
+    let Some(info) = discover(&client, &options, &events, &mut commands, &mut early).await else {
+        return;
     };
-    let context = info.context.or(options.context_length).unwrap_or(8192);
-    let kind = match info.kind {
-        ServerKind::LlamaServer => format!("llama-server, {} slots", info.slots),
-        ServerKind::OpenAi => "OpenAI-compatible".into(),
-    };
-    // The context meter's source, said once: the server's count, or an estimate.
-    let probe = [serde_json::json!({"role": "user", "content": "hi"})];
-    let counted = match client.count(&info, &probe).await {
-        Some(_) => "tokens counted by the server",
-        None => "tokens estimated: the server cannot count",
-    };
-    let kind = format!("{kind}; {counted}");
-    let _ = events.send(Event::Ready {
-        model: format!("{} @ {} ({kind})", info.model, client.url()),
-        context_length: context,
-        thinking: info.thinking,
-        generation: SamplingLayer::default(),
-    });
+    announce(&client, &info, &options, &events).await;
     let (done_tx, mut done_rx) = unbounded_channel();
     let mut server = Server {
         slots: vec![None; info.slots],
@@ -157,6 +106,84 @@ pub(super) async fn serve(
         }
     }
     // Running turns are dropped with the runtime: their connections close.
+}
+
+/// A start-up stage for the UI.
+fn stage(text: String) -> Event {
+    Event::Loading {
+        stage: text,
+        done: 0,
+        total: 0,
+        unit: ProgressUnit::Layers,
+    }
+}
+
+/// Asks the server what it serves, every 2 s while it is down or loading (commands that come
+/// meanwhile go to `early`); `None` when it refuses for good (said) or the UI shuts down.
+async fn discover(
+    client: &Client,
+    options: &RemoteOptions,
+    events: &Sender<Event>,
+    commands: &mut UnboundedReceiver<Command>,
+    early: &mut Vec<Command>,
+) -> Option<ServerInfo> {
+    loop {
+        match client.discover(options.model.as_deref()).await {
+            Ok(info) => return Some(info),
+            Err(e @ (RemoteError::Unreachable { .. } | RemoteError::Timeout { .. })) => {
+                let _ = events.send(stage(format!("{e} — retrying every 2 s")));
+            }
+            Err(RemoteError::Status { status: 503, .. }) => {
+                let _ = events.send(stage(format!(
+                    "the server at {} is loading its model",
+                    client.url()
+                )));
+            }
+            Err(e) => {
+                let _ = events.send(Event::LoadFailed {
+                    error: e.to_string(),
+                });
+                return None;
+            }
+        }
+        let wait = tokio::time::sleep(Duration::from_secs(2));
+        tokio::pin!(wait);
+        loop {
+            tokio::select! {
+                _ = &mut wait => break,
+                c = commands.recv() => match c {
+                    None | Some(Command::Shutdown) => return None,
+                    Some(c) => early.push(c),
+                },
+            }
+        }
+    }
+}
+
+/// Says the engine is ready: the server's model, kind and context, and where the context meter's
+/// counts come from (the server's count, or an estimate).
+async fn announce(
+    client: &Client,
+    info: &ServerInfo,
+    options: &RemoteOptions,
+    events: &Sender<Event>,
+) {
+    let context = info.context.or(options.context_length).unwrap_or(8192);
+    let kind = match info.kind {
+        ServerKind::LlamaServer => format!("llama-server, {} slots", info.slots),
+        ServerKind::OpenAi => "OpenAI-compatible".into(),
+    };
+    let probe = [serde_json::json!({"role": "user", "content": "hi"})];
+    let counted = match client.count(info, &probe).await {
+        Some(_) => "tokens counted by the server",
+        None => "tokens estimated: the server cannot count",
+    };
+    let _ = events.send(Event::Ready {
+        model: format!("{} @ {} ({kind}; {counted})", info.model, client.url()),
+        context_length: context,
+        thinking: info.thinking,
+        generation: SamplingLayer::default(),
+    });
 }
 
 impl Server {

@@ -67,9 +67,11 @@ pub(super) async fn run(
         decode_s: 0.0,
         pieces: 0,
     };
-    let tab = job.tab;
-    let mut first: Option<Instant> = None;
-    let mut finish = None;
+    let mut seen = Seen {
+        tab: job.tab,
+        first: None,
+        finish: None,
+    };
     // The body ended (or said `[DONE]`) without a finish reason: the server went away.
     let ended = |finish: Option<TurnEnd>| {
         finish.ok_or_else(|| RemoteError::Dropped {
@@ -91,56 +93,21 @@ pub(super) async fn run(
                     n = stream.next() => n,
                     _ = &mut cancel => break Ok(TurnEnd::Cancelled),
                 };
-                let pieces = match next {
-                    None => break ended(finish),
+                match next {
+                    None => break ended(seen.finish),
                     Some(Err(e)) => break Err(e),
-                    Some(Ok(p)) => p,
-                };
-                let mut over = false;
-                for p in pieces {
-                    match p {
-                        Piece::Progress {
-                            total,
-                            cache,
-                            processed,
-                        } => {
-                            let _ = events.send(Event::Prefill {
-                                tab,
-                                done: processed.saturating_sub(cache),
-                                total: total.saturating_sub(cache),
-                                reused: cache,
-                            });
+                    Some(Ok(pieces)) => {
+                        if seen.take(pieces, &mut done, &events) {
+                            break ended(seen.finish);
                         }
-                        Piece::Thought(text) => {
-                            first.get_or_insert_with(Instant::now);
-                            done.pieces += 1;
-                            let _ = events.send(Event::Thought { tab, text });
-                        }
-                        Piece::Answer(text) => {
-                            first.get_or_insert_with(Instant::now);
-                            done.pieces += 1;
-                            done.answer.push_str(&text);
-                            let _ = events.send(Event::Token { tab, text });
-                        }
-                        Piece::Finish(f) => {
-                            finish = Some(match f {
-                                Finish::Length => TurnEnd::Length,
-                                Finish::Stop | Finish::Other => TurnEnd::EndOfTurn(0),
-                            });
-                        }
-                        Piece::Usage(u) => done.usage = Some(u),
-                        Piece::Done => over = true,
                     }
-                }
-                if over {
-                    break ended(finish);
                 }
             }
         }
     };
     // The stream is dropped here: a cancelled or failed turn's connection is closed.
     let now = Instant::now();
-    if let Some(f) = first {
+    if let Some(f) = seen.first {
         done.ttft_s = f.duration_since(started).as_secs_f64();
         done.decode_s = now.duration_since(f).as_secs_f64();
     }
@@ -162,4 +129,56 @@ pub(super) async fn run(
     }
     done.end = outcome;
     done
+}
+
+/// What the stream has said so far: when its first text came, and how it said it ends.
+struct Seen {
+    tab: TabId,
+    first: Option<Instant>,
+    finish: Option<TurnEnd>,
+}
+
+impl Seen {
+    /// One chunk's pieces into the turn and the UI's events; true when the stream said it is
+    /// done.
+    fn take(&mut self, pieces: Vec<Piece>, done: &mut TurnDone, events: &Sender<Event>) -> bool {
+        let tab = self.tab;
+        let mut over = false;
+        for p in pieces {
+            match p {
+                Piece::Progress {
+                    total,
+                    cache,
+                    processed,
+                } => {
+                    let _ = events.send(Event::Prefill {
+                        tab,
+                        done: processed.saturating_sub(cache),
+                        total: total.saturating_sub(cache),
+                        reused: cache,
+                    });
+                }
+                Piece::Thought(text) => {
+                    self.first.get_or_insert_with(Instant::now);
+                    done.pieces += 1;
+                    let _ = events.send(Event::Thought { tab, text });
+                }
+                Piece::Answer(text) => {
+                    self.first.get_or_insert_with(Instant::now);
+                    done.pieces += 1;
+                    done.answer.push_str(&text);
+                    let _ = events.send(Event::Token { tab, text });
+                }
+                Piece::Finish(f) => {
+                    self.finish = Some(match f {
+                        Finish::Length => TurnEnd::Length,
+                        Finish::Stop | Finish::Other => TurnEnd::EndOfTurn(0),
+                    });
+                }
+                Piece::Usage(u) => done.usage = Some(u),
+                Piece::Done => over = true,
+            }
+        }
+        over
+    }
 }

@@ -16,6 +16,7 @@ mod avx2;
 mod avx512;
 #[cfg(target_arch = "x86_64")]
 mod gemm;
+mod portable;
 mod scalar;
 mod scalar_k;
 pub mod simd;
@@ -386,7 +387,7 @@ pub type Dot = fn(GgmlType, &[u8], &QuantRow) -> f32;
 
 /// The row kernel this CPU runs best, chosen once per product rather than per row.
 pub fn kernel() -> Dot {
-    kernels().first().map_or(scalar::dot as Dot, |&(_, k)| k)
+    kernels().first().map_or(portable::dot as Dot, |&(_, k)| k)
 }
 
 /// The SIMD row kernels this CPU runs, best first, by name.

@@ -1,13 +1,14 @@
 //! The portable kernels, and the reference the SIMD ones are tested against: per block (or
 //! sub-block) an integer dot product of the weights' codes with the i16 input, then one f32
 //! scale; float weights (F32/F16/BF16) against the f32 input. This file holds the 32-value
-//! blocks and the floats; `scalar_k.rs` the 256-value super-blocks. Layouts as in
+//! blocks, the floats and the integer parts every portable kernel shares; `scalar_k.rs` the
+//! 256-value super-blocks; `portable.rs` picks one per type. Layouts as in
 //! `loader::quant` (ggml's `ggml-common.h`).
 
 use half::{bf16, f16};
 
-use super::{BLOCK, LO, QuantRow, scalar_k};
-use crate::quant::{GgmlType, IQ4_VALUES};
+use super::{BLOCK, LO, QuantRow};
+use crate::quant::IQ4_VALUES;
 
 pub(super) fn f16_at(b: &[u8], at: usize) -> f32 {
     f16::from_le_bytes([b[at], b[at + 1]]).to_f32()
@@ -23,30 +24,25 @@ pub(super) fn idot(codes: impl Iterator<Item = i32>, x: &QuantRow, at: usize) ->
     (hi as f64 + lo as f64 * LO as f64) as f32
 }
 
-pub(super) fn dot(ty: GgmlType, w: &[u8], x: &QuantRow) -> f32 {
-    match ty {
-        GgmlType::F32 => floats(w.chunks_exact(4), x, |b| {
-            f32::from_le_bytes([b[0], b[1], b[2], b[3]])
-        }),
-        GgmlType::F16 => floats(w.chunks_exact(2), x, |b| {
-            f16::from_le_bytes([b[0], b[1]]).to_f32()
-        }),
-        GgmlType::BF16 => floats(w.chunks_exact(2), x, |b| {
-            bf16::from_le_bytes([b[0], b[1]]).to_f32()
-        }),
-        GgmlType::Q4_0 => q4_0(w, x),
-        GgmlType::Q4_1 => q4_1(w, x),
-        GgmlType::Q5_0 => q5_0(w, x),
-        GgmlType::Q5_1 => q5_1(w, x),
-        GgmlType::Q8_0 => q8_0(w, x),
-        GgmlType::IQ4_NL => iq4_nl(w, x),
-        GgmlType::Q2_K => scalar_k::q2_k(w, x),
-        GgmlType::Q3_K => scalar_k::q3_k(w, x),
-        GgmlType::Q4_K => scalar_k::q4_k(w, x),
-        GgmlType::Q5_K => scalar_k::q5_k(w, x),
-        GgmlType::Q6_K => scalar_k::q6_k(w, x),
-        GgmlType::IQ4_XS => scalar_k::iq4_xs(w, x),
-    }
+/// F32 weights against the f32 input.
+pub(super) fn f32s(w: &[u8], x: &QuantRow) -> f32 {
+    floats(w.chunks_exact(4), x, |b| {
+        f32::from_le_bytes([b[0], b[1], b[2], b[3]])
+    })
+}
+
+/// F16 weights against the f32 input.
+pub(super) fn f16s(w: &[u8], x: &QuantRow) -> f32 {
+    floats(w.chunks_exact(2), x, |b| {
+        f16::from_le_bytes([b[0], b[1]]).to_f32()
+    })
+}
+
+/// BF16 weights against the f32 input.
+pub(super) fn bf16s(w: &[u8], x: &QuantRow) -> f32 {
+    floats(w.chunks_exact(2), x, |b| {
+        bf16::from_le_bytes([b[0], b[1]]).to_f32()
+    })
 }
 
 fn floats<'a>(w: impl Iterator<Item = &'a [u8]>, x: &QuantRow, f: impl Fn(&[u8]) -> f32) -> f32 {
@@ -107,23 +103,23 @@ fn min_blocks(w: &[u8], bytes: usize, x: &QuantRow, codes: impl Fn(&[u8]) -> [u8
     acc
 }
 
-fn q4_0(w: &[u8], x: &QuantRow) -> f32 {
+pub(super) fn q4_0(w: &[u8], x: &QuantRow) -> f32 {
     offset_blocks(w, 18, x, 8, |b| nibbles(&b[2..18]))
 }
 
-fn q4_1(w: &[u8], x: &QuantRow) -> f32 {
+pub(super) fn q4_1(w: &[u8], x: &QuantRow) -> f32 {
     min_blocks(w, 20, x, |b| nibbles(&b[4..20]))
 }
 
-fn q5_0(w: &[u8], x: &QuantRow) -> f32 {
+pub(super) fn q5_0(w: &[u8], x: &QuantRow) -> f32 {
     offset_blocks(w, 22, x, 16, |b| q5_codes(&b[2..6], &b[6..22]))
 }
 
-fn q5_1(w: &[u8], x: &QuantRow) -> f32 {
+pub(super) fn q5_1(w: &[u8], x: &QuantRow) -> f32 {
     min_blocks(w, 24, x, |b| q5_codes(&b[4..8], &b[8..24]))
 }
 
-fn q8_0(w: &[u8], x: &QuantRow) -> f32 {
+pub(super) fn q8_0(w: &[u8], x: &QuantRow) -> f32 {
     let mut acc = 0f32;
     for (b, blk) in w.chunks_exact(34).enumerate() {
         let (at, _) = block(x, b);
@@ -142,7 +138,7 @@ pub(super) fn iq4_sum(qs: &[u8], x: &QuantRow, at: usize) -> f32 {
     )
 }
 
-fn iq4_nl(w: &[u8], x: &QuantRow) -> f32 {
+pub(super) fn iq4_nl(w: &[u8], x: &QuantRow) -> f32 {
     let mut acc = 0f32;
     for (b, blk) in w.chunks_exact(18).enumerate() {
         let (at, _) = block(x, b);

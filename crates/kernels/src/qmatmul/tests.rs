@@ -87,7 +87,7 @@ fn check_products(m: &QMatrix, x: &[f32], t: usize, what: &str) {
     assert_eq!(got.len(), t * rows);
     let gemm = m.gemm(x, t);
     let mut dots: Vec<(&str, Dot)> = kernels();
-    dots.push(("scalar", scalar::dot));
+    dots.push(("scalar", portable::dot));
     for ti in 0..t {
         let xr = &x[ti * cols..(ti + 1) * cols];
         let xq = QuantRow::new(xr);
@@ -177,7 +177,7 @@ fn the_simd_kernels_agree_with_the_scalar_reference() {
                 let m = random_matrix(ty, 5, cols, &mut rng);
                 let x = QuantRow::new(&random_input(cols, &mut rng));
                 for r in 0..5 {
-                    let (s, v) = (scalar::dot(ty, m.row(r), &x), dot(ty, m.row(r), &x));
+                    let (s, v) = (portable::dot(ty, m.row(r), &x), dot(ty, m.row(r), &x));
                     let mag: f32 = m
                         .dequantize_rows(&[r])
                         .iter()

@@ -96,13 +96,13 @@ impl Moe {
         let e = self.per_expert_scale.len();
         let t = residual.len() / h;
         let mut z = residual.to_vec();
-        super::fused::norm_rows(&self.router_norm, &mut z, h);
+        super::host_math::norm_rows(&self.router_norm, &mut z, h);
         let mut probs = Vec::with_capacity(t * e);
         for zr in z.chunks_exact_mut(h) {
             zr.iter_mut().zip(scale).for_each(|(v, s)| *v *= s);
             let logits: Vec<f32> = proj
                 .chunks_exact(h)
-                .map(|w| super::fused::dot(zr, w))
+                .map(|w| super::host_math::dot(zr, w))
                 .collect();
             let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
             let exps: Vec<f32> = logits.iter().map(|l| (l - max).exp()).collect();

@@ -8,6 +8,7 @@ pub mod config;
 pub mod ffn;
 mod fused;
 pub mod gguf_config;
+mod host_math;
 pub mod kv_cache;
 pub mod ops;
 
@@ -163,6 +164,44 @@ impl Gemma {
         pos: usize,
         logits: Logits,
     ) -> Result<Option<Tensor<2>>> {
+        self.check_forward(ids, cache, pos)?;
+        if self.fused(ids.len()) {
+            return self.forward_fused(ids, cache, pos, logits);
+        }
+        let (t, hsize) = (ids.len(), self.config.hidden_size);
+        // Embedding scale: sqrt(H) in the compute dtype, as the reference casts its buffer.
+        let scale = match self.dtype {
+            DType::F16 => half::f16::from_f32((hsize as f32).sqrt()).to_f32(),
+            DType::BF16 => half::bf16::from_f32((hsize as f32).sqrt()).to_f32(),
+            _ => (hsize as f32).sqrt(),
+        };
+        let x = self
+            .embed
+            .rows(ids, &self.device, self.dtype)
+            .mul_scalar(scale);
+        let ple = self.ple.as_ref().map(|p| self.ple_inputs(p, ids, &x));
+        let (x, rows) = self.layers_forward(x, ple, cache, pos, logits);
+        cache.finish(t);
+        if logits == Logits::None {
+            return Ok(None);
+        }
+        let x = if logits == Logits::Last && rows > 1 {
+            x.slice([rows - 1..rows, 0..hsize])
+        } else {
+            x
+        };
+        let h = self.final_norm.forward(x);
+        let head = self.lm_head.as_ref().unwrap_or(&self.embed);
+        let mut out = cast(head.forward(h), DType::F32);
+        if let Some(c) = self.config.final_logit_softcapping {
+            out = out.div_scalar(c).tanh().mul_scalar(c);
+        }
+        Ok(Some(out))
+    }
+
+    /// Refuses a forward that cannot run: no ids, a cache not at `pos`, an id outside the
+    /// vocabulary.
+    fn check_forward(&self, ids: &[u32], cache: &KvCache, pos: usize) -> Result<()> {
         if ids.is_empty() {
             return Err(Error::Invalid("forward needs at least one token".into()));
         }
@@ -172,32 +211,27 @@ impl Gemma {
                 cache.len()
             )));
         }
-        let cfg = &self.config;
-        if let Some(&id) = ids.iter().find(|&&id| id as usize >= cfg.vocab_size) {
-            return Err(Error::TokenOutOfRange {
-                id,
-                vocab: cfg.vocab_size,
-            });
+        let vocab = self.config.vocab_size;
+        if let Some(&id) = ids.iter().find(|&&id| id as usize >= vocab) {
+            return Err(Error::TokenOutOfRange { id, vocab });
         }
-        if self.fused(ids.len()) {
-            return self.forward_fused(ids, cache, pos, logits);
-        }
-        let t = ids.len();
-        let hsize = cfg.hidden_size;
-        // Embedding scale: sqrt(H) in the compute dtype, as the reference casts its buffer.
-        let scale = match self.dtype {
-            DType::F16 => half::f16::from_f32((hsize as f32).sqrt()).to_f32(),
-            DType::BF16 => half::bf16::from_f32((hsize as f32).sqrt()).to_f32(),
-            _ => (hsize as f32).sqrt(),
-        };
-        let mut x = self
-            .embed
-            .rows(ids, &self.device, self.dtype)
-            .mul_scalar(scale);
-        let mut ple = self.ple.as_ref().map(|p| self.ple_inputs(p, ids, &x));
+        Ok(())
+    }
 
-        let mut q_start = pos;
-        let mut rows = t;
+    /// The decoder layers over the embedded rows `x` (per-layer inputs `ple`), from position
+    /// `pos`; the hidden states out and how many rows they still hold (KV-shared layers drop
+    /// the rows whose logits nobody reads).
+    fn layers_forward(
+        &self,
+        mut x: Tensor<2>,
+        mut ple: Option<Tensor<3>>,
+        cache: &mut KvCache,
+        pos: usize,
+        logits: Logits,
+    ) -> (Tensor<2>, usize) {
+        let cfg = &self.config;
+        let hsize = cfg.hidden_size;
+        let (mut q_start, mut rows) = (pos, x.dims()[0]);
         let tables = |kind: AttnKind, start: usize, len: usize| {
             let inv = match kind {
                 AttnKind::Sliding => &self.inv_freq_sliding,
@@ -208,7 +242,6 @@ impl Gemma {
         let masks = MaskCache::default();
         let mut rope_s = tables(AttnKind::Sliding, q_start, rows);
         let mut rope_f = tables(AttnKind::Full, q_start, rows);
-
         for (i, (layer, spec)) in self.layers.iter().zip(&cfg.layers).enumerate() {
             // KV-shared layers write no cache: a chunk whose logits nobody reads can stop at the
             // first of them, and otherwise only the rows whose logits are wanted matter.
@@ -249,21 +282,7 @@ impl Gemma {
             });
             x = layer.forward(x, cache, &input, layer_ple);
         }
-        cache.finish(t);
-
-        if logits == Logits::None {
-            return Ok(None);
-        }
-        if logits == Logits::Last && rows > 1 {
-            x = x.slice([rows - 1..rows, 0..hsize]);
-        }
-        let h = self.final_norm.forward(x);
-        let head = self.lm_head.as_ref().unwrap_or(&self.embed);
-        let mut out = cast(head.forward(h), DType::F32);
-        if let Some(c) = cfg.final_logit_softcapping {
-            out = out.div_scalar(c).tanh().mul_scalar(c);
-        }
-        Ok(Some(out))
+        (x, rows)
     }
 
     /// Per-layer inputs `[T, L, P]`: `(norm(x0·Wᵀ·H^-½) + E_ple[ids]·√P) · 2^-½`.

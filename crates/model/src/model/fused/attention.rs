@@ -7,8 +7,8 @@ use std::sync::{Mutex, OnceLock, PoisonError};
 
 use super::super::attention::Attention;
 use super::super::config::{AttnKind, LayerSpec};
+use super::super::host_math::{Group, Part, attend, attend_part, join_parts, norm_rows, rope};
 use super::super::kv_cache::KvCache;
-use super::math::{Group, Part, attend, attend_part, join_parts, norm_rows, rope};
 use super::{FUSED_MAX_ROWS, Step, products};
 use crate::error::{Error, Result};
 use gemma_kernels::qmatmul::{gemm_with, team};
@@ -19,6 +19,24 @@ const ATTENTION_BLOCK: usize = 64;
 /// Below this many multiply-adds per layer (query heads × keys × head dim × rows) the heads run
 /// on the calling thread.
 const PARALLEL_WORK: usize = 1 << 16;
+
+/// How a layer's queries meet its keys: the heads, their width, how many query heads share a
+/// KV head, and how many keys the cache holds.
+#[derive(Clone, Copy)]
+struct Heads {
+    rows: usize,
+    nh: usize,
+    nkv: usize,
+    hd: usize,
+    keys: usize,
+}
+
+impl Heads {
+    /// Query heads per KV head.
+    fn group(&self) -> usize {
+        self.nh / self.nkv
+    }
+}
 
 impl Step<'_> {
     /// # Shapes
@@ -32,8 +50,70 @@ impl Step<'_> {
         cache: &mut KvCache,
     ) -> Result<Vec<f32>> {
         let cfg = self.model.config();
+        let (q, read_from) = self.project(attn, spec, layer, xn, cache);
+        let kv = cache
+            .layer(read_from)
+            .ok_or_else(|| Error::Invalid(format!("layer {layer} reads an empty cache")))?;
+        let start = kv.start;
+        let view = kv
+            .host()
+            .ok_or_else(|| Error::Invalid("the fused host step needs a host cache".into()))?;
+        let (nh, nkv, hd) = (cfg.num_heads, spec.kv_heads, spec.head_dim);
+        let heads = Heads {
+            rows: self.rows,
+            nh,
+            nkv,
+            hd,
+            keys: view.k.len() / (nkv * hd),
+        };
+        let (group, sliding, window) = (
+            heads.group(),
+            spec.kind == AttnKind::Sliding,
+            cfg.sliding_window,
+        );
+        // One group per (row, KV head): the `group · hd` outputs of its query heads, which
+        // are contiguous in the `[rows, nh·hd]` output (head h reads KV head h / group).
+        let of = |i: usize| {
+            let (r, kvh) = (i / nkv, i % nkv);
+            let p = self.q_start + r;
+            // Keys at logical positions start + j, visible when j ≤ p and inside the window.
+            let last = (p + 1).saturating_sub(start).min(heads.keys);
+            let first = if sliding {
+                (p + 1)
+                    .saturating_sub(window)
+                    .saturating_sub(start)
+                    .min(last)
+            } else {
+                0
+            };
+            let from = (r * nh + kvh * group) * hd;
+            Group {
+                q: &q[from..from + group * hd],
+                dim: hd,
+                k: view.k,
+                v: view.v,
+                stride: nkv * hd,
+                offset: kvh * hd,
+                keys: first..last,
+                scale: cfg.attn_scale,
+                softcap: cfg.attn_logit_softcapping,
+            }
+        };
+        let out = attend_groups(heads, &of);
+        Ok(products(&[&attn.o_proj], &out, self.rows).remove(0))
+    }
+
+    /// The layer's queries (normed, rotated) and the layer whose cache they read: its own, with
+    /// this step's keys and values appended, or its KV donor's.
+    fn project(
+        &self,
+        attn: &Attention,
+        spec: &LayerSpec,
+        layer: usize,
+        xn: &[f32],
+        cache: &mut KvCache,
+    ) -> (Vec<f32>, usize) {
         let (rows, hd) = (self.rows, spec.head_dim);
-        let (nh, nkv) = (cfg.num_heads, spec.kv_heads);
         // The forward's tables for this kind, from the first row still computed.
         let tables = match spec.kind {
             AttnKind::Sliding => &self.rope.0,
@@ -46,12 +126,10 @@ impl Step<'_> {
                 row.chunks_exact_mut(hd).for_each(|h| rope(h, cos, sin));
             }
         };
-
         let mut outs = products(&attn.projections(spec), xn, rows).into_iter();
         let mut q = outs.next().expect("q");
         norm_rows(&attn.q_norm, &mut q, hd);
         rotate(&mut q);
-
         let read_from = match (spec.kv_donor, outs.next()) {
             (Some(donor), _) => donor,
             (None, Some(mut k)) => {
@@ -63,98 +141,74 @@ impl Step<'_> {
                 if let Some(n) = &attn.v_norm {
                     norm_rows(n, &mut v, hd);
                 }
-                cache.append_host(layer, (nkv, hd), &self.model.device, &k, &v);
+                cache.append_host(layer, (spec.kv_heads, hd), &self.model.device, &k, &v);
                 layer
             }
             (None, None) => unreachable!("non-shared layers always have k_proj"),
         };
-        let kv = cache
-            .layer(read_from)
-            .ok_or_else(|| Error::Invalid(format!("layer {layer} reads an empty cache")))?;
-        let start = kv.start;
-        let view = kv
-            .host()
-            .ok_or_else(|| Error::Invalid("the fused host step needs a host cache".into()))?;
-        let keys = view.k.len() / (nkv * hd);
-        let group = nh / nkv;
-        let sliding = spec.kind == AttnKind::Sliding;
-        let window = cfg.sliding_window;
+        (q, read_from)
+    }
+}
 
-        // One group per (row, KV head): the `group · hd` outputs of its query heads, which
-        // are contiguous in the `[rows, nh·hd]` output (head h reads KV head h / group).
-        let width = group * hd;
-        let groups = rows * nkv;
-        let of = |i: usize| {
-            let (r, kvh) = (i / nkv, i % nkv);
-            let p = self.q_start + r;
-            // Keys at logical positions start + j, visible when j ≤ p and inside the window.
-            let last = (p + 1).saturating_sub(start).min(keys);
-            let first = if sliding {
-                (p + 1)
-                    .saturating_sub(window)
-                    .saturating_sub(start)
-                    .min(last)
-            } else {
-                0
-            };
-            let from = (r * nh + kvh * group) * hd;
-            Group {
-                q: &q[from..from + width],
-                dim: hd,
-                k: view.k,
-                v: view.v,
-                stride: nkv * hd,
-                offset: kvh * hd,
-                keys: first..last,
-                scale: cfg.attn_scale,
-                softcap: cfg.attn_logit_softcapping,
-            }
-        };
-        let mut out = vec![0f32; rows * nh * hd];
-        let threads = team().threads();
-        if rows > FUSED_MAX_ROWS {
-            // A prefill chunk: each group's scores and weighted values as two GEMMs.
-            // In blocks of rows, each against only the keys its rows see: a causal chunk's
-            // later keys are masked for its earlier rows.
-            for kvh in 0..nkv {
-                let groups: Vec<Group> = (0..rows).map(|r| of(r * nkv + kvh)).collect();
-                for (b, block) in groups.chunks(ATTENTION_BLOCK).enumerate() {
-                    let o = chunk_attention(block, hd);
-                    for (i, or) in o.chunks_exact(width).enumerate() {
-                        let r = b * ATTENTION_BLOCK + i;
-                        let from = (r * nh + kvh * group) * hd;
-                        out[from..from + width].copy_from_slice(or);
-                    }
+/// Every group's attention (`of(i)` is group i: row `i / nkv`, KV head `i % nkv`), into the
+/// `[rows, nh·hd]` output: as GEMMs for a prefill chunk, on this thread for small work, else
+/// split over the team.
+fn attend_groups<'a>(h: Heads, of: &(dyn Fn(usize) -> Group<'a> + Sync)) -> Vec<f32> {
+    let (group, width) = (h.group(), h.group() * h.hd);
+    let mut out = vec![0f32; h.rows * h.nh * h.hd];
+    let threads = team().threads();
+    if h.rows > FUSED_MAX_ROWS {
+        // A prefill chunk: each group's scores and weighted values as two GEMMs.
+        // In blocks of rows, each against only the keys its rows see: a causal chunk's
+        // later keys are masked for its earlier rows.
+        for kvh in 0..h.nkv {
+            let groups: Vec<Group> = (0..h.rows).map(|r| of(r * h.nkv + kvh)).collect();
+            for (b, block) in groups.chunks(ATTENTION_BLOCK).enumerate() {
+                let o = chunk_attention(block, h.hd);
+                for (i, or) in o.chunks_exact(width).enumerate() {
+                    let r = b * ATTENTION_BLOCK + i;
+                    let from = (r * h.nh + kvh * group) * h.hd;
+                    out[from..from + width].copy_from_slice(or);
                 }
-            }
-        } else if threads == 1 || rows * nh * keys * hd < PARALLEL_WORK {
-            for (i, o) in out.chunks_exact_mut(width).enumerate() {
-                attend(&of(i), o);
-            }
-        } else {
-            // Each group's keys in `split` parts (so that one group, a decode step with one KV
-            // head, still uses every thread), joined by their softmax statistics.
-            let split = threads.div_ceil(groups).max(1);
-            let parts: Vec<OnceLock<Part>> = (0..groups * split).map(|_| OnceLock::new()).collect();
-            team().run(groups * split, &|i| {
-                let g = of(i / split);
-                let (n, s) = (g.keys.len(), i % split);
-                let keys = g.keys.start + n * s / split..g.keys.start + n * (s + 1) / split;
-                let (mut o, mut st) = (vec![0f32; width], vec![(f32::NEG_INFINITY, 0f32); group]);
-                if !keys.is_empty() {
-                    attend_part(&Group { keys, ..g }, &mut o, &mut st);
-                }
-                let _ = parts[i].set((o, st));
-            });
-            let done: Vec<Part> = parts
-                .into_iter()
-                .map(|p| p.into_inner().expect("every part ran"))
-                .collect();
-            for (o, ps) in out.chunks_exact_mut(width).zip(done.chunks(split)) {
-                join_parts(ps, hd, o);
             }
         }
-        Ok(products(&[&attn.o_proj], &out, rows).remove(0))
+    } else if threads == 1 || h.rows * h.nh * h.keys * h.hd < PARALLEL_WORK {
+        for (i, o) in out.chunks_exact_mut(width).enumerate() {
+            attend(&of(i), o);
+        }
+    } else {
+        attend_split(h, of, threads, &mut out);
+    }
+    out
+}
+
+/// Each group's keys in `split` parts over the team (so that one group, a decode step with one
+/// KV head, still uses every thread), joined by their softmax statistics.
+fn attend_split<'a>(
+    h: Heads,
+    of: &(dyn Fn(usize) -> Group<'a> + Sync),
+    threads: usize,
+    out: &mut [f32],
+) {
+    let (group, width, groups) = (h.group(), h.group() * h.hd, h.rows * h.nkv);
+    let split = threads.div_ceil(groups).max(1);
+    let parts: Vec<OnceLock<Part>> = (0..groups * split).map(|_| OnceLock::new()).collect();
+    team().run(groups * split, &|i| {
+        let g = of(i / split);
+        let (n, s) = (g.keys.len(), i % split);
+        let keys = g.keys.start + n * s / split..g.keys.start + n * (s + 1) / split;
+        let (mut o, mut st) = (vec![0f32; width], vec![(f32::NEG_INFINITY, 0f32); group]);
+        if !keys.is_empty() {
+            attend_part(&Group { keys, ..g }, &mut o, &mut st);
+        }
+        let _ = parts[i].set((o, st));
+    });
+    let done: Vec<Part> = parts
+        .into_iter()
+        .map(|p| p.into_inner().expect("every part ran"))
+        .collect();
+    for (o, ps) in out.chunks_exact_mut(width).zip(done.chunks(split)) {
+        join_parts(ps, h.hd, o);
     }
 }
 

@@ -8,14 +8,11 @@
 //! both to it.
 
 mod attention;
-mod math;
-
-pub(crate) use self::math::{dot, norm_rows};
 
 use burn::tensor::{Tensor, TensorData};
 
-use self::math::{gelu_tanh, rope_row};
 use super::ffn::{Experts, Mlp, Moe};
+use super::host_math::{gelu_tanh, norm_rows, rope_row};
 use super::ops::Linear;
 use super::{Gemma, Layer, Logits};
 use crate::error::{Error, Result};

@@ -60,51 +60,8 @@ impl GgufFile {
             pos: 0,
             path,
         };
-        if r.take(4).ok() != Some(b"GGUF".as_slice()) {
-            return Err(Error::Weights {
-                path: path.to_path_buf(),
-                msg: "not a GGUF file (bad magic)".into(),
-            });
-        }
-        let version = r.u32()?;
-        if !(2..=3).contains(&version) {
-            return Err(Error::Weights {
-                path: path.to_path_buf(),
-                msg: format!("GGUF version {version} is not supported (2 or 3)"),
-            });
-        }
-        let n_tensors = r.len()?;
-        let n_kv = r.len()?;
-        let mut metadata = HashMap::new();
-        for _ in 0..n_kv {
-            let key = r.string()?;
-            let ty = r.u32()?;
-            let v = r.value(ty)?;
-            metadata.insert(key, v);
-        }
-        // Each tensor info takes at least 24 bytes: no more can follow than that allows.
-        let mut infos = Vec::with_capacity(n_tensors.min(mmap.len() / 24));
-        for _ in 0..n_tensors {
-            let name = r.string()?;
-            let n_dims = r.u32()? as usize;
-            if !(1..=4).contains(&n_dims) {
-                return Err(r.err(&format!(
-                    "tensor `{name}` has {n_dims} dimensions (GGUF stores 1 to 4)"
-                )));
-            }
-            let mut dims = Vec::with_capacity(n_dims);
-            for _ in 0..n_dims {
-                let d = r.len()?;
-                if d == 0 {
-                    return Err(r.err(&format!("tensor `{name}` has a dimension of 0")));
-                }
-                dims.push(d);
-            }
-            let type_id = r.u32()?;
-            let offset = r.u64()? as usize;
-            dims.reverse();
-            infos.push((name, dims, type_id, offset));
-        }
+        let (n_tensors, metadata) = header(&mut r)?;
+        let infos = tensor_infos(&mut r, n_tensors)?;
         let align = metadata
             .get("general.alignment")
             .and_then(Value::as_u64)
@@ -118,37 +75,8 @@ impl GgufFile {
             .ok_or_else(|| r.err(&format!("general.alignment = {align} is implausible")))?;
         let mut tensors = HashMap::new();
         for (name, shape, type_id, offset) in infos {
-            let n = shape
-                .iter()
-                .try_fold(1usize, |n, &d| n.checked_mul(d))
-                .ok_or_else(|| r.err(&format!("tensor `{name}` is larger than memory")))?;
-            let len = GgmlType::from_id(type_id)
-                .and_then(|t| t.bytes_for(n))
-                .unwrap_or(0);
-            let end = data_start
-                .checked_add(offset)
-                .and_then(|s| s.checked_add(len));
-            let Some(end) = end.filter(|&e| e <= mmap.len()) else {
-                return Err(Error::Weights {
-                    path: path.to_path_buf(),
-                    msg: format!(
-                        "tensor `{name}` lies past the end of the file ({} bytes, data from byte \
-                         {data_start}, offset {offset}, {len} bytes): the file is truncated or \
-                         damaged; download it again",
-                        mmap.len()
-                    ),
-                });
-            };
-            let start = end - len;
-            tensors.insert(
-                name,
-                TensorInfo {
-                    shape,
-                    type_id,
-                    offset: start,
-                    len,
-                },
-            );
+            let info = place(&r, &name, shape, type_id, data_start, offset)?;
+            tensors.insert(name, info);
         }
         Ok(Self {
             path: path.to_path_buf(),
@@ -351,4 +279,105 @@ fn canonical(gguf: &str) -> Option<String> {
         .iter()
         .find(|(g, _)| *g == suffix)
         .map(|(_, hf)| format!("layers.{i}.{hf}"))
+}
+
+/// A tensor as its info lists it: name, shape (outermost first), GGML type id, data offset.
+type RawInfo = (String, Vec<usize>, u32, usize);
+
+/// An error about the whole file (not at the reader's place).
+fn whole(r: &Reader<'_>, msg: String) -> Error {
+    Error::Weights {
+        path: r.path.to_path_buf(),
+        msg,
+    }
+}
+
+/// The magic, the version, the tensor count and the metadata.
+fn header(r: &mut Reader<'_>) -> Result<(usize, HashMap<String, Value>)> {
+    if r.take(4).ok() != Some(b"GGUF".as_slice()) {
+        return Err(whole(r, "not a GGUF file (bad magic)".into()));
+    }
+    let version = r.u32()?;
+    if !(2..=3).contains(&version) {
+        return Err(whole(
+            r,
+            format!("GGUF version {version} is not supported (2 or 3)"),
+        ));
+    }
+    let n_tensors = r.len()?;
+    let n_kv = r.len()?;
+    let mut metadata = HashMap::new();
+    for _ in 0..n_kv {
+        let key = r.string()?;
+        let ty = r.u32()?;
+        let v = r.value(ty)?;
+        metadata.insert(key, v);
+    }
+    Ok((n_tensors, metadata))
+}
+
+/// The `n` tensor infos after the metadata.
+fn tensor_infos(r: &mut Reader<'_>, n: usize) -> Result<Vec<RawInfo>> {
+    // Each tensor info takes at least 24 bytes: no more can follow than that allows.
+    let mut infos = Vec::with_capacity(n.min(r.buf.len() / 24));
+    for _ in 0..n {
+        let name = r.string()?;
+        let n_dims = r.u32()? as usize;
+        if !(1..=4).contains(&n_dims) {
+            return Err(r.err(&format!(
+                "tensor `{name}` has {n_dims} dimensions (GGUF stores 1 to 4)"
+            )));
+        }
+        let mut dims = Vec::with_capacity(n_dims);
+        for _ in 0..n_dims {
+            let d = r.len()?;
+            if d == 0 {
+                return Err(r.err(&format!("tensor `{name}` has a dimension of 0")));
+            }
+            dims.push(d);
+        }
+        let type_id = r.u32()?;
+        let offset = r.u64()? as usize;
+        dims.reverse();
+        infos.push((name, dims, type_id, offset));
+    }
+    Ok(infos)
+}
+
+/// Where a tensor's bytes lie in the file, checked to lie inside it.
+fn place(
+    r: &Reader<'_>,
+    name: &str,
+    shape: Vec<usize>,
+    type_id: u32,
+    data_start: usize,
+    offset: usize,
+) -> Result<TensorInfo> {
+    let n = shape
+        .iter()
+        .try_fold(1usize, |n, &d| n.checked_mul(d))
+        .ok_or_else(|| r.err(&format!("tensor `{name}` is larger than memory")))?;
+    let len = GgmlType::from_id(type_id)
+        .and_then(|t| t.bytes_for(n))
+        .unwrap_or(0);
+    let end = data_start
+        .checked_add(offset)
+        .and_then(|s| s.checked_add(len));
+    let size = r.buf.len();
+    let Some(end) = end.filter(|&e| e <= size) else {
+        return Err(whole(
+            r,
+            format!(
+                "tensor `{name}` lies past the end of the file ({size} bytes, data from byte \
+                 {data_start}, offset {offset}, {len} bytes): the file is truncated or \
+                 damaged; download it again"
+            ),
+        ));
+    };
+    Ok(TensorInfo {
+        shape,
+        type_id,
+        offset: end - len,
+        len,
+    })
 }

@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::{Map, Value};
 
-use super::persist::{SavedBranch, SavedChat, SavedMessage, VERSION};
+use super::{SavedBranch, SavedChat, SavedMessage, VERSION};
 
 /// One ChatGPT conversation.
 pub(super) fn chatgpt(c: &Value) -> Result<SavedChat, String> {

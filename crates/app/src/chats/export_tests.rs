@@ -1,5 +1,5 @@
 use super::*;
-use crate::app::persist::SavedMessage;
+use crate::chats::SavedMessage;
 
 fn msg(role: &str, text: &str) -> SavedMessage {
     SavedMessage::new(role, text)
@@ -102,7 +102,7 @@ fn chatgpt_exports_come_as_trees_on_the_current_branch() {
     );
     // Loaded, the message shows as version 2 of 2, and version 1 brings its answer back.
     let (path, branches) =
-        crate::app::chat_file::tree(chats[0].messages.clone(), chats[0].branches.clone());
+        crate::app::chat_tree::tree(chats[0].messages.clone(), chats[0].branches.clone());
     let mut t = crate::app::tab::Tab::new(1, "t".into(), false);
     t.messages = path;
     t.branches = branches;
@@ -136,7 +136,7 @@ fn chatgpt_versions_follow_the_order_they_were_written() {
     );
     let chat = &import(&text).expect("imports")[0];
     let (path, branches) =
-        crate::app::chat_file::tree(chat.messages.clone(), chat.branches.clone());
+        crate::app::chat_tree::tree(chat.messages.clone(), chat.branches.clone());
     let mut t = crate::app::tab::Tab::new(1, "t".into(), false);
     t.messages = path;
     t.branches = branches;

@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use super::chatgpt::chatgpt;
-use super::persist::{SavedChat, VERSION};
+use super::{SavedChat, VERSION};
 
 /// An export format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::sync::mpsc::{Sender, channel};
 
-use super::persist::SavedChat;
+use super::format::SavedChat;
 use gemma_files::write_atomic;
 
 /// What the saver thread does.

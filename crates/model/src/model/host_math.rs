@@ -1,11 +1,12 @@
-//! The small f32 pieces of the fused host step: RMSNorm over rows, GELU (tanh), rotate-half
-//! RoPE, and the dot products and weighted sums of attention over the cache, with AVX-512 or
+//! The small f32 pieces of the host path (the fused step, the MoE router): RMSNorm over rows,
+//! GELU (tanh), rotate-half RoPE, and the dot products and weighted sums of attention over the
+//! cache, with AVX-512 or
 //! AVX2 chosen at run time (`qmatmul::simd`; the crate is built for any x86-64, whose
 //! baseline is SSE2).
 
 #![allow(unsafe_code)]
 
-use super::super::ops::RmsNorm;
+use super::ops::RmsNorm;
 #[cfg(target_arch = "x86_64")]
 use gemma_kernels::qmatmul::simd::{Simd, level};
 
@@ -25,7 +26,7 @@ pub fn norm_rows(n: &RmsNorm, x: &mut [f32], width: usize) {
     }
 }
 
-/// GELU with the tanh approximation, as [`super::super::ops::gelu_tanh`]: `x · σ(2z)`.
+/// GELU with the tanh approximation, as [`super::ops::gelu_tanh`]: `x · σ(2z)`.
 pub fn gelu_tanh(x: f32) -> f32 {
     const TWO_SQRT_2_OVER_PI: f32 =
         2.0 * std::f32::consts::FRAC_2_SQRT_PI * std::f32::consts::FRAC_1_SQRT_2;

@@ -1,0 +1,162 @@
+//! The chat file's format ([`SavedChat`], version 3): the path a tab shows, each message with its
+//! id and its parent's, the other branches of its conversation tree, the tab's own sampling, and
+//! each answer's stats. Version 2 files (the transcript only) load as a tree of one path; a file
+//! whose ids do not make a tree (hand-edited) loads its path alone, numbered afresh.
+
+use serde::{Deserialize, Serialize};
+
+use gemma_protocol::SamplingLayer;
+
+/// The format's version: 3 holds the conversation tree; 2 held the transcript only; 1 also held
+/// the conversation in ids, which is read once, for the engine to take over.
+pub const VERSION: u32 = 3;
+
+/// One saved tab.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct SavedChat {
+    /// Format version.
+    pub version: u32,
+    /// Position in the tab bar.
+    pub order: usize,
+    /// Tab title.
+    pub title: String,
+    /// The model the chat was made with.
+    pub model: String,
+    /// Gemma 4 thinking.
+    pub thinking: bool,
+    /// The path the tab shows, oldest first.
+    pub messages: Vec<SavedMessage>,
+    /// The other branches of the conversation tree.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub branches: Vec<SavedBranch>,
+    /// The tab's own sampling, over the config's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampling: Option<SavedSampling>,
+    /// Version 1 only: the conversation in token ids.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ids: Vec<u32>,
+    /// Version 1 only: header ids after BOS.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub header: usize,
+    /// Version 1 only: where the last answer starts in `ids`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_answer: Option<usize>,
+}
+
+fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
+    *n == T::default()
+}
+
+/// One saved message.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct SavedMessage {
+    /// Its id in the tab's tree (0 or absent: version 2).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub id: u64,
+    /// The id of the message it follows (absent at the start, and for the system prompt).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<u64>,
+    /// `user`, `model`, `notice`, `error` or `system` (the system prompt, first).
+    pub role: String,
+    /// Its text.
+    pub text: String,
+    /// The thought, if any.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub thought: String,
+    /// The footer, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub footer: Option<String>,
+    /// What the answer cost, if it is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stats: Option<SavedStats>,
+}
+
+impl SavedMessage {
+    /// A message with its role and text only.
+    pub fn new(role: &str, text: &str) -> Self {
+        Self {
+            role: role.into(),
+            text: text.into(),
+            ..Self::default()
+        }
+    }
+}
+
+/// Messages that left the shown path, from one message on.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct SavedBranch {
+    /// The message they follow (0: the start of the conversation).
+    pub parent: u64,
+    /// The messages, each the parent of the next.
+    pub messages: Vec<SavedMessage>,
+}
+
+/// A turn's stats as saved.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct SavedStats {
+    /// How the cache was reused (`new`, `exact_prefix`, `rewind`, …).
+    pub reuse: String,
+    /// Prompt tokens that were resident.
+    pub reused_tokens: usize,
+    /// Prompt tokens prefilled.
+    pub prefilled_tokens: usize,
+    /// Tokens generated.
+    pub generated_tokens: usize,
+    /// Prefill speed.
+    pub prefill_tok_s: f64,
+    /// Decode speed.
+    pub decode_tok_s: f64,
+    /// Seconds to the first token.
+    pub ttft_s: f64,
+}
+
+/// The tab's own sampling as saved (what it sets over the config and the model).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct SavedSampling {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    temperature: Option<f32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    top_k: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    top_p: Option<f32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    min_p: Option<f32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    seed: Option<u64>,
+    /// Most tokens per answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_new_tokens: Option<usize>,
+    /// The preset the tab took.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preset: Option<String>,
+}
+
+impl SavedSampling {
+    /// A tab's overrides, answer length and preset, as saved.
+    pub fn new(
+        layer: SamplingLayer,
+        max_new_tokens: Option<usize>,
+        preset: Option<String>,
+    ) -> Self {
+        Self {
+            temperature: layer.temperature,
+            top_k: layer.top_k,
+            top_p: layer.top_p,
+            min_p: layer.min_p,
+            seed: layer.seed,
+            max_new_tokens,
+            preset,
+        }
+    }
+
+    /// The sampling layer it sets.
+    pub fn layer(&self) -> SamplingLayer {
+        SamplingLayer {
+            temperature: self.temperature,
+            top_k: self.top_k,
+            top_p: self.top_p,
+            min_p: self.min_p,
+            seed: self.seed,
+        }
+    }
+}

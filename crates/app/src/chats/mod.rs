@@ -1,0 +1,213 @@
+//! Chats on disk, apart from the UI's state: the chat file's format ([`format`]: one JSON file per
+//! tab in the data dir's `chats/`, version 3 holding the conversation tree), reading them back
+//! (a damaged file is moved aside, never deleted, with a warning), closed tabs' chats kept in
+//! `closed/` for search and pruned by age, the saver thread that writes them atomically off the
+//! UI thread ([`saver`]), and exports and imports ([`export`]: Markdown, our JSON, ChatGPT's
+//! `conversations.json`). The app turns tabs into these and back (`app::persist`).
+
+mod chatgpt;
+pub mod export;
+pub mod format;
+pub mod saver;
+
+use std::path::Path;
+
+pub use format::{SavedBranch, SavedChat, SavedMessage, SavedSampling, SavedStats, VERSION};
+pub use saver::{SaveJob, saver};
+
+/// Removes closed tabs' chats (in `dir/closed/`) last written more than `days` days ago (0:
+/// none); how many went.
+pub fn prune_closed(dir: &Path, days: u64) -> usize {
+    if days == 0 {
+        return 0;
+    }
+    let keep = std::time::Duration::from_secs(days.saturating_mul(86_400));
+    let Ok(entries) = std::fs::read_dir(dir.join("closed")) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+        .filter(|e| {
+            e.metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age > keep)
+        })
+        .filter(|e| std::fs::remove_file(e.path()).is_ok())
+        .count()
+}
+
+/// The closed tabs' chats in `dir/closed/` (for search), those that read.
+pub fn load_closed(dir: &Path) -> Vec<(String, SavedChat)> {
+    let Ok(entries) = std::fs::read_dir(dir.join("closed")) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .filter_map(|p| {
+            let uid = p.file_stem()?.to_string_lossy().into_owned();
+            let chat: SavedChat = serde_json::from_slice(&std::fs::read(&p).ok()?).ok()?;
+            ((2..=VERSION).contains(&chat.version) && !chat.messages.is_empty())
+                .then_some((uid, chat))
+        })
+        .collect()
+}
+
+/// Reads every chat in `dir`. A file that cannot be read or parsed is moved to `damaged/`
+/// (never deleted) and named in a warning.
+pub fn load_chats(dir: &Path) -> (Vec<(String, SavedChat)>, Vec<String>) {
+    let mut chats = Vec::new();
+    let mut warnings = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return (chats, warnings);
+    };
+    for e in entries.flatten() {
+        let path = e.path();
+        if path.extension().is_none_or(|x| x != "json") {
+            continue;
+        }
+        let Some(uid) = path.file_stem().map(|s| s.to_string_lossy().into_owned()) else {
+            continue;
+        };
+        let parsed = std::fs::read_to_string(&path)
+            .map_err(|e| e.to_string())
+            .and_then(|t| serde_json::from_str::<SavedChat>(&t).map_err(|e| e.to_string()))
+            .and_then(|c| {
+                if (2..=VERSION).contains(&c.version) {
+                    Ok(c)
+                } else {
+                    Err(format!(
+                        "format version {} is not one this release reads (2 to {VERSION})",
+                        c.version
+                    ))
+                }
+            });
+        match parsed {
+            Ok(c) => chats.push((uid, c)),
+            Err(why) => {
+                let aside = dir.join("damaged");
+                let to = aside.join(path.file_name().unwrap_or_default());
+                let moved = gemma_files::create_private_dir(&aside)
+                    .and_then(|_| std::fs::rename(&path, &to));
+                warnings.push(match moved {
+                    Ok(()) => format!(
+                        "a saved chat could not be read ({why}); it was moved to {}",
+                        to.display()
+                    ),
+                    Err(e) => format!(
+                        "a saved chat could not be read ({why}) nor moved aside ({e}): {}",
+                        path.display()
+                    ),
+                });
+            }
+        }
+    }
+    (chats, warnings)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gemma_files::write_atomic;
+
+    #[test]
+    fn atomic_writes_and_damaged_files_moved_aside() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let good = SavedChat {
+            version: VERSION,
+            order: 0,
+            title: "t".into(),
+            model: "m".into(),
+            thinking: false,
+            messages: vec![SavedMessage::new("user", "hi")],
+            ids: vec![2, 5],
+            ..SavedChat::default()
+        };
+        let bytes = serde_json::to_vec(&good).expect("json");
+        write_atomic(&dir.path().join("a.json"), &bytes).expect("write");
+        std::fs::write(dir.path().join("b.json"), b"{ not json").expect("write");
+        let (chats, warnings) = load_chats(dir.path());
+        assert_eq!(chats, vec![("a".to_string(), good)]);
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            dir.path().join("damaged/b.json").exists(),
+            "moved aside, not deleted"
+        );
+        assert!(!dir.path().join("a.tmp").exists());
+    }
+
+    /// A save that fails is reported, and the saver says so when it ends (quit turns it into
+    /// an error on stderr and a non-zero exit).
+    #[test]
+    fn failed_saves_are_reported() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let not_a_dir = dir.path().join("file");
+        std::fs::write(&not_a_dir, b"x").expect("write");
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen2 = seen.clone();
+        let (tx, handle) = saver(not_a_dir, move |e| seen2.lock().expect("lock").push(e));
+        let chat = SavedChat {
+            version: VERSION,
+            order: 0,
+            title: "t".into(),
+            model: "m".into(),
+            thinking: false,
+            ..SavedChat::default()
+        };
+        tx.send(SaveJob::Write("a".into(), Box::new(chat)))
+            .expect("send");
+        drop(tx);
+        let failed = handle.join().expect("saver");
+        assert_eq!(failed.len(), 1, "{failed:?}");
+        assert_eq!(seen.lock().expect("lock").len(), 1);
+    }
+
+    /// A closed chat moves to `closed/`, is found there for search, and moves back when reopened.
+    #[test]
+    fn closed_chats_are_found_and_reopened() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let chat = SavedChat {
+            version: VERSION,
+            messages: vec![SavedMessage::new("user", "hi")],
+            ..SavedChat::default()
+        };
+        let (tx, handle) = saver(dir.path().to_path_buf(), |_| {});
+        tx.send(SaveJob::Write("a".into(), Box::new(chat.clone())))
+            .expect("send");
+        tx.send(SaveJob::Archive("a".into())).expect("send");
+        drop(tx);
+        assert!(handle.join().expect("saver").is_empty());
+        assert!(!dir.path().join("a.json").exists());
+        assert_eq!(load_closed(dir.path()), vec![("a".to_string(), chat)]);
+        let (tx, handle) = saver(dir.path().to_path_buf(), |_| {});
+        tx.send(SaveJob::Reopen("a".into())).expect("send");
+        drop(tx);
+        assert!(handle.join().expect("saver").is_empty());
+        assert!(dir.path().join("a.json").exists());
+        assert!(load_closed(dir.path()).is_empty());
+    }
+
+    #[test]
+    fn closed_chats_older_than_the_limit_are_pruned() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let closed = dir.path().join("closed");
+        std::fs::create_dir_all(&closed).expect("dir");
+        let old = closed.join("old.json");
+        let new = closed.join("new.json");
+        std::fs::write(&old, b"{}").expect("write");
+        std::fs::write(&new, b"{}").expect("write");
+        let long_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(40 * 86_400);
+        std::fs::File::options()
+            .write(true)
+            .open(&old)
+            .and_then(|f| f.set_modified(long_ago))
+            .expect("mtime");
+        assert_eq!(prune_closed(dir.path(), 0), 0, "0 keeps them");
+        assert_eq!(prune_closed(dir.path(), 30), 1);
+        assert!(!old.exists() && new.exists());
+    }
+}

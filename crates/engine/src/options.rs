@@ -1,0 +1,33 @@
+//! What the engine is started with: its memory limits for the sessions' KV state, where warm
+//! state is kept across runs, the context limit and what becomes of thoughts.
+
+use super::protocol::TabId;
+use super::thinking::ThinkingPolicy;
+
+/// Memory limits for the sessions' KV state, and what becomes of thoughts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EngineOptions {
+    /// Bytes of KV state allowed on the compute device (`None`: no limit). Past it, the least
+    /// recently used idle tab moves to host memory.
+    pub memory_budget: Option<usize>,
+    /// Bytes of KV state allowed in host memory (`None`: no limit). Past it, a tab drops to text.
+    pub host_budget: Option<usize>,
+    /// Context limit per tab in tokens (`None`: the model's maximum; never more than it).
+    pub context_length: Option<usize>,
+    /// Whether the user asked for `context_length` explicitly: then a value over the model's
+    /// maximum is refused (at load) instead of capped.
+    pub context_strict: bool,
+    /// Where warm tabs' KV state is saved on shutdown and found again on restore (`None`: no
+    /// warm restart).
+    pub kv_dir: Option<std::path::PathBuf>,
+    /// Where the conversations of attached chats are saved, in ids (`None`: not saved; an
+    /// attached chat is rebuilt from its transcript).
+    pub convo_dir: Option<std::path::PathBuf>,
+    /// Most bytes of disk for those snapshots.
+    pub kv_disk_bytes: u64,
+    /// What a finished turn keeps of its thought (Gemma 4 thinking).
+    pub thinking_policy: ThinkingPolicy,
+    /// Tests only: the tab's next turn fails after this many forward steps.
+    #[doc(hidden)]
+    pub inject_failure: Option<(TabId, usize)>,
+}
