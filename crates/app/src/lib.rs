@@ -1,5 +1,5 @@
 //! The front end of gemma-chat: the TOML configuration and key bindings ([`config`]), the UI's
-//! state and its `update` ([`app`], chats stored in [`app::chats`]), rendering as a pure function
+//! state and its `update` ([`app`], chats stored in [`chats`]), rendering as a pure function
 //! of that state ([`ui`]) and the terminal with its event loop ([`tui`]). It talks to an engine
 //! only through `gemma_protocol` — the compiler keeps it so: this crate does not depend on the
 //! engine or the model.
@@ -9,7 +9,7 @@
 //! | change a key or add an action | `config/default.toml` (the repository's) → `config/action.rs` → `app/keys.rs` |
 //! | change a setting's range or default | `config/sampling.rs` (sampling), `config/mod.rs` (the file's structure) |
 //! | change how a message looks | `ui/transcript.rs`, `ui/markdown.rs`, `ui/theme.rs` |
-//! | change how chats are saved, exported or imported | `app/chats/` |
+//! | change how chats are saved, exported or imported | `chats/` (the files), `app/persist.rs` and `app/chat_tree.rs` (tabs into them and back) |
 
 pub mod app;
 pub mod chats;

@@ -1,7 +1,14 @@
-//! The engine side of gemma-chat: one engine thread ([`handle::spawn`], [`worker`]) owns the
-//! weights and every tab ([`tabs`]) with its warm [`session`]; each turn is one [`turn::Turn`]
-//! with its text in a [`reply::Reply`]; the UI talks to it only through [`protocol`], which
-//! [`remote`] serves too, from an OpenAI-compatible server.
+//! The engines behind `gemma_protocol`: one engine thread ([`spawn`]; `worker`) owns the weights
+//! and every tab (`tabs`) with its warm [`session`]; each turn is one [`turn::Turn`] with its
+//! text in a [`reply::Reply`]; front ends talk to it only through the [`protocol`], which
+//! [`remote`] serves too, from an OpenAI-compatible server ([`spawn_remote`]).
+//!
+//! | I want to… | Go to |
+//! |---|---|
+//! | change how a turn prefills, decodes or ends | `turn.rs` (ids), `reply.rs` (text, thoughts, stop strings) |
+//! | fix history reuse, rewinds or memory across tabs | `session.rs`, `tabs.rs`, the model crate's `model/kv_cache/` |
+//! | fix streaming, cancel or tab scheduling | `worker.rs`, `job.rs` |
+//! | change the engine's limits and policies | `options.rs` |
 
 mod attach;
 mod branch;

@@ -1,9 +1,8 @@
-//! Chats on disk: each tab's transcript, one JSON file per tab in the data dir's `chats/` (the
-//! conversation in token ids is the engine's, saved under the same name: the app attaches each
-//! restored tab to it with [`Command::Attach`]). Files are written atomically (temp file, fsync,
-//! rename) by the saver thread ([`saver`]), so saving never blocks the UI and a crash never loses
-//! a finished turn. At start the files come back as tabs; a damaged one is moved aside, never
-//! deleted, with a warning.
+//! The app's side of saved chats: a tab handed to the saver thread as its chat file
+//! ([`crate::chats`] writes it atomically, off the UI thread), and saved chats restored as tabs
+//! at start, each attached to the engine's conversation of the same name with
+//! [`Command::Attach`] (the conversation in token ids is the engine's); the exchanges the engine
+//! rebuilds a conversation from.
 
 use super::App;
 use super::chat_tree;

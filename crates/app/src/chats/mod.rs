@@ -1,8 +1,8 @@
-//! Chats on disk, apart from the UI's state: the chat file's format ([`format`]: one JSON file per
+//! Chats on disk, apart from the UI's state: the chat file's format ([`mod@format`]: one JSON file per
 //! tab in the data dir's `chats/`, version 3 holding the conversation tree), reading them back
 //! (a damaged file is moved aside, never deleted, with a warning), closed tabs' chats kept in
 //! `closed/` for search and pruned by age, the saver thread that writes them atomically off the
-//! UI thread ([`saver`]), and exports and imports ([`export`]: Markdown, our JSON, ChatGPT's
+//! UI thread ([`mod@saver`]), and exports and imports ([`export`]: Markdown, our JSON, ChatGPT's
 //! `conversations.json`). The app turns tabs into these and back (`app::persist`).
 
 mod chatgpt;

@@ -3,7 +3,7 @@
 //! scale; float weights (F32/F16/BF16) against the f32 input. This file holds the 32-value
 //! blocks, the floats and the integer parts every portable kernel shares; `scalar_k.rs` the
 //! 256-value super-blocks; `portable.rs` picks one per type. Layouts as in
-//! `loader::quant` (ggml's `ggml-common.h`).
+//! `crate::quant` (ggml's `ggml-common.h`).
 
 use half::{bf16, f16};
 
