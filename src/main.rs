@@ -5,14 +5,28 @@
 
 mod cli;
 
+use std::io::Write as _;
+
 fn main() -> std::process::ExitCode {
     let args = cli::parse();
     match cli::run(args) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
+            // A reader that went away (`| head`): quietly, as Unix tools end.
+            let closed = e.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>()
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            });
+            if closed {
+                return std::process::ExitCode::from(1);
+            }
             // An error may quote a file or a template: no control character reaches the
-            // terminal.
-            eprintln!("error: {}", cli::printable(&format!("{e:#}"), false));
+            // terminal. Writing it may fail too (stderr closed): nothing more can be said.
+            let _ = writeln!(
+                std::io::stderr(),
+                "error: {}",
+                cli::printable(&format!("{e:#}"), false)
+            );
             // An invalid config file is a usage error: exit code 2, as for a bad flag.
             let settings = matches!(
                 e.downcast_ref::<gemma_app::Error>(),

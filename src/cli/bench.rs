@@ -146,9 +146,9 @@ pub fn run(args: BenchArgs, common: &ModelArgs) -> anyhow::Result<()> {
         sessions_figures(m, &lm, &args, &prompt, dtype, &mut out)?;
     }
     if args.json {
-        println!("{out}");
+        outln!("{out}")?;
     } else {
-        print_text(&out);
+        print_text(&out)?;
     }
     Ok(())
 }
@@ -216,17 +216,17 @@ fn sessions_figures(
 }
 
 /// The figures as text.
-fn print_text(out: &serde_json::Value) {
+fn print_text(out: &serde_json::Value) -> std::io::Result<()> {
     let f = |k: &str| out[k].as_f64().unwrap_or(0.0);
     let n = |k: &str| out[k].as_u64().unwrap_or(0);
-    println!("model            {} ({})", out["model"], out["dtype"]);
-    println!(
+    outln!("model            {} ({})", out["model"], out["dtype"])?;
+    outln!(
         "threads          {} (load average {}), SIMD {}",
         out["threads"],
         out["load_avg_1m"],
         out["simd"].as_str().unwrap_or("?")
-    );
-    println!("load             {:.2} s", f("load_s"));
+    )?;
+    outln!("load             {:.2} s", f("load_s"))?;
     let types: Vec<String> = out["weights_mb_by_type"]
         .as_object()
         .map(|o| {
@@ -235,46 +235,46 @@ fn print_text(out: &serde_json::Value) {
                 .collect()
         })
         .unwrap_or_default();
-    println!(
+    outln!(
         "weights          {:.0} MiB mapped in place, {:.1} MiB owned; MiB by type: {}",
         f("weights_mapped_mb"),
         f("weights_owned_mb"),
         types.join(", ")
-    );
-    println!(
+    )?;
+    outln!(
         "prefill          {:.1} tok/s ({} tokens)",
         f("prefill_tok_s"),
         n("prefill_tokens")
-    );
-    println!(
+    )?;
+    outln!(
         "decode           {:.1} tok/s ({} tokens)",
         f("decode_tok_s"),
         n("decode_tokens")
-    );
-    println!(
+    )?;
+    outln!(
         "peak memory      {:.0} MiB (load, prefill, decode)",
         f("peak_rss_mb")
-    );
+    )?;
     if out.get("ttft_cold_ms").is_none() {
-        return;
+        return Ok(());
     }
-    println!(
+    outln!(
         "ttft cold        {:.0} ms ({} history tokens)",
         f("ttft_cold_ms"),
         n("history_tokens")
-    );
-    println!(
+    )?;
+    outln!(
         "ttft warm        {:.0} ms (reused {}, prefilled {}); on an empty history {:.0} ms",
         f("ttft_warm_ms"),
         n("warm_reused_tokens"),
         n("warm_prefilled_tokens"),
         f("ttft_warm_empty_ms")
-    );
-    println!(
+    )?;
+    outln!(
         "memory           {:.0} MiB with 1 session, {:.0} MiB with 8 (KV estimate {:.1} MiB each), peak {:.0} MiB",
         f("rss_mb"),
         f("rss_8_sessions_mb"),
         f("kv_session_estimate_mb"),
         f("peak_rss_8_sessions_mb")
-    );
+    )
 }

@@ -43,7 +43,7 @@ pub fn export(args: ExportArgs, raw: bool) -> anyhow::Result<()> {
     let dir = chats_dir()?;
     let (mut chats, warnings) = load_chats(&dir);
     for w in warnings {
-        eprintln!("{w}");
+        errln!("{w}");
     }
     anyhow::ensure!(!chats.is_empty(), "no saved chats in {}", dir.display());
     if args.all {
@@ -63,7 +63,7 @@ pub fn export(args: ExportArgs, raw: bool) -> anyhow::Result<()> {
             write_atomic(&path, export::export(chat, format).as_bytes())
                 .with_context(|| format!("writing {}", path.display()))?;
         }
-        eprintln!("exported {} chats to {}", chats.len(), out.display());
+        errln!("exported {} chats to {}", chats.len(), out.display());
         return Ok(());
     }
     let newest = newest(&dir, chats).context("no saved chats")?;
@@ -72,9 +72,9 @@ pub fn export(args: ExportArgs, raw: bool) -> anyhow::Result<()> {
         Some(p) => {
             write_atomic(&p, text.as_bytes())
                 .with_context(|| format!("writing {}", p.display()))?;
-            eprintln!("exported \"{}\" to {}", newest.title, p.display());
+            errln!("exported \"{}\" to {}", newest.title, p.display());
         }
-        None => print!("{}", super::printable(&text, raw)),
+        None => out!("{}", super::printable(&text, raw))?,
     }
     Ok(())
 }
@@ -132,7 +132,7 @@ pub fn import(args: ImportArgs) -> anyhow::Result<()> {
         let bytes = serde_json::to_vec_pretty(chat)?;
         write_atomic(&path, &bytes).with_context(|| format!("writing {}", path.display()))?;
     }
-    eprintln!(
+    errln!(
         "imported {} chat{} ({}); they open as tabs when gemma-chat starts",
         chats.len(),
         if chats.len() == 1 { "" } else { "s" },

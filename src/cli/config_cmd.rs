@@ -42,11 +42,11 @@ pub fn run(args: ConfigArgs, common: &ModelArgs, sampling: &SamplingArgs) -> any
             } else {
                 " (not created yet: `gemma-chat config init`)"
             };
-            println!("config: {}{exists}", path.display());
+            outln!("config: {}{exists}", path.display())?;
             let data = demo::data_dir()?;
-            println!("data:   {}", data.display());
-            println!("chats:  {}", data.join("chats").display());
-            println!("cache:  {}", cache_dir().display());
+            outln!("data:   {}", data.display())?;
+            outln!("chats:  {}", data.join("chats").display())?;
+            outln!("cache:  {}", cache_dir().display())?;
         }
         Action::Init { force } => {
             if path.exists() && !force {
@@ -58,7 +58,7 @@ pub fn run(args: ConfigArgs, common: &ModelArgs, sampling: &SamplingArgs) -> any
             }
             std::fs::write(&path, DEFAULT_TOML)
                 .with_context(|| format!("writing {}", path.display()))?;
-            println!("wrote {}", path.display());
+            outln!("wrote {}", path.display())?;
         }
         Action::Show => {
             let config = common.config()?;
@@ -87,15 +87,15 @@ pub fn run(args: ConfigArgs, common: &ModelArgs, sampling: &SamplingArgs) -> any
                 .model
                 .as_ref()
                 .map_or("the demo model".to_string(), |m| m.display().to_string());
-            println!(
+            outln!(
                 "model: {model} ({}, {})",
                 choice.backend,
                 choice
                     .dtype
                     .map_or("auto: f32 on the CPU, bf16 or f16 on a GPU", |d| d.as_str())
-            );
+            )?;
             for ((name, value), source) in rows.iter().zip(r.sources) {
-                println!("{name} = {value}  ({})", source.as_str());
+                outln!("{name} = {value}  ({})", source.as_str())?;
             }
         }
     }

@@ -137,9 +137,9 @@ pub fn run(
             load_s,
             dtype: dtype.as_str(),
         };
-        println!("{}", json.render(&turn.stats()));
+        outln!("{}", json.render(&turn.stats()))?;
     } else {
-        println!();
+        outln!()?;
     }
     Ok(())
 }
@@ -209,7 +209,7 @@ fn chat(
                 "ttft_s": st.ttft_s,
             },
         });
-        println!("{obj}");
+        outln!("{obj}")?;
     }
     Ok(())
 }

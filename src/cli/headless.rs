@@ -130,7 +130,7 @@ impl Headless {
                     let now = done * 10 / total.max(1);
                     if now > tenth {
                         tenth = now;
-                        eprintln!(
+                        errln!(
                             "{}: {} of {} MB",
                             printable(&stage, false),
                             done / 1_000_000,
@@ -138,14 +138,14 @@ impl Headless {
                         );
                     }
                 }
-                Event::Loading { stage, done: 0, .. } => eprintln!("{}", printable(&stage, false)),
+                Event::Loading { stage, done: 0, .. } => errln!("{}", printable(&stage, false)),
                 Event::Ready {
                     model,
                     context_length,
                     thinking,
                     generation,
                 } => {
-                    eprintln!("gemma-chat: {}", printable(&model, false));
+                    errln!("gemma-chat: {}", printable(&model, false));
                     self.context.1 = context_length;
                     self.can_think = thinking;
                     self.settings.model = generation;
@@ -211,7 +211,7 @@ impl Headless {
                     answer.push_str(&text);
                 }
                 Event::Committed { tab, tokens } if tab == self.tab => self.context.0 = tokens,
-                Event::TemplateFallback { tab, error } if tab == self.tab => eprintln!(
+                Event::TemplateFallback { tab, error } if tab == self.tab => errln!(
                     "warning: {}; using the built-in chat layout",
                     printable(&error, false)
                 ),
@@ -220,7 +220,7 @@ impl Headless {
                         writeln!(out)?;
                     }
                     if end == TurnEnd::ContextFull {
-                        eprintln!(
+                        errln!(
                             "the context is full ({} tokens): start a new conversation (/reset)",
                             self.context.1
                         );
@@ -307,7 +307,7 @@ pub fn once(
 ) -> anyhow::Result<()> {
     let mut chat = Headless::open(common, sampling, tab, max_new, raw)?;
     let answer = chat.turn(prompt)?;
-    eprintln!("{}", chat.describe(&answer.stats));
+    errln!("{}", chat.describe(&answer.stats));
     Ok(())
 }
 
@@ -320,7 +320,7 @@ pub fn lines(
     raw: bool,
 ) -> anyhow::Result<()> {
     let mut chat = Headless::open(common, sampling, tab, max_new, raw)?;
-    eprintln!("Type a message; /reset starts over, /quit or Ctrl+D leaves.");
+    errln!("Type a message; /reset starts over, /quit or Ctrl+D leaves.");
     for line in std::io::stdin().lines() {
         let line = line.context("reading stdin")?;
         match line.trim() {
@@ -328,11 +328,11 @@ pub fn lines(
             "/quit" | "/exit" => break,
             "/reset" => {
                 chat.reset();
-                eprintln!("(new conversation)\n");
+                errln!("(new conversation)\n");
             }
             text => match chat.turn(text) {
-                Ok(a) => eprintln!("{}\n", chat.describe(&a.stats)),
-                Err(e) => eprintln!("error: {}\n", printable(&format!("{e:#}"), false)),
+                Ok(a) => errln!("{}\n", chat.describe(&a.stats)),
+                Err(e) => errln!("error: {}\n", printable(&format!("{e:#}"), false)),
             },
         }
     }

@@ -1,5 +1,31 @@
 //! Command-line interface: the argument types and the dispatch to each command.
 
+/// `println!` that returns the write's error instead of panicking (a closed pipe, a full disk):
+/// the command ends with it, and `main` says so (quietly for a closed pipe).
+macro_rules! outln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout(), $($t)*)
+    }};
+}
+
+/// `eprintln!` that never panics: with stderr closed or full, nothing more can be said.
+macro_rules! errln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($t)*);
+    }};
+}
+
+/// `print!` that returns the write's error instead of panicking, flushed.
+macro_rules! out {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let mut o = std::io::stdout();
+        write!(o, $($t)*).and_then(|_| o.flush())
+    }};
+}
+
 mod bench;
 mod chats_cmd;
 mod config_cmd;

@@ -82,7 +82,7 @@ pub fn run(args: TemplateArgs, common: &ModelArgs) -> anyhow::Result<()> {
             match format.own() {
                 Some(t) => render(t.as_ref().map_err(Clone::clone)?, &messages, &args)?,
                 None => {
-                    eprintln!(
+                    errln!(
                         "{} ships no chat template: this is gemma-chat's {}",
                         path.display(),
                         format.builtin().origin()

@@ -220,3 +220,56 @@ fn piped_chat_and_generate_chat_go_through_the_engine() {
     assert_eq!(v["finish_reason"], "length");
     assert_eq!(v["generated_tokens"], 6);
 }
+
+/// A full disk or a reader that went away ends a command with exit 1 — with the error for the
+/// former, quietly for the latter, as Unix tools do — never with a panic's backtrace.
+#[test]
+fn output_errors_end_the_command_without_a_panic() {
+    let m = fixture("gemma4_e2b_style", None);
+    let model = m.path().to_string_lossy().into_owned();
+    let cases: [&[&str]; 4] = [
+        &["--prompt", "Hello", "--max-new-tokens", "8"],
+        &["config", "show"],
+        &["config", "path"],
+        &[
+            "generate",
+            "--ids",
+            "2,5,6",
+            "--json",
+            "--max-new-tokens",
+            "4",
+        ],
+    ];
+    for args in cases {
+        let cmd = || {
+            let mut c = Command::new(env!("CARGO_BIN_EXE_gemma-chat"));
+            c.args(["--model", &model]).args(args);
+            c
+        };
+        if Path::new("/dev/full").exists() {
+            let full = std::fs::File::options()
+                .write(true)
+                .open("/dev/full")
+                .expect("/dev/full");
+            let out = cmd().stdout(full).output().expect("runs");
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+            assert!(err.contains("No space left"), "{args:?}: {err}");
+            assert!(!err.contains("panicked"), "{args:?}: {err}");
+        }
+        // A pipe whose reader is gone before anything is written.
+        let mut child = cmd()
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("runs");
+        drop(child.stdout.take());
+        let out = child.wait_with_output().expect("ends");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            !err.contains("panicked") && !err.contains("error:"),
+            "{args:?}: {err}"
+        );
+    }
+}

@@ -37,16 +37,21 @@ pub enum Fetch<'a> {
     Bytes(u64),
 }
 
-/// A reporter for a terminal without the UI: stages as lines on stderr, the bytes every tenth.
+/// A reporter for a terminal without the UI: stages as lines on stderr, the bytes every tenth
+/// (a stderr that cannot be written to is left alone, never a panic).
 pub fn print_progress() -> impl FnMut(Fetch) {
+    use std::io::Write as _;
     let mut tenth = 0;
     move |f| match f {
-        Fetch::Stage(line) => eprintln!("{line}"),
+        Fetch::Stage(line) => {
+            let _ = writeln!(std::io::stderr(), "{line}");
+        }
         Fetch::Bytes(done) => {
             let now = done * 10 / WHEEL_BYTES.max(1);
             if now > tenth {
                 tenth = now;
-                eprintln!(
+                let _ = writeln!(
+                    std::io::stderr(),
                     "fetched {} of {} MB ({}%)",
                     done / 1_000_000,
                     WHEEL_BYTES / 1_000_000,
