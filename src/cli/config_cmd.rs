@@ -63,8 +63,9 @@ pub fn run(args: ConfigArgs, common: &ModelArgs, sampling: &SamplingArgs) -> any
         Action::Show => {
             let config = common.config()?;
             let choice = common.choice(&config)?;
+            let remote = common.remote_url(&config);
             let mut layers = sampling.layers(&config);
-            if let Some(model) = &choice.model {
+            if let Some(model) = choice.model.as_ref().filter(|_| remote.is_none()) {
                 layers.push((Source::Model, GenerationConfig::read(model).sampling));
             }
             let r = resolve(&layers, 0);
@@ -83,17 +84,28 @@ pub fn run(args: ConfigArgs, common: &ModelArgs, sampling: &SamplingArgs) -> any
                     },
                 ),
             ];
-            let model = choice
-                .model
-                .as_ref()
-                .map_or("the demo model".to_string(), |m| m.display().to_string());
-            outln!(
-                "model: {model} ({}, {})",
-                choice.backend,
-                choice
-                    .dtype
-                    .map_or("auto: f32 on the CPU, bf16 or f16 on a GPU", |d| d.as_str())
-            )?;
+            if let Some(url) = &remote {
+                let model = Some(config.engine.model.trim())
+                    .filter(|m| !m.is_empty())
+                    .unwrap_or("the first it lists");
+                outln!(
+                    "engine: remote, {} (model: {})",
+                    super::printable(url, false),
+                    super::printable(model, false)
+                )?;
+            } else {
+                let model = choice
+                    .model
+                    .as_ref()
+                    .map_or("the demo model".to_string(), |m| m.display().to_string());
+                outln!(
+                    "model: {model} ({}, {})",
+                    choice.backend,
+                    choice
+                        .dtype
+                        .map_or("auto: f32 on the CPU, bf16 or f16 on a GPU", |d| d.as_str())
+                )?;
+            }
             for ((name, value), source) in rows.iter().zip(r.sources) {
                 outln!("{name} = {value}  ({})", source.as_str())?;
             }

@@ -235,18 +235,28 @@ impl ModelArgs {
 }
 
 impl ModelArgs {
+    /// The server's URL when `--remote` or `[engine] kind = "remote"` asks for one (empty when
+    /// the config names none).
+    pub fn remote_url(&self, config: &Config) -> Option<String> {
+        match (&self.remote, config.engine.kind) {
+            (Some(u), _) => Some(u.trim().to_string()),
+            (None, EngineKind::Remote) => Some(config.engine.url.trim().to_string()),
+            (None, EngineKind::Local) => None,
+        }
+    }
+
     /// The remote engine's settings when `--remote` or `[engine] kind = "remote"` asks for it.
     pub fn remote(&self, config: &Config) -> anyhow::Result<Option<RemoteOptions>> {
         let e = &config.engine;
-        let url = match (&self.remote, e.kind) {
-            (Some(u), _) => u.trim().to_string(),
-            (None, EngineKind::Remote) if e.url.trim().is_empty() => anyhow::bail!(
+        let Some(url) = self.remote_url(config) else {
+            return Ok(None);
+        };
+        if url.is_empty() {
+            anyhow::bail!(
                 "[engine] kind = \"remote\" needs [engine] url (e.g. \"http://127.0.0.1:8080\"), \
                  or start with --remote URL"
-            ),
-            (None, EngineKind::Remote) => e.url.trim().to_string(),
-            (None, EngineKind::Local) => return Ok(None),
-        };
+            );
+        }
         gemma_app::config::check_url(&url)
             .map_err(|why| anyhow::anyhow!("--remote / [engine] url: {why}"))?;
         let api_key = match e.api_key_env.trim() {

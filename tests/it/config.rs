@@ -164,3 +164,22 @@ fn an_unreadable_config_is_an_error_not_the_defaults() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("1 or more"));
 }
+
+/// `config show` names the engine in force: a server when `[engine] kind = "remote"` says so
+/// (its model's generation defaults are the server's business, not a local file's).
+#[test]
+fn config_show_names_a_remote_engine() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let file = tmp.path().join("config.toml");
+    std::fs::write(
+        &file,
+        "[engine]\nkind = \"remote\"\nurl = \"http://127.0.0.1:9\"\nmodel = \"gemma-4\"\n",
+    )
+    .expect("write");
+    let out = show(&["--config", &file.to_string_lossy()], &[]);
+    assert!(
+        out.contains("engine: remote, http://127.0.0.1:9 (model: gemma-4)"),
+        "{out}"
+    );
+    assert!(!out.contains("demo model"), "{out}");
+}

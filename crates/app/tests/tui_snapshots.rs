@@ -410,10 +410,19 @@ fn a_reloaded_config_applies_to_the_next_turn_and_a_bad_one_is_shown() {
     app.update(ctrl('x'));
     assert!(app.quit, "the new key is in force");
     app.quit = false;
+    // A bad edit right after a good one is shown at once, not behind "config reloaded".
+    app.update(Msg::Config(Ok(Box::new(
+        Config::from_layers(Some((std::path::Path::new("c.toml"), text))).expect("valid"),
+    ))));
+    assert!(app.flash.is_some());
     let cmds = app.update(Msg::Config(Err(
         "c.toml:2:15: `sampling.temperature` = 9 is out of range".into(),
     )));
     assert!(cmds.is_empty());
+    assert_eq!(
+        app.flash, None,
+        "the error is not hidden by the last reload's note"
+    );
     let t = app.tab().expect("tab");
     assert!(
         (app.tab_sampling(t).params.temperature - 0.3).abs() < 1e-6,

@@ -330,6 +330,8 @@ impl App {
                 Vec::new()
             }
             Msg::Config(Err(e)) => {
+                // Shown at once, not behind an earlier "config reloaded".
+                self.flash = None;
                 self.last_error = Some(format!("config not applied, the last good one stays: {e}"));
                 Vec::new()
             }

@@ -42,7 +42,8 @@ pub(super) fn read(user: Option<(&Path, &str)>) -> Result<Config> {
         }
     })?;
     config.context_length_set = find(mine.get_ref(), "model.context_length").is_some();
-    check(&config).map_err(|(key, msg)| refuse(find(mine.get_ref(), &key), msg))?;
+    let in_file = |key: &str| find(mine.get_ref(), key).is_some();
+    check(&config, &in_file).map_err(|(key, msg)| refuse(find(mine.get_ref(), &key), msg))?;
     Ok(config)
 }
 
@@ -120,8 +121,9 @@ fn place(text: &str, at: usize) -> String {
 /// A rule broken: the key it is about, and why.
 type Broken = (String, String);
 
-/// The rules that the types cannot say.
-fn check(c: &Config) -> std::result::Result<(), Broken> {
+/// The rules that the types cannot say; `in_file` tells the keys the user's file sets (a
+/// refusal points at those).
+fn check(c: &Config, in_file: &dyn Fn(&str) -> bool) -> std::result::Result<(), Broken> {
     let broken = |key: &str, msg: String| Err((key.to_string(), msg));
     if !c.engine.url.is_empty()
         && let Err(why) = check_url(&c.engine.url)
@@ -150,6 +152,13 @@ fn check(c: &Config) -> std::result::Result<(), Broken> {
             format!("`ui.default_preset` = {preset:?}: there is no [presets.{preset}] ({known})"),
         );
     }
+    check_keys(c, in_file)
+}
+
+/// `[ui.keys]`: known actions, readable chords, a key to quit, one action per chord.
+fn check_keys(c: &Config, in_file: &dyn Fn(&str) -> bool) -> std::result::Result<(), Broken> {
+    let broken = |key: &str, msg: String| Err((key.to_string(), msg));
+    let mut bound: Vec<(Chord, &str, &str)> = Vec::new();
     for (name, chords) in &c.ui.keys {
         let key = format!("ui.keys.{name}");
         if Action::from_name(name).is_none() {
@@ -161,13 +170,42 @@ fn check(c: &Config) -> std::result::Result<(), Broken> {
                 format!("`{key}` is empty: there would be no key to quit"),
             );
         }
-        if let Some(bad) = chords.iter().find(|c| Chord::parse(c).is_none()) {
-            return broken(
-                &key,
-                format!(
-                    "`{key}`: cannot read the key \"{bad}\" (e.g. \"ctrl+t\", \"alt+enter\", \"f1\")"
-                ),
-            );
+        for text in chords {
+            let Some(chord) = Chord::parse(text) else {
+                return broken(
+                    &key,
+                    format!(
+                        "`{key}`: cannot read the key \"{text}\" (e.g. \"ctrl+t\", \"alt+enter\", \"f1\")"
+                    ),
+                );
+            };
+            if let Some((_, other, other_text)) =
+                bound.iter().find(|(c, n, _)| *c == chord && n != name)
+            {
+                // Point at the binding the user's file made.
+                let (at, mine, theirs) = if in_file(&key) {
+                    (
+                        key.clone(),
+                        (name.as_str(), text.as_str()),
+                        (*other, *other_text),
+                    )
+                } else {
+                    (
+                        format!("ui.keys.{other}"),
+                        (*other, *other_text),
+                        (name.as_str(), text.as_str()),
+                    )
+                };
+                return broken(
+                    &at,
+                    format!(
+                        "`ui.keys.{}`: \"{}\" is also the key of `{}` (\"{}\"); a key does one \
+                         thing: bind one of them to another key",
+                        mine.0, mine.1, theirs.0, theirs.1
+                    ),
+                );
+            }
+            bound.push((chord, name, text));
         }
     }
     Ok(())
