@@ -27,11 +27,12 @@ fn main() -> std::process::ExitCode {
                 "error: {}",
                 cli::printable(&format!("{e:#}"), false)
             );
-            // An invalid config file is a usage error: exit code 2, as for a bad flag.
+            // An invalid config file, or a request refused as given, is a usage error: exit code 2,
+            // as for a bad flag.
             let settings = matches!(
                 e.downcast_ref::<gemma_app::Error>(),
                 Some(gemma_app::Error::Settings(_))
-            );
+            ) || e.downcast_ref::<cli::Refused>().is_some();
             std::process::ExitCode::from(if settings { 2 } else { 1 })
         }
     }

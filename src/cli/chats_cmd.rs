@@ -8,7 +8,7 @@ use anyhow::Context;
 use clap::Args;
 use gemma_app::chats::export::{self, Format};
 use gemma_app::chats::{SavedChat, load_chats};
-use gemma_files::{DirLock, create_private_dir, write_atomic};
+use gemma_files::{DirLock, create_private_dir, write_atomic, write_new};
 use gemma_model::demo;
 
 /// `export`'s options.
@@ -20,9 +20,12 @@ pub struct ExportArgs {
     /// Every saved chat, one file each, into the folder PATH (made if missing).
     #[arg(long)]
     all: bool,
-    /// Where to write: a file (default: standard output, the most recently saved chat), or with
-    /// --all a folder.
+    /// Where to write: a new file (`-` or none: standard output; the most recently saved chat),
+    /// or with --all a folder. An existing file is left alone unless --force.
     path: Option<PathBuf>,
+    /// Replace an existing file (never anything but a regular file).
+    #[arg(long)]
+    force: bool,
 }
 
 /// `import`'s options.
@@ -52,15 +55,10 @@ pub fn export(args: ExportArgs, raw: bool) -> anyhow::Result<()> {
         )?;
         create_private_dir(&out).with_context(|| format!("creating {}", out.display()))?;
         chats.sort_by_key(|(_, c)| c.order);
-        let mut used = std::collections::HashSet::new();
         for (_, chat) in &chats {
-            let path = free_name(
-                &out,
-                &export::file_stem(chat),
-                format.extension(),
-                &mut used,
-            );
-            write_atomic(&path, export::export(chat, format).as_bytes())
+            // Each file is written before the next name is chosen: names never repeat.
+            let path = export::free_name(&out, &export::file_stem(chat), format.extension());
+            write_new(&path, export::export(chat, format).as_bytes(), false)
                 .with_context(|| format!("writing {}", path.display()))?;
         }
         errln!("exported {} chats to {}", chats.len(), out.display());
@@ -68,15 +66,34 @@ pub fn export(args: ExportArgs, raw: bool) -> anyhow::Result<()> {
     }
     let newest = newest(&dir, chats).context("no saved chats")?;
     let text = export::export(&newest, format);
-    match args.path {
+    match args.path.filter(|p| p.as_os_str() != "-") {
         Some(p) => {
-            write_atomic(&p, text.as_bytes())
-                .with_context(|| format!("writing {}", p.display()))?;
-            errln!("exported \"{}\" to {}", newest.title, p.display());
+            write_new(&p, text.as_bytes(), args.force).map_err(|e| refused(&p, e))?;
+            errln!(
+                "exported \"{}\" to {}",
+                super::printable(&newest.title, false),
+                p.display()
+            );
         }
         None => out!("{}", super::printable(&text, raw))?,
     }
     Ok(())
+}
+
+/// An export's write error: an existing file or one that is not a regular file is a refusal
+/// (exit code 2) that says what to do; anything else says what failed.
+fn refused(path: &Path, e: std::io::Error) -> anyhow::Error {
+    match e.kind() {
+        std::io::ErrorKind::AlreadyExists => super::Refused(format!(
+            "{} exists and is left as it is: name another file, or pass --force to replace it",
+            path.display()
+        ))
+        .into(),
+        std::io::ErrorKind::InvalidInput => {
+            super::Refused(format!("{e}; name a new file, or `-` for standard output")).into()
+        }
+        _ => anyhow::Error::new(e).context(format!("writing {}", path.display())),
+    }
 }
 
 /// The most recently saved of `chats` (by its file's time).
@@ -89,28 +106,6 @@ fn newest(dir: &Path, chats: Vec<(String, SavedChat)>) -> Option<SavedChat> {
                 .ok()
         })
         .map(|(_, c)| c)
-}
-
-/// `dir/stem.ext`, or `dir/stem-2.ext`… when taken.
-fn free_name(
-    dir: &Path,
-    stem: &str,
-    ext: &str,
-    used: &mut std::collections::HashSet<PathBuf>,
-) -> PathBuf {
-    let mut n = 1;
-    loop {
-        let name = if n == 1 {
-            format!("{stem}.{ext}")
-        } else {
-            format!("{stem}-{n}.{ext}")
-        };
-        let p = dir.join(name);
-        if !p.exists() && used.insert(p.clone()) {
-            return p;
-        }
-        n += 1;
-    }
 }
 
 /// Runs `import`.

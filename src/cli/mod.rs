@@ -289,6 +289,18 @@ impl ModelChoice {
     }
 }
 
+/// A request refused as given, with what to do instead: exit code 2, as for a bad flag.
+#[derive(Debug)]
+pub struct Refused(pub String);
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Refused {}
+
 /// Reads the command line (exits with clap's message on a bad one).
 pub fn parse() -> Cli {
     use clap::{CommandFactory, FromArgMatches};

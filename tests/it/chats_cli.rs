@@ -84,3 +84,80 @@ fn chats_go_out_and_come_back_in() {
     let fmt = run(&data, &["export", "--format", "pdf"]);
     assert!(String::from_utf8_lossy(&fmt.stderr).contains("use md or json"));
 }
+
+/// `export PATH` makes a new file: an existing one is left as it is (exit 2) unless `--force`,
+/// a link or a pipe is never replaced, `-` is standard output, and a `.tmp` planted beside the
+/// target (a file of the user's, or a symlink) is neither touched nor followed.
+#[test]
+fn exports_never_replace_what_is_there() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let data = dir.path().join("data");
+    let file = dir.path().join("conversations.json");
+    std::fs::write(&file, CHATGPT).expect("write");
+    assert!(
+        run(&data, &["import", &file.to_string_lossy()])
+            .status
+            .success()
+    );
+    let target = dir.path().join("notes.md");
+    std::fs::write(&target, "my notes").expect("write");
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, "precious").expect("write");
+    std::fs::write(dir.path().join("notes.tmp"), "also mine").expect("write");
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(&victim, dir.path().join("notes.md.tmp")).expect("link");
+    let t = target.to_string_lossy().into_owned();
+    let out = run(&data, &["export", &t]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--force"));
+    assert_eq!(std::fs::read_to_string(&target).expect("read"), "my notes");
+    let out = run(&data, &["export", &t, "--force"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        std::fs::read_to_string(&target)
+            .expect("read")
+            .starts_with("# Fizz")
+    );
+    assert_eq!(std::fs::read_to_string(&victim).expect("read"), "precious");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("notes.tmp")).expect("read"),
+        "also mine"
+    );
+    #[cfg(unix)]
+    {
+        let link = dir.path().join("out.md");
+        std::os::unix::fs::symlink(&victim, &link).expect("link");
+        for force in [false, true] {
+            let mut args = vec!["export", link.to_str().expect("utf-8")];
+            if force {
+                args.push("--force");
+            }
+            let out = run(&data, &args);
+            assert_eq!(
+                out.status.code(),
+                Some(2),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(
+                std::fs::symlink_metadata(&link)
+                    .expect("link")
+                    .file_type()
+                    .is_symlink()
+            );
+            assert_eq!(std::fs::read_to_string(&victim).expect("read"), "precious");
+        }
+    }
+    let out = run(&data, &["export", "-"]);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("# Fizz"));
+}

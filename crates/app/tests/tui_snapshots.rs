@@ -711,7 +711,8 @@ fn the_system_prompt_is_shown_first_sent_and_saved() {
 }
 
 /// `/export json PATH` hands the tab's chat, as JSON, to the saver; `/export` alone writes
-/// Markdown named after the tab.
+/// Markdown named after the tab, numbered when that name is taken; a PATH that exists is left
+/// alone, and said so.
 #[test]
 fn export_queues_the_tabs_chat() {
     use gemma_app::chats::SaveJob;
@@ -724,24 +725,41 @@ fn export_queues_the_tabs_chat() {
         stats: stats(0, 10, 0),
     }));
     app.take_saves();
-    type_text(&mut app, "/export json /tmp/out.json");
+    let dir = tempfile::tempdir().expect("tmp");
+    let out = dir.path().join("out.json");
+    type_text(&mut app, &format!("/export json {}", out.display()));
     app.update(key(KeyCode::Enter));
     match app.take_saves().as_slice() {
         [SaveJob::Export(path, text)] => {
-            assert_eq!(path, &std::path::PathBuf::from("/tmp/out.json"));
+            assert_eq!(path, &out);
             assert!(text.contains("\"text\": \"Hi\""), "{text}");
         }
         other => panic!("{other:?}"),
     }
+    std::fs::write(&out, "mine").expect("write");
+    type_text(&mut app, &format!("/export json {}", out.display()));
+    app.update(key(KeyCode::Enter));
+    assert!(
+        app.take_saves().is_empty(),
+        "an existing file is not replaced"
+    );
+    let flash = app.flash.clone().unwrap_or_default();
+    assert!(flash.contains("exists"), "{flash}");
     type_text(&mut app, "/export");
     app.update(key(KeyCode::Enter));
-    match app.take_saves().as_slice() {
+    let first = match app.take_saves().as_slice() {
         [SaveJob::Export(path, text)] => {
-            assert_eq!(path, &std::path::PathBuf::from("chat-1.md"));
             assert!(text.starts_with("# chat 1\n"), "{text}");
+            path.clone()
         }
         other => panic!("{other:?}"),
-    }
+    };
+    // Whatever the working directory holds, the default name is one that is free.
+    assert!(first.to_string_lossy().starts_with("chat-1"), "{first:?}");
+    assert!(
+        std::fs::symlink_metadata(&first).is_err(),
+        "{first:?} is free"
+    );
 }
 
 /// `/preset NAME` gives the tab the preset's system prompt, sampling and answer length at once

@@ -16,35 +16,105 @@ pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     b.create(dir)
 }
 
-/// Opens `path` for writing, created private to the user (0600), emptied.
-pub fn create_private(path: &Path) -> std::io::Result<File> {
-    let mut o = OpenOptions::new();
-    o.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
-    o.open(path)
+/// Writes `bytes` to `path` so that a crash leaves either the old file or the new one: a temp
+/// file in the same directory (a fresh random name, created new: never an existing file, never
+/// through a symlink), fsync, rename, fsync of the directory. On failure the temp file is removed
+/// and the old file is untouched. Something at `path` that is not a regular file or a symlink (a
+/// FIFO, a device, a folder) is refused, never replaced.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    publish(path, bytes, true)
 }
 
-/// Writes `bytes` to `path` so that a crash leaves either the old file or the new one: a temp
-/// file in the same directory, fsync, rename, fsync of the directory. On failure the temp file
-/// is removed and the old file is untouched.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
+/// Writes `bytes` to a new file at `path`, as [`write_atomic`] does, but never over anything:
+/// when `path` exists (a file, a symlink, a FIFO, a device) the error is
+/// [`std::io::ErrorKind::AlreadyExists`] and it is untouched; with `replace`, an existing regular
+/// file is replaced, and anything else is still refused ([`std::io::ErrorKind::InvalidInput`]).
+/// For files a user names (exports).
+pub fn write_new(path: &Path, bytes: &[u8], replace: bool) -> std::io::Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if !m.file_type().is_file() => Err(not_regular(path)),
+        Ok(_) if !replace => Err(std::io::Error::new(
+            std::io::ErrorKind::AlreadyExists,
+            format!("{} exists", path.display()),
+        )),
+        _ => publish(path, bytes, replace),
+    }
+}
+
+fn not_regular(path: &Path) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::InvalidInput,
+        format!(
+            "{} is not a regular file (a link, a pipe, a device or a folder): it is not replaced",
+            path.display()
+        ),
+    )
+}
+
+/// The temp-file dance; `replace` renames over what is there, else the new file is linked in
+/// only if nothing is (atomically: a race with another writer loses, it does not clobber).
+fn publish(path: &Path, bytes: &[u8], replace: bool) -> std::io::Result<()> {
+    if let Ok(m) = std::fs::symlink_metadata(path) {
+        let t = m.file_type();
+        if !(t.is_file() || t.is_symlink() && replace) {
+            return Err(not_regular(path));
+        }
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
     create_private_dir(dir)?;
-    let tmp = path.with_extension("tmp");
-    let written = create_private(&tmp).and_then(|mut f| {
-        f.write_all(bytes)?;
-        f.sync_all()
+    let (tmp, mut file) = temp_in(dir, path)?;
+    let written = file.write_all(bytes).and_then(|()| file.sync_all());
+    drop(file);
+    let placed = written.and_then(|()| {
+        if replace {
+            std::fs::rename(&tmp, path)
+        } else {
+            std::fs::hard_link(&tmp, path)
+        }
     });
-    let renamed = written.and_then(|()| std::fs::rename(&tmp, path));
-    if let Err(e) = renamed {
+    if let Err(e) = placed {
         let _ = std::fs::remove_file(&tmp);
         return Err(e);
+    }
+    if !replace {
+        let _ = std::fs::remove_file(&tmp);
     }
     if let Ok(d) = File::open(dir) {
         let _ = d.sync_all();
     }
     Ok(())
+}
+
+/// A new private file in `dir` named after `path` with a random part (`.NAME.1a2b….tmp`),
+/// created exclusively.
+fn temp_in(dir: &Path, path: &Path) -> std::io::Result<(PathBuf, File)> {
+    static COUNT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let name = path
+        .file_name()
+        .map_or_else(|| "file".into(), |n| n.to_string_lossy().into_owned());
+    let mut last = None;
+    for _ in 0..16 {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        let n = COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mix =
+            nanos ^ (u64::from(std::process::id()) << 32) ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let tmp = dir.join(format!(".{name}.{mix:016x}.tmp"));
+        let mut o = OpenOptions::new();
+        o.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
+        match o.open(&tmp) {
+            Ok(f) => return Ok((tmp, f)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::other("no free temp name")))
 }
 
 /// A data directory's owner: an advisory lock on its `lock` file, held while this value lives,
@@ -90,8 +160,12 @@ impl DirLock {
         let path = dir.join("lock");
         let mut o = OpenOptions::new();
         o.read(true).write(true).create(true).truncate(false);
+        // Never through a symlink planted as `lock`: its target would be truncated.
         #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
+        {
+            use std::os::unix::fs::OpenOptionsExt as _;
+            o.mode(0o600).custom_flags(libc::O_NOFOLLOW);
+        }
         let mut file = o.open(&path).map_err(io)?;
         match file.try_lock() {
             Ok(()) => {}
@@ -144,7 +218,11 @@ mod tests {
         std::fs::create_dir(&blocked).expect("dir");
         std::fs::write(blocked.join("x"), b"x").expect("write");
         assert!(write_atomic(&blocked, b"new").is_err());
-        assert!(!dir.path().join("b.tmp").exists(), "no temp file left");
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .expect("dir")
+            .map(|e| e.expect("entry").file_name())
+            .collect();
+        assert_eq!(left.len(), 2, "no temp file left: {left:?}");
         assert_eq!(std::fs::read(&path).expect("read"), b"old");
         #[cfg(unix)]
         {
@@ -152,5 +230,75 @@ mod tests {
             let mode = std::fs::metadata(&path).expect("meta").permissions().mode();
             assert_eq!(mode & 0o777, 0o600, "chats are private");
         }
+    }
+
+    /// Temp names are fresh: a `notes.tmp` beside the file, or a symlink planted where the old
+    /// fixed temp name was, is neither touched nor followed.
+    #[cfg(unix)]
+    #[test]
+    fn temp_files_never_clobber_or_follow_what_is_there() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let outside = dir.path().join("outside");
+        std::fs::write(&outside, b"precious").expect("write");
+        std::fs::write(dir.path().join("notes.tmp"), b"mine").expect("write");
+        std::os::unix::fs::symlink(&outside, dir.path().join("notes.md.tmp")).expect("link");
+        write_atomic(&dir.path().join("notes.md"), b"export").expect("write");
+        write_atomic(&dir.path().join("notes"), b"other").expect("write");
+        assert_eq!(
+            std::fs::read(dir.path().join("notes.tmp")).expect("read"),
+            b"mine"
+        );
+        assert_eq!(std::fs::read(&outside).expect("read"), b"precious");
+        assert_eq!(
+            std::fs::read(dir.path().join("notes.md")).expect("read"),
+            b"export"
+        );
+    }
+
+    /// A new file never replaces anything; with `replace`, only a regular file.
+    #[cfg(unix)]
+    #[test]
+    fn write_new_replaces_regular_files_only_and_only_when_asked() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let file = dir.path().join("chat-1.md");
+        write_new(&file, b"one", false).expect("new");
+        let e = write_new(&file, b"two", false).expect_err("exists");
+        assert_eq!(e.kind(), std::io::ErrorKind::AlreadyExists);
+        assert_eq!(std::fs::read(&file).expect("read"), b"one");
+        write_new(&file, b"two", true).expect("replace");
+        assert_eq!(std::fs::read(&file).expect("read"), b"two");
+        let link = dir.path().join("stdout");
+        std::os::unix::fs::symlink("/dev/null", &link).expect("link");
+        let fifo = dir.path().join("pipe");
+        let c = std::ffi::CString::new(fifo.to_string_lossy().as_bytes()).expect("path");
+        #[allow(unsafe_code)]
+        // SAFETY: a valid NUL-terminated path; mkfifo reads it only.
+        let made = unsafe { libc::mkfifo(c.as_ptr(), 0o600) } == 0;
+        for p in [link.clone()].into_iter().chain(made.then_some(fifo)) {
+            for replace in [false, true] {
+                assert!(write_new(&p, b"x", replace).is_err(), "{p:?} {replace}");
+                assert!(!std::fs::symlink_metadata(&p).expect("there").is_file());
+            }
+        }
+        assert!(
+            std::fs::symlink_metadata(&link)
+                .expect("link")
+                .file_type()
+                .is_symlink()
+        );
+    }
+
+    /// A `lock` planted as a symlink is refused, its target untouched.
+    #[cfg(unix)]
+    #[test]
+    fn the_lock_file_is_never_followed() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, b"keep me").expect("write");
+        let data = dir.path().join("data");
+        std::fs::create_dir(&data).expect("dir");
+        std::os::unix::fs::symlink(&victim, data.join("lock")).expect("link");
+        assert!(DirLock::acquire(&data).is_err());
+        assert_eq!(std::fs::read(&victim).expect("read"), b"keep me");
     }
 }

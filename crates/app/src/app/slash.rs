@@ -101,15 +101,25 @@ impl App {
         };
         let chat = self.saved(self.active);
         let path = if path.is_empty() {
-            std::path::PathBuf::from(format!(
-                "{}.{}",
-                export::file_stem(&chat),
-                format.extension()
-            ))
+            // The default name is the tab's title; every run's first tab is "chat 1", so a
+            // taken name gets a number instead of replacing an earlier export.
+            export::free_name(
+                std::path::Path::new(""),
+                &export::file_stem(&chat),
+                format.extension(),
+            )
         } else {
-            std::path::PathBuf::from(path)
+            let p = std::path::PathBuf::from(path);
+            if std::fs::symlink_metadata(&p).is_ok() {
+                self.flash = Some(format!(
+                    "{} exists and is left as it is: /export with a new file name",
+                    p.display()
+                ));
+                return;
+            }
+            p
         };
-        self.flash = Some(format!("exported to {}", path.display()));
+        self.flash = Some(format!("exporting to {}", path.display()));
         self.saves.push(crate::chats::SaveJob::Export(
             path,
             export::export(&chat, format),

@@ -7,6 +7,17 @@ use serde_json::Value;
 use super::chatgpt::chatgpt;
 use super::{SavedChat, VERSION};
 
+/// `dir/stem.ext`, or `dir/stem-2.ext`, `-3`… when taken (by a file, a link or anything else).
+pub fn free_name(dir: &std::path::Path, stem: &str, ext: &str) -> std::path::PathBuf {
+    (1..)
+        .map(|n| match n {
+            1 => dir.join(format!("{stem}.{ext}")),
+            n => dir.join(format!("{stem}-{n}.{ext}")),
+        })
+        .find(|p| std::fs::symlink_metadata(p).is_err())
+        .unwrap_or_else(|| dir.join(format!("{stem}.{ext}")))
+}
+
 /// An export format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {

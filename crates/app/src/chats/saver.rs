@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::mpsc::{Sender, channel};
 
 use super::format::SavedChat;
-use gemma_files::write_atomic;
+use gemma_files::{write_atomic, write_new};
 
 /// What the saver thread does.
 #[derive(Debug, Clone)]
@@ -35,7 +35,7 @@ pub fn saver(
         for job in rx {
             if let SaveJob::Export(path, text) = job {
                 // An export that fails loses no chat: it is said, not counted as a failed save.
-                if let Err(e) = write_atomic(&path, text.as_bytes()) {
+                if let Err(e) = write_new(&path, text.as_bytes(), false) {
                     on_error(format!("exporting to {}: {e}", path.display()));
                 }
                 continue;
