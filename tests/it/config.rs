@@ -183,3 +183,35 @@ fn config_show_names_a_remote_engine() {
     );
     assert!(!out.contains("demo model"), "{out}");
 }
+
+/// A config that is a pipe or a device is refused unread (it would block start-up, or never end),
+/// with exit code 2.
+#[cfg(unix)]
+#[test]
+fn a_config_that_is_not_a_file_is_refused_unread() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let fifo = tmp.path().join("config.toml");
+    let made = Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .is_ok_and(|s| s.success());
+    let mut paths = vec![std::path::PathBuf::from("/dev/zero")];
+    if made {
+        paths.push(fifo);
+    }
+    for p in paths {
+        let started = std::time::Instant::now();
+        let out = Command::new(env!("CARGO_BIN_EXE_gemma-chat"))
+            .args(["config", "show", "--config"])
+            .arg(&p)
+            .output()
+            .expect("runs");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{p:?}: {err}");
+        assert!(err.contains("not a regular file"), "{err}");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "{p:?}"
+        );
+    }
+}

@@ -16,6 +16,34 @@ pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     b.create(dir)
 }
 
+/// The bytes of the regular file at `path` (a symlink to one is fine), at most `limit` of them:
+/// anything else — a pipe (which would block), a device (`/dev/zero` never ends), a folder — or a
+/// larger file is refused with [`std::io::ErrorKind::InvalidInput`] before it is read.
+pub fn read_limited(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+    let refuse = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, why);
+    let meta = std::fs::metadata(path)?;
+    if !meta.is_file() {
+        return Err(refuse(
+            "not a regular file (a pipe, a device or a folder)".into(),
+        ));
+    }
+    let too_big = || refuse(format!("larger than {} MiB", limit >> 20));
+    if meta.len() > limit {
+        return Err(too_big());
+    }
+    let file = File::open(path)?;
+    // Checked again on what was opened: the path may have changed in between.
+    if !file.metadata()?.is_file() {
+        return Err(refuse("not a regular file".into()));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(limit + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(too_big());
+    }
+    Ok(bytes)
+}
+
 /// Writes `bytes` to `path` so that a crash leaves either the old file or the new one: a temp
 /// file in the same directory (a fresh random name, created new: never an existing file, never
 /// through a symlink), fsync, rename, fsync of the directory. On failure the temp file is removed
@@ -286,6 +314,33 @@ mod tests {
                 .file_type()
                 .is_symlink()
         );
+    }
+
+    /// Only regular files are read, and only up to the limit; a pipe does not block.
+    #[cfg(unix)]
+    #[test]
+    fn reads_take_regular_files_within_the_limit_only() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let small = dir.path().join("small");
+        std::fs::write(&small, b"abc").expect("write");
+        assert_eq!(read_limited(&small, 3).expect("read"), b"abc");
+        let e = read_limited(&small, 2).expect_err("too big");
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&small, &link).expect("link");
+        assert_eq!(read_limited(&link, 3).expect("through a link"), b"abc");
+        for p in [Path::new("/dev/zero"), dir.path()] {
+            let e = read_limited(p, 1 << 20).expect_err("not a file");
+            assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{p:?}");
+        }
+        let fifo = dir.path().join("pipe");
+        let c = std::ffi::CString::new(fifo.to_string_lossy().as_bytes()).expect("path");
+        #[allow(unsafe_code)]
+        // SAFETY: a valid NUL-terminated path; mkfifo reads it only.
+        if unsafe { libc::mkfifo(c.as_ptr(), 0o600) } == 0 {
+            let e = read_limited(&fifo, 1 << 20).expect_err("a pipe");
+            assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+        }
     }
 
     /// A `lock` planted as a symlink is refused, its target untouched.

@@ -15,6 +15,9 @@ use std::path::Path;
 pub use format::{SavedBranch, SavedChat, SavedMessage, SavedSampling, SavedStats, VERSION};
 pub use saver::{SaveJob, saver};
 
+/// The largest chat file read back (a long chat is a few MiB).
+pub const CHAT_LIMIT: u64 = 64 << 20;
+
 /// Removes closed tabs' chats (in `dir/closed/`) last written more than `days` days ago (0:
 /// none); how many went.
 pub fn prune_closed(dir: &Path, days: u64) -> usize {
@@ -50,7 +53,8 @@ pub fn load_closed(dir: &Path) -> Vec<(String, SavedChat)> {
         .filter(|p| p.extension().is_some_and(|x| x == "json"))
         .filter_map(|p| {
             let uid = p.file_stem()?.to_string_lossy().into_owned();
-            let chat: SavedChat = serde_json::from_slice(&std::fs::read(&p).ok()?).ok()?;
+            let bytes = gemma_files::read_limited(&p, CHAT_LIMIT).ok()?;
+            let chat: SavedChat = serde_json::from_slice(&bytes).ok()?;
             ((2..=VERSION).contains(&chat.version) && !chat.messages.is_empty())
                 .then_some((uid, chat))
         })
@@ -73,9 +77,10 @@ pub fn load_chats(dir: &Path) -> (Vec<(String, SavedChat)>, Vec<String>) {
         let Some(uid) = path.file_stem().map(|s| s.to_string_lossy().into_owned()) else {
             continue;
         };
-        let parsed = std::fs::read_to_string(&path)
+        // Not a regular file (a pipe would block start-up) or too large: moved aside too.
+        let parsed = gemma_files::read_limited(&path, CHAT_LIMIT)
             .map_err(|e| e.to_string())
-            .and_then(|t| serde_json::from_str::<SavedChat>(&t).map_err(|e| e.to_string()))
+            .and_then(|t| serde_json::from_slice::<SavedChat>(&t).map_err(|e| e.to_string()))
             .and_then(|c| {
                 if (2..=VERSION).contains(&c.version) {
                     Ok(c)
@@ -138,6 +143,27 @@ mod tests {
             "moved aside, not deleted"
         );
         assert!(!dir.path().join("a.tmp").exists());
+    }
+
+    /// A pipe named like a chat does not block start-up: it is moved aside with a warning, as
+    /// a damaged file is.
+    #[cfg(unix)]
+    #[test]
+    fn a_pipe_among_the_chats_is_set_aside_not_read() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let fifo = dir.path().join("x.json");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !made {
+            return;
+        }
+        let (chats, warnings) = load_chats(dir.path());
+        assert!(chats.is_empty());
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings[0].contains("not a regular file"), "{warnings:?}");
+        assert!(load_closed(dir.path()).is_empty());
     }
 
     /// A save that fails is reported, and the saver says so when it ends (quit turns it into

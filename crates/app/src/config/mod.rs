@@ -19,6 +19,9 @@ use crate::error::{Error, Result};
 
 pub use self::file::check_url;
 
+/// The largest config file read (a config is a few KiB).
+const CONFIG_LIMIT: u64 = 1 << 20;
+
 /// The built-in configuration, every key commented.
 pub const DEFAULT_TOML: &str = include_str!("../../../../config/default.toml");
 
@@ -345,12 +348,17 @@ impl Config {
     pub fn load(path: Option<&Path>) -> Result<Self> {
         match path.filter(|p| std::fs::symlink_metadata(p).is_ok()) {
             Some(p) => {
-                let text = std::fs::read_to_string(p).map_err(|e| {
+                let cannot = |why: String| {
                     Error::Settings(format!(
-                        "cannot read the config file {}: {e}; fix or remove it",
+                        "cannot read the config file {}: {why}; fix or remove it",
                         p.display()
                     ))
-                })?;
+                };
+                // A pipe or a device as the config would block or never end: refused unread.
+                let bytes = gemma_files::read_limited(p, CONFIG_LIMIT)
+                    .map_err(|e| cannot(e.to_string()))?;
+                let text = String::from_utf8(bytes)
+                    .map_err(|_| cannot("stream did not contain valid UTF-8".into()))?;
                 Self::from_layers(Some((p, &text)))
             }
             None => Self::builtin(),
