@@ -76,8 +76,14 @@ fn the_seed_is_random_unless_set() {
         args.extend(seed);
         ok(&run(m.path(), "", &args, "")).0
     };
-    let (a, b) = (answer(&[]), answer(&[]));
-    assert_ne!(a, b, "two runs without a seed gave the same answer");
+    // Without a seed each run draws its own. This tiny random model falls into one repeated
+    // token for a few percent of seeds, so two runs can agree by chance; four never all do
+    // unless the seed is fixed (measured: 3 of 60 unseeded runs gave that answer).
+    let free: Vec<String> = (0..4).map(|_| answer(&[])).collect();
+    assert!(
+        free.iter().any(|a| *a != free[0]),
+        "four runs without a seed gave the same answer: {free:?}"
+    );
     let (c, d) = (answer(&["--seed", "7"]), answer(&["--seed", "7"]));
     assert_eq!(c, d, "the same seed gave different answers");
     let e = answer(&["--seed", "8"]);
@@ -257,14 +263,10 @@ fn output_errors_end_the_command_without_a_panic() {
             assert!(err.contains("No space left"), "{args:?}: {err}");
             assert!(!err.contains("panicked"), "{args:?}: {err}");
         }
-        // A pipe whose reader is gone before anything is written.
-        let mut child = cmd()
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("runs");
-        drop(child.stdout.take());
-        let out = child.wait_with_output().expect("ends");
+        // A pipe whose reader is gone before the command starts.
+        let (reader, writer) = std::io::pipe().expect("pipe");
+        drop(reader);
+        let out = cmd().stdout(writer).output().expect("runs");
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
         assert!(
