@@ -15,6 +15,7 @@ use gemma_app::config::Config;
 use gemma_app::config::sampling::SamplingLayer;
 use gemma_engine::EngineHandle;
 use gemma_engine::protocol::{Command, Event, ProgressUnit, TabId, TurnEnd, TurnStats};
+use gemma_model::demo::{self, Fetch};
 
 use super::front::{engine_options, spawn_engine, turn_settings};
 use super::{ModelArgs, SamplingArgs, printable};
@@ -118,27 +119,18 @@ impl Headless {
     }
 
     fn wait_ready(&mut self) -> anyhow::Result<()> {
-        let mut tenth = 0;
+        // Stages and the demo model's download as the other headless commands print them.
+        let mut report = demo::print_progress();
         loop {
             match self.engine.events.recv().context("the engine stopped")? {
                 Event::Loading {
-                    stage,
                     done,
-                    total,
                     unit: ProgressUnit::Bytes,
-                } => {
-                    let now = done * 10 / total.max(1);
-                    if now > tenth {
-                        tenth = now;
-                        errln!(
-                            "{}: {} of {} MB",
-                            printable(&stage, false),
-                            done / 1_000_000,
-                            total / 1_000_000
-                        );
-                    }
+                    ..
+                } => report(Fetch::Bytes(done as u64)),
+                Event::Loading { stage, done: 0, .. } => {
+                    report(Fetch::Stage(&printable(&stage, false)))
                 }
-                Event::Loading { stage, done: 0, .. } => errln!("{}", printable(&stage, false)),
                 Event::Ready {
                     model,
                     context_length,
@@ -277,17 +269,7 @@ fn preset(config: &Config, tab: &TabArgs) -> anyhow::Result<PresetParts> {
     let Some(name) = name else {
         return Ok((SamplingLayer::default(), None, None, None));
     };
-    let Some(p) = config.presets.get(&name) else {
-        let known: Vec<&str> = config.presets.keys().map(String::as_str).collect();
-        bail!(
-            "no preset {name:?}: {}",
-            if known.is_empty() {
-                "the config defines none (add [presets.NAME])".to_string()
-            } else {
-                format!("try {}", known.join(", "))
-            }
-        );
-    };
+    let p = config.preset(&name).map_err(anyhow::Error::msg)?;
     Ok((
         p.sampling_layer(),
         p.max_new_tokens,

@@ -57,22 +57,16 @@ impl App {
 
     /// Gives the active tab preset `name`; `quiet` leaves no notice (a new tab's default).
     pub(super) fn apply_preset(&mut self, name: &str, quiet: bool) -> Vec<Command> {
-        let Some(p) = self
-            .config
-            .as_ref()
-            .and_then(|c| c.presets.get(name))
-            .cloned()
-        else {
-            let known = self.preset_names();
-            self.flash = Some(format!(
-                "no preset {name:?}{}",
-                if known.is_empty() {
-                    String::new()
-                } else {
-                    format!(": try {}", known.join(", "))
-                }
-            ));
-            return Vec::new();
+        let found = match self.config.as_ref() {
+            Some(c) => c.preset(name).cloned(),
+            None => Err(format!("no preset {name:?}: no config is loaded")),
+        };
+        let p = match found {
+            Ok(p) => p,
+            Err(why) => {
+                self.flash = Some(why);
+                return Vec::new();
+            }
         };
         let Some(i) = (self.active < self.tabs.len()).then_some(self.active) else {
             return Vec::new();

@@ -319,6 +319,18 @@ impl Preset {
 }
 
 impl Config {
+    /// The preset named `name`, or what to say: the presets there are, or how to add one.
+    pub fn preset(&self, name: &str) -> std::result::Result<&Preset, String> {
+        self.presets.get(name).ok_or_else(|| {
+            let known: Vec<&str> = self.presets.keys().map(String::as_str).collect();
+            if known.is_empty() {
+                format!("no preset {name:?}: the config defines none (add [presets.NAME])")
+            } else {
+                format!("no preset {name:?}: try {}", known.join(", "))
+            }
+        })
+    }
+
     /// The file's sampling settings as a precedence layer.
     pub fn sampling_layer(&self) -> sampling::SamplingLayer {
         let s = &self.sampling;

@@ -78,7 +78,14 @@ pub fn run(
         control.send(c);
     }
     let (tx, inbox) = channel::<Msg>();
-    forward(events, tx.clone(), Msg::Engine);
+    let engine_tx = tx.clone();
+    std::thread::spawn(move || {
+        for e in events {
+            if engine_tx.send(Msg::Engine(e)).is_err() {
+                break;
+            }
+        }
+    });
     // Live reload; without a watch (e.g. no inotify) the app runs on with the config it has.
     let _watch = config.and_then(|path| {
         let tx = tx.clone();
@@ -132,21 +139,6 @@ pub fn run(
     }
     drop(control);
     Ok(ended_by)
-}
-
-/// Sends every item of `from` to `to`, wrapped, on a thread of its own, until either ends.
-fn forward<T, M: Send + 'static>(
-    from: impl IntoIterator<Item = T> + Send + 'static,
-    to: Sender<M>,
-    wrap: impl Fn(T) -> M + Send + 'static,
-) {
-    std::thread::spawn(move || {
-        for item in from {
-            if to.send(wrap(item)).is_err() {
-                break;
-            }
-        }
-    });
 }
 
 /// What the event loop reads from and writes to.
