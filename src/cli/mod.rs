@@ -72,14 +72,13 @@ pub struct Cli {
     raw: bool,
 }
 
-/// `text` as it may be written to a terminal: without control characters (escape sequences,
-/// bell, carriage return, C1 codes) but newline and tab, unless `raw`.
+/// `text` as it may be written to a terminal ([`gemma_engine::protocol::text::printable`]: no
+/// control characters but newline and tab, no bidirectional overrides), unless `raw`.
 pub fn printable(text: &str, raw: bool) -> std::borrow::Cow<'_, str> {
-    let bad = |c: char| c.is_control() && c != '\n' && c != '\t';
-    if raw || !text.contains(bad) {
+    if raw {
         return std::borrow::Cow::Borrowed(text);
     }
-    std::borrow::Cow::Owned(text.chars().filter(|&c| !bad(c)).collect())
+    gemma_engine::protocol::text::printable(text)
 }
 
 /// Sampling flags; each overrides its environment variable, which overrides the config file,
@@ -274,6 +273,8 @@ impl ModelArgs {
             api_key,
             connect_timeout: std::time::Duration::from_secs(e.connect_timeout_s.max(1)),
             first_byte_timeout: std::time::Duration::from_secs(e.first_byte_timeout_s.max(1)),
+            idle_timeout: std::time::Duration::from_secs(e.idle_timeout_s.max(1)),
+            give_up_after: None,
             context_length: config
                 .context_length_set
                 .then_some(config.model.context_length),
@@ -320,7 +321,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Some(Command::Config(args)) => return config_cmd::run(args, &cli.common, &cli.sampling),
         Some(Command::Bench(args)) => return bench::run(args, &cli.common),
-        Some(Command::Template(args)) => return template_cmd::run(args, &cli.common),
+        Some(Command::Template(args)) => return template_cmd::run(args, &cli.common, cli.raw),
         Some(Command::Export(args)) => return chats_cmd::export(args, cli.raw),
         Some(Command::Import(args)) => return chats_cmd::import(args),
         None => {}

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use gemma_model::checkpoint::chat_format_of;
-use gemma_model::tokenizer::template::{ChatTemplate, TemplateSource};
+use gemma_model::tokenizer::template::{ChatTemplate, MAX_SOURCE, TemplateSource};
 
 use super::ModelArgs;
 
@@ -20,8 +20,9 @@ pub struct TemplateArgs {
 
 #[derive(Debug, Subcommand)]
 enum TemplateCommand {
-    /// Print what the chat template renders for a conversation, with the generation prompt,
-    /// byte for byte (BOS included, no newline added).
+    /// Print what the chat template renders for a conversation, with the generation prompt
+    /// (BOS included, no newline added); control characters but newline and tab are left out
+    /// unless `--raw`, which prints it byte for byte.
     Render(RenderArgs),
 }
 
@@ -48,10 +49,9 @@ struct RenderArgs {
 }
 
 /// Runs `template`.
-pub fn run(args: TemplateArgs, common: &ModelArgs) -> anyhow::Result<()> {
+pub fn run(args: TemplateArgs, common: &ModelArgs, raw: bool) -> anyhow::Result<()> {
     let TemplateCommand::Render(args) = args.command;
-    let text = std::fs::read_to_string(&args.messages)
-        .with_context(|| format!("reading {}", args.messages.display()))?;
+    let text = read_text(&args.messages, 16 << 20)?;
     let messages: serde_json::Value = serde_json::from_str(&text)
         .with_context(|| format!("{} is not JSON", args.messages.display()))?;
     if !messages.is_array() {
@@ -63,8 +63,8 @@ pub fn run(args: TemplateArgs, common: &ModelArgs) -> anyhow::Result<()> {
     let rendered = match &args.template {
         Some(path) => {
             let source = TemplateSource {
-                text: std::fs::read_to_string(path)
-                    .with_context(|| format!("reading {}", path.display()))?,
+                // A file larger than a chat template may be is refused unread.
+                text: read_text(path, MAX_SOURCE as u64)?,
                 origin: path.display().to_string(),
             };
             let t = ChatTemplate::new(&source, &args.bos, &args.eos)?;
@@ -93,9 +93,16 @@ pub fn run(args: TemplateArgs, common: &ModelArgs) -> anyhow::Result<()> {
         }
     };
     let mut out = std::io::stdout().lock();
-    out.write_all(rendered.as_bytes())?;
+    out.write_all(super::printable(&rendered, raw).as_bytes())?;
     out.flush()?;
     Ok(())
+}
+
+/// The text of the file at `path`, a regular file of at most `limit` bytes.
+fn read_text(path: &std::path::Path, limit: u64) -> anyhow::Result<String> {
+    let bytes = gemma_files::read_limited(path, limit)
+        .with_context(|| format!("reading {}", path.display()))?;
+    String::from_utf8(bytes).with_context(|| format!("{} is not UTF-8 text", path.display()))
 }
 
 fn render(

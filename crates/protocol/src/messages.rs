@@ -382,6 +382,14 @@ pub enum Event {
         /// What failed, and where.
         error: String,
     },
+    /// Something the user should know about a tab's turn that did not stop it (a server's
+    /// malformed usage numbers, a slow chat template).
+    Notice {
+        /// The tab.
+        tab: TabId,
+        /// What happened, and what to do.
+        text: String,
+    },
     /// The turn failed; the tab's session is intact or, after a backend failure, empty and
     /// marked to start over.
     Failed {
@@ -404,6 +412,7 @@ impl Event {
             | Event::Rebased { tab, .. }
             | Event::TabState { tab, .. }
             | Event::TemplateFallback { tab, .. }
+            | Event::Notice { tab, .. }
             | Event::Failed { tab, .. } => Some(*tab),
             Event::Loading { .. }
             | Event::Ready { .. }

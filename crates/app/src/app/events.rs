@@ -83,6 +83,7 @@ impl App {
             Event::LoadFailed { error } => self.load_failed(error),
             Event::Failed { tab, error } => self.failed(tab, error),
             Event::TemplateFallback { tab, error } => self.template_fallback(tab, error),
+            Event::Notice { tab, text } => self.notice(tab, text),
             Event::Rebased {
                 tab,
                 tokens,
@@ -187,6 +188,15 @@ impl App {
                 format!("{error}; the model's built-in layout is used instead"),
             ));
         }
+    }
+
+    /// A note on a tab's turn, in the status line (it does not interrupt the answer).
+    fn notice(&mut self, tab: TabId, text: String) {
+        let shown = self.tab().is_some_and(|t| t.id == tab);
+        self.flash = Some(match self.by_id(tab) {
+            Some(t) if !shown => format!("{}: {text}", t.title),
+            _ => text,
+        });
     }
 
     /// The tab follows another path: said for a switch of versions (an edit's turn says it in
