@@ -269,6 +269,9 @@ impl<'a> Worker<'a> {
         if let Some(e) = turn.template_error {
             self.template_failed(tab, e);
         }
+        if let Some(text) = turn.template_slow {
+            self.emit(Event::Notice { tab, text });
+        }
         self.start(tab, turn.prompt, turn.header, exchange)
     }
 

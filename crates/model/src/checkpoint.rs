@@ -98,11 +98,13 @@ impl LoadedModel {
             continues: !history.is_empty(),
         };
         let (turn, template_error) = self.next_turn(&c, text)?;
+        let template_slow = self.chat.take_slow();
         let (prompt, header) = self.prompt_ids(history, header_len, &turn)?;
         Ok(UserTurn {
             prompt,
             header,
             template_error,
+            template_slow,
         })
     }
 
@@ -186,6 +188,8 @@ pub struct UserTurn {
     pub header: Vec<u32>,
     /// The checkpoint's template failed and the built-in layout stood in.
     pub template_error: Option<TemplateError>,
+    /// The checkpoint's template was slow to render this turn: what to tell the user.
+    pub template_slow: Option<String>,
 }
 
 /// Loads a model: a Hugging Face directory (config.json, safetensors, optional tokenizer.json and

@@ -10,6 +10,11 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 
+/// Most bytes of text tokenized at once: four times what the largest context (256K tokens)
+/// holds, so no real prompt comes near it, while a tokenizer's working memory (up to ~170 bytes
+/// a byte of text) stays under a gigabyte.
+pub const MAX_TEXT: usize = 4 << 20;
+
 /// A loaded tokenizer.
 pub struct Tokenizer {
     inner: Inner,
@@ -65,6 +70,14 @@ impl Tokenizer {
     /// Encodes `text` as is: special-token strings (`<start_of_turn>`, `<|turn>`…) become their
     /// ids, and nothing is added in front.
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
+        if text.len() > MAX_TEXT {
+            return Err(Error::Tokenizer(format!(
+                "the text to tokenize is {:.1} MiB, over the {} MiB gemma-chat tokenizes at once \
+                 (far more than any context holds): shorten the message or the conversation",
+                text.len() as f64 / (1 << 20) as f64,
+                MAX_TEXT >> 20
+            )));
+        }
         match &self.inner {
             Inner::Hf(t) => {
                 let enc = t

@@ -90,10 +90,26 @@ impl TemplateSource {
     }
 }
 
+/// Most bytes of a chat template's source (Gemma 4's is about 16 KiB).
+pub const MAX_SOURCE: usize = 1 << 20;
+
 impl ChatTemplate {
     /// Compiles `source`, an untrusted template (each render runs in the [`sandbox`]); `bos` and
     /// `eos` are the token texts the template may emit (the engine adds BOS as an id instead).
     pub fn new(source: &TemplateSource, bos: &str, eos: &str) -> Result<Self, TemplateError> {
+        // Compiled here, bounded by size: real chat templates are a few KiB to a few tens.
+        if source.text.len() > MAX_SOURCE {
+            return Err(TemplateError {
+                origin: source.origin.clone(),
+                what: format!(
+                    "is {} KiB, over the {} KiB a chat template may be, and was not compiled",
+                    source.text.len() >> 10,
+                    MAX_SOURCE >> 10
+                ),
+                line: None,
+                limit: true,
+            });
+        }
         let mut env = python::environment();
         env.add_template_owned("chat", python::without_generation_tags(&source.text))
             .map_err(|e| error(&source.origin, "does not compile", &e))?;

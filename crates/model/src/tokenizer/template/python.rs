@@ -19,8 +19,8 @@ mod strftime;
 /// Instructions one render may run: the official templates need a few thousand per message; a
 /// runaway loop stops here within about a second.
 pub const FUEL: u64 = 50_000_000;
-/// Bytes one render may write.
-pub const MAX_OUTPUT: usize = 64 << 20;
+/// Bytes one render may write: what the tokenizer takes at once ([`crate::tokenizer::MAX_TEXT`]).
+pub const MAX_OUTPUT: usize = crate::tokenizer::MAX_TEXT;
 
 /// An environment configured as transformers configures jinja2.
 pub fn environment() -> Environment<'static> {

@@ -86,9 +86,19 @@ impl ChatTemplate {
 pub struct ChatFormat {
     own: Option<Result<ChatTemplate, TemplateError>>,
     builtin: ChatTemplate,
-    /// The checkpoint's template ran into a limit once: the built-in layout stands in from then.
+    /// The checkpoint's template ran into a limit once, or was slow [`SLOW_STRIKES`] times: the
+    /// built-in layout stands in from then.
     refused: std::sync::OnceLock<TemplateError>,
+    /// Slow renders so far, and a note on the last one not yet taken.
+    slow: std::sync::Mutex<(u32, Option<String>)>,
+    /// What counts as slow ([`SLOW`]; tests count every render).
+    slow_after: std::time::Duration,
 }
+
+/// A render slower than this is reported: a real template renders a turn in milliseconds.
+pub const SLOW: std::time::Duration = std::time::Duration::from_secs(1);
+/// Slow renders after which the checkpoint's template is no longer used.
+pub const SLOW_STRIKES: u32 = 3;
 
 /// The chat layouts built in, one per Gemma generation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,6 +144,8 @@ impl ChatFormat {
             own,
             builtin,
             refused: std::sync::OnceLock::new(),
+            slow: std::sync::Mutex::default(),
+            slow_after: SLOW,
         }
     }
 
@@ -159,7 +171,7 @@ impl ChatFormat {
         let failed = match (&self.own, self.refused.get()) {
             (None, _) => None,
             (Some(_), Some(e)) => Some(e.clone()),
-            (Some(Ok(t)), None) => match t.next_turn(c, user) {
+            (Some(Ok(t)), None) => match self.timed(t, || t.next_turn(c, user)) {
                 Ok(turn) => return Ok((turn, None)),
                 Err(e) => {
                     if e.limit {
@@ -171,6 +183,43 @@ impl ChatFormat {
             (Some(Err(e)), None) => Some(e.clone()),
         };
         Ok((self.builtin.next_turn(c, user)?, failed))
+    }
+
+    /// `render` with `t`, timed: a slow one is noted ([`Self::take_slow`]), and the
+    /// [`SLOW_STRIKES`]th refuses the template from then on.
+    fn timed<T>(&self, t: &ChatTemplate, render: impl FnOnce() -> T) -> T {
+        let started = std::time::Instant::now();
+        let out = render();
+        let took = started.elapsed();
+        if took >= self.slow_after {
+            let mut slow = self.slow.lock().unwrap_or_else(|p| p.into_inner());
+            slow.0 += 1;
+            let secs = took.as_secs_f64();
+            slow.1 = Some(if slow.0 >= SLOW_STRIKES {
+                let _ = self.refused.set(t.fault(&format!(
+                    "was slow {SLOW_STRIKES} times (the last render took {secs:.1} s; a turn \
+                     takes milliseconds), and is no longer used"
+                )));
+                format!(
+                    "the chat template ({}) took {secs:.1} s, its {SLOW_STRIKES}th slow render: \
+                     the built-in layout stands in from the next turn",
+                    t.origin()
+                )
+            } else {
+                format!(
+                    "the chat template ({}) took {secs:.1} s to render this turn (slow {} of \
+                     {SLOW_STRIKES} times before the built-in layout stands in)",
+                    t.origin(),
+                    slow.0
+                )
+            });
+        }
+        out
+    }
+
+    /// The note on a slow render since the last call, if there was one.
+    pub fn take_slow(&self) -> Option<String> {
+        self.slow.lock().unwrap_or_else(|p| p.into_inner()).1.take()
     }
 }
 
@@ -197,6 +246,34 @@ mod tests {
             .expect("renders");
         assert_eq!(err, None);
         t
+    }
+
+    #[test]
+    fn a_slow_template_is_reported_then_refused() {
+        let own = include_str!("../../../../../assets/templates/gemma3.jinja");
+        let mut f = format(Builtin::Gemma3, Some(own));
+        // Every render counts as slow here (a real one is over a second).
+        f.slow_after = std::time::Duration::ZERO;
+        let c = Conversation {
+            system: None,
+            thinking: false,
+            continues: false,
+        };
+        for n in 1..SLOW_STRIKES {
+            let (_, err) = f.next_turn(&c, "hi").expect("renders");
+            assert_eq!(err, None);
+            let note = f.take_slow().expect("a note");
+            assert!(note.contains(&format!("slow {n} of 3")), "{note}");
+            assert_eq!(f.take_slow(), None, "said once");
+        }
+        let (_, err) = f.next_turn(&c, "hi").expect("renders");
+        assert_eq!(err, None, "the slow render's turn is still its own");
+        let note = f.take_slow().expect("a note");
+        assert!(note.contains("stands in from the next turn"), "{note}");
+        let (_, err) = f.next_turn(&c, "hi").expect("renders");
+        let err = err.expect("the template is refused now").to_string();
+        assert!(err.contains("was slow 3 times"), "{err}");
+        assert_eq!(f.take_slow(), None, "it is not rendered again");
     }
 
     #[test]
