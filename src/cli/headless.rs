@@ -13,8 +13,8 @@ use clap::Args;
 use gemma_app::app::TurnSettings;
 use gemma_app::config::Config;
 use gemma_app::config::sampling::SamplingLayer;
-use gemma_engine::EngineHandle;
 use gemma_engine::protocol::{Command, Event, ProgressUnit, TabId, TurnEnd, TurnStats};
+use gemma_engine::{EngineHandle, RemoteOptions};
 use gemma_model::demo::{self, Fetch};
 
 use super::front::{engine_options, spawn_engine, turn_settings};
@@ -93,7 +93,11 @@ impl Headless {
         raw: bool,
     ) -> anyhow::Result<Self> {
         let config = common.config()?;
-        let remote = common.remote(&config)?;
+        // A headless run waits for a server that is down only so long: nobody is there to quit.
+        let remote = common.remote(&config)?.map(|r| RemoteOptions {
+            give_up_after: Some(r.idle_timeout),
+            ..r
+        });
         let settings = turn_settings(&config, sampling, max_new);
         let (overrides, preset_max, preset_thinking, preset_system) = preset(&config, tab)?;
         let choice = common.choice(&config)?;
@@ -207,6 +211,9 @@ impl Headless {
                     "warning: {}; using the built-in chat layout",
                     printable(&error, false)
                 ),
+                Event::Notice { tab, text } if tab == self.tab => {
+                    errln!("note: {}", printable(&text, false))
+                }
                 Event::Finished { tab, end, stats } if tab == self.tab => {
                     if self.echo {
                         writeln!(out)?;

@@ -23,6 +23,7 @@ mod quant_blocks;
 mod quant_types;
 mod remote;
 mod remote_faults;
+mod remote_hostile;
 mod sessions;
 mod templates;
 mod tui_e2e;

@@ -24,6 +24,8 @@ fn options(port: u16) -> RemoteOptions {
         api_key: None,
         connect_timeout: Duration::from_secs(5),
         first_byte_timeout: Duration::from_secs(120),
+        idle_timeout: Duration::from_secs(120),
+        give_up_after: None,
         context_length: None,
     }
 }

@@ -127,6 +127,8 @@ fn options(port: u16, key: Option<&str>, model: Option<&str>) -> RemoteOptions {
         api_key: key.map(str::to_string),
         connect_timeout: Duration::from_secs(2),
         first_byte_timeout: Duration::from_secs(10),
+        idle_timeout: Duration::from_secs(10),
+        give_up_after: None,
         context_length: None,
     }
 }
@@ -275,7 +277,7 @@ fn a_refused_key_and_an_unknown_model_say_what_to_do() {
     );
     let error = load_failed(options(port, Some(KEY), Some("gemma-4-31b")));
     assert!(
-        error.contains("\"gemma-4-31b\"") && error.contains("it serves: m"),
+        error.contains("\"gemma-4-31b\"") && error.contains("it serves: \"m\""),
         "{error}"
     );
 }

@@ -163,6 +163,10 @@ pub struct EngineConfig {
     /// Seconds from a request to the first byte of its answer.
     #[serde(deserialize_with = "at_least::<_, _, 1>")]
     pub first_byte_timeout_s: u64,
+    /// Seconds a started answer (or a request's body) may go without news before the turn
+    /// fails; with a server that is down, how long headless runs wait for it.
+    #[serde(deserialize_with = "at_least::<_, _, 1>")]
+    pub idle_timeout_s: u64,
 }
 
 /// `[sampling]`: unset values fall back to the model's `generation_config.json`.

@@ -1,16 +1,30 @@
 //! The HTTP side of the remote engine: what the server is (llama-server or another
-//! OpenAI-compatible server; its model, context and slots), a turn's streamed answer as
-//! [`Piece`]s (reqwest streams the body, eventsource-stream frames the events), llama-server's
-//! slot state, and the server's count of a conversation's tokens. Errors say what to do; the API
-//! key travels only in the `Authorization` header and appears in no message.
+//! OpenAI-compatible server; its model, context and slots), llama-server's slot state, and the
+//! server's count of a conversation's tokens; a turn's streamed answer is [`super::answer`]'s.
+//! Everything a server sends is bounded: bodies by size ([`MAX_BODY`], an error's first
+//! [`MAX_ERROR_BODY`] bytes), the wait for them by [`RemoteOptions::idle_timeout`], lists by
+//! length, numbers by plausible ranges. Errors say what to do; the API key travels only in the
+//! `Authorization` header, and [`Client::scrub`] takes it (and terminal controls) out of whatever
+//! the server says before it is shown or saved.
 
 use std::time::Duration;
 
-use eventsource_stream::Eventsource;
-use futures_util::{Stream, StreamExt};
 use serde_json::{Value, json};
 
-use super::wire::{self, Piece, ServerKind, WireError};
+use super::RemoteOptions;
+use super::answer::{Answer, Budget};
+use super::wire::{self, ServerKind, WireError};
+
+/// Most bytes of a JSON answer (`/v1/models`, `/props`, `/slots`, `/tokenize`, …).
+pub const MAX_BODY: usize = 8 << 20;
+/// Most bytes of an error's body read for its message (the rest is not read).
+pub const MAX_ERROR_BODY: usize = 64 << 10;
+/// Most models named in a message.
+const MAX_NAMED: usize = 20;
+/// Most llama-server slots believed (`/props` `total_slots`).
+pub const MAX_SLOTS: u64 = 256;
+/// Most tokens of context believed (`n_ctx`, `max_model_len`).
+pub const MAX_CONTEXT: u64 = 1 << 24;
 
 /// A failed exchange with the server, with what to do about it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -67,6 +81,24 @@ pub enum RemoteError {
         /// The time-out.
         secs: u64,
     },
+    /// The answer (or a body) started, then nothing more came in time.
+    #[error(
+        "the server at {url} went silent for {secs} s mid-answer; what came is kept (the time-out is [engine] idle_timeout_s)"
+    )]
+    Stalled {
+        /// The server.
+        url: String,
+        /// The time-out.
+        secs: u64,
+    },
+    /// The server sent more than an answer (or a body) can be.
+    #[error("the server at {url} sent {what}; it was cut off there, what came before is kept")]
+    TooMuch {
+        /// The server.
+        url: String,
+        /// What was too much.
+        what: String,
+    },
     /// The connection ended mid-answer.
     #[error(
         "the connection to {url} was lost mid-answer ({why}); what came is kept. Send again when the server is back"
@@ -109,35 +141,103 @@ pub struct Client {
     base: String,
     key: Option<String>,
     first_byte: Duration,
+    idle: Duration,
 }
 
 impl Client {
-    /// A client for the server at `base` (e.g. `http://127.0.0.1:8080`), with the API key `key`
-    /// and its time-outs.
-    pub fn new(
-        base: &str,
-        key: Option<String>,
-        connect: Duration,
-        first_byte: Duration,
-    ) -> Result<Self, RemoteError> {
+    /// A client for the server `options` name, with its API key and time-outs.
+    pub fn new(options: &RemoteOptions) -> Result<Self, RemoteError> {
+        let base = options.url.trim_end_matches('/').to_string();
         let http = reqwest::Client::builder()
-            .connect_timeout(connect)
+            .connect_timeout(options.connect_timeout)
             .build()
             .map_err(|e| RemoteError::Unreachable {
-                url: base.to_string(),
+                url: base.clone(),
                 why: e.to_string(),
             })?;
         Ok(Self {
             http,
-            base: base.trim_end_matches('/').to_string(),
-            key,
-            first_byte,
+            base,
+            key: options.api_key.clone().filter(|k| !k.is_empty()),
+            first_byte: options.first_byte_timeout,
+            idle: options.idle_timeout,
         })
     }
 
     /// The server's address, for messages.
     pub fn url(&self) -> &str {
         &self.base
+    }
+
+    /// How long a started answer may go without news.
+    pub fn idle(&self) -> Duration {
+        self.idle
+    }
+
+    /// The API key, if there is one (for [`super::answer::Redactor`]).
+    pub fn key(&self) -> Option<&str> {
+        self.key.as_deref()
+    }
+
+    /// What a server said, fit to show and to save: no terminal controls, the API key replaced.
+    pub fn scrub(&self, text: &str) -> String {
+        let clean = crate::protocol::text::printable(text);
+        match &self.key {
+            Some(k) if clean.contains(k.as_str()) => {
+                clean.replace(k.as_str(), super::answer::REDACTED)
+            }
+            _ => clean.into_owned(),
+        }
+    }
+
+    pub(super) fn stalled(&self) -> RemoteError {
+        RemoteError::Stalled {
+            url: self.base.clone(),
+            secs: self.idle.as_secs(),
+        }
+    }
+
+    pub(super) fn dropped(&self, e: &reqwest::Error) -> RemoteError {
+        RemoteError::Dropped {
+            url: self.base.clone(),
+            why: cause(e),
+        }
+    }
+
+    /// The body of `r`, read within the idle time-out a piece: at most `limit` bytes, the rest
+    /// unread (`cut`: kept short; else an error).
+    async fn body(
+        &self,
+        mut r: reqwest::Response,
+        limit: usize,
+        what: &str,
+        cut: bool,
+    ) -> Result<Vec<u8>, RemoteError> {
+        let too_much = || RemoteError::TooMuch {
+            url: self.base.clone(),
+            what: format!("{what} over {} KiB", limit >> 10),
+        };
+        if !cut && r.content_length().is_some_and(|n| n > limit as u64) {
+            return Err(too_much());
+        }
+        let mut buf = Vec::new();
+        loop {
+            let chunk = tokio::time::timeout(self.idle, r.chunk())
+                .await
+                .map_err(|_| self.stalled())?
+                .map_err(|e| self.dropped(&e))?;
+            let Some(chunk) = chunk else {
+                return Ok(buf);
+            };
+            if buf.len() + chunk.len() > limit {
+                if !cut {
+                    return Err(too_much());
+                }
+                buf.extend_from_slice(&chunk[..limit - buf.len()]);
+                return Ok(buf);
+            }
+            buf.extend_from_slice(&chunk);
+        }
     }
 
     fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
@@ -168,14 +268,18 @@ impl Client {
                 status,
             }),
             _ => {
-                let text = sent.text().await.unwrap_or_default();
+                let bytes = self
+                    .body(sent, MAX_ERROR_BODY, "an error", true)
+                    .await
+                    .unwrap_or_default();
+                let text = String::from_utf8_lossy(&bytes);
                 let message = serde_json::from_str::<Value>(&text)
                     .map(|v| wire::error_message(&v))
                     .unwrap_or_else(|_| wire::clip(&text));
                 Err(RemoteError::Status {
                     url: self.base.clone(),
                     status,
-                    message,
+                    message: self.scrub(&message),
                 })
             }
         }
@@ -186,9 +290,12 @@ impl Client {
         self.json(r, path).await
     }
 
-    /// The body of `r` (from `path`) as JSON.
+    /// The body of `r` (from `path`) as JSON, at most [`MAX_BODY`] bytes.
     async fn json(&self, r: reqwest::Response, path: &str) -> Result<Value, RemoteError> {
-        r.json().await.map_err(|e| RemoteError::Status {
+        let bytes = self
+            .body(r, MAX_BODY, &format!("an answer to {path}"), false)
+            .await?;
+        serde_json::from_slice(&bytes).map_err(|e| RemoteError::Status {
             url: self.base.clone(),
             status: 200,
             message: format!("{path} is not JSON: {e}"),
@@ -205,37 +312,37 @@ impl Client {
     /// What the server is and serves; `model` is the model asked for (`None`: the first).
     pub async fn discover(&self, model: Option<&str>) -> Result<ServerInfo, RemoteError> {
         let models = self.get_json("/v1/models").await?;
-        let list: Vec<&Value> = models
+        let list: &[Value] = models
             .get("data")
             .and_then(Value::as_array)
-            .map(|a| a.iter().collect())
-            .unwrap_or_default();
-        let ids: Vec<&str> = list
-            .iter()
-            .filter_map(|m| m.get("id").and_then(Value::as_str))
-            .collect();
-        let chosen = match model {
-            Some(m) if ids.contains(&m) => m.to_string(),
-            Some(m) => {
-                return Err(RemoteError::NoSuchModel {
-                    url: self.base.clone(),
-                    model: m.to_string(),
-                    served: if ids.is_empty() {
-                        "nothing".into()
-                    } else {
-                        ids.join(", ")
-                    },
-                });
-            }
-            None => ids.first().map(|s| s.to_string()).unwrap_or_default(),
+            .map_or(&[], Vec::as_slice);
+        let id = |m: &Value| m.get("id").and_then(Value::as_str).map(str::to_string);
+        let entry = match model {
+            Some(m) => list.iter().find(|e| id(e).as_deref() == Some(m)),
+            None => list.iter().find(|e| id(e).is_some()),
         };
-        let entry = list
-            .iter()
-            .find(|m| m.get("id").and_then(Value::as_str) == Some(chosen.as_str()));
-        let max_model_len = entry
-            .and_then(|m| m.get("max_model_len"))
-            .and_then(Value::as_u64)
-            .map(|n| n as usize);
+        let Some(entry) = entry else {
+            let ids: Vec<String> = list.iter().filter_map(id).collect();
+            let mut served: Vec<String> = ids
+                .iter()
+                .take(MAX_NAMED)
+                .map(|i| format!("{:?}", wire::clip(&self.scrub(i))))
+                .collect();
+            if ids.len() > MAX_NAMED {
+                served.push(format!("and {} more", ids.len() - MAX_NAMED));
+            }
+            return Err(RemoteError::NoSuchModel {
+                url: self.base.clone(),
+                model: model.map_or_else(|| "(any)".into(), |m| wire::clip(&self.scrub(m))),
+                served: if served.is_empty() {
+                    "nothing".into()
+                } else {
+                    served.join(", ")
+                },
+            });
+        };
+        let chosen = id(entry).unwrap_or_default();
+        let max_model_len = plausible(entry.get("max_model_len"), MAX_CONTEXT);
         // llama-server says more at /props; other servers have none (an error is no answer).
         if let Ok(props) = self.get_json("/props").await
             && let Some(slots) = props.get("total_slots").and_then(Value::as_u64)
@@ -247,11 +354,11 @@ impl Client {
             return Ok(ServerInfo {
                 kind: ServerKind::LlamaServer,
                 model: chosen,
-                context: props
-                    .pointer("/default_generation_settings/n_ctx")
-                    .and_then(Value::as_u64)
-                    .map(|n| n as usize),
-                slots: slots as usize,
+                context: plausible(
+                    props.pointer("/default_generation_settings/n_ctx"),
+                    MAX_CONTEXT,
+                ),
+                slots: slots.clamp(1, MAX_SLOTS) as usize,
                 thinking: template.contains("enable_thinking"),
             });
         }
@@ -265,30 +372,15 @@ impl Client {
         })
     }
 
-    /// A turn's answer as it streams: the pieces of each event, until `[DONE]` or the end.
-    pub async fn stream(
-        &self,
-        body: &Value,
-    ) -> Result<impl Stream<Item = Result<Vec<Piece>, RemoteError>> + use<>, RemoteError> {
+    /// A turn's answer as it streams, within `budget`.
+    pub async fn stream(&self, body: &Value, budget: Budget) -> Result<Answer, RemoteError> {
         let r = self
             .send(
                 self.request(reqwest::Method::POST, "/v1/chat/completions")
                     .json(body),
             )
             .await?;
-        let url = self.base.clone();
-        Ok(r.bytes_stream()
-            .eventsource()
-            .map(move |event| match event {
-                Ok(e) => wire::parse(&e.data).map_err(|error| RemoteError::Wire {
-                    url: url.clone(),
-                    error,
-                }),
-                Err(e) => Err(RemoteError::Dropped {
-                    url: url.clone(),
-                    why: e.to_string(),
-                }),
-            }))
+        Ok(Answer::new(self.clone(), r, budget))
     }
 
     /// Whether llama-server's slot `slot` is idle (`None`: the server does not say).
@@ -334,15 +426,23 @@ impl Client {
                     .ok()?;
                 r.get("count")
                     .and_then(Value::as_u64)
-                    .map(|n| n as usize)
+                    .map(|n| n.min(MAX_CONTEXT) as usize)
                     .or_else(|| Some(r.get("tokens")?.as_array()?.len()))
             }
         }
     }
 }
 
+/// A count the server sent, if it is one and within 1..=`most` (a context of 2^64 tokens, or of
+/// none, is no answer).
+fn plausible(v: Option<&Value>, most: u64) -> Option<usize> {
+    v.and_then(Value::as_u64)
+        .filter(|n| (1..=most).contains(n))
+        .map(|n| n as usize)
+}
+
 /// A reqwest error's innermost cause, in words (reqwest's own text names only the request).
-fn cause(e: &reqwest::Error) -> String {
+pub(super) fn cause(e: &reqwest::Error) -> String {
     let mut source: Option<&dyn std::error::Error> = Some(e);
     let mut last = e.to_string();
     while let Some(s) = source {

@@ -5,8 +5,10 @@
 //! ([`turn`]), re-sending the whole conversation byte-identically so the server's prefix cache
 //! holds; with llama-server each tab is pinned to a slot. The wire format is [`wire`]'s.
 
+mod answer;
 pub mod client;
 mod serve;
+mod sse;
 mod turn;
 pub mod wire;
 
@@ -30,6 +32,11 @@ pub struct RemoteOptions {
     pub connect_timeout: Duration,
     /// Time from a request to the head of its answer.
     pub first_byte_timeout: Duration,
+    /// Time a started answer, or a request's body, may go without news.
+    pub idle_timeout: Duration,
+    /// How long to keep trying a server that is down or loading at start (`None`: until the
+    /// front end shuts the engine down, as the TUI does; headless runs give up).
+    pub give_up_after: Option<Duration>,
     /// Context per tab when the server does not say (vLLM without `max_model_len`).
     pub context_length: Option<usize>,
 }

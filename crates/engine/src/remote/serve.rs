@@ -12,6 +12,7 @@ use serde_json::Value;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
 use super::RemoteOptions;
+use super::answer::Budget;
 use super::client::{Client, RemoteError, ServerInfo};
 use super::turn::{TurnDone, TurnJob, run};
 use super::wire::{self, ServerKind, TurnRequest};
@@ -55,6 +56,8 @@ struct Server {
     /// llama-server's slots: which tab each holds, and when it was last used.
     slots: Vec<Option<(TabId, Instant)>>,
     done_tx: UnboundedSender<TurnDone>,
+    /// Turns started, for each turn's seed.
+    turns: u64,
 }
 
 /// Connects, then serves until shutdown.
@@ -63,12 +66,7 @@ pub(super) async fn serve(
     events: Sender<Event>,
     mut commands: UnboundedReceiver<Command>,
 ) {
-    let client = match Client::new(
-        &options.url,
-        options.api_key.clone(),
-        options.connect_timeout,
-        options.first_byte_timeout,
-    ) {
+    let client = match Client::new(&options) {
         Ok(c) => c,
         Err(e) => {
             let _ = events.send(Event::LoadFailed {
@@ -92,6 +90,7 @@ pub(super) async fn serve(
         events,
         tabs: HashMap::new(),
         done_tx,
+        turns: 0,
     };
     for c in early {
         server.apply(c).await;
@@ -119,7 +118,8 @@ fn stage(text: String) -> Event {
 }
 
 /// Asks the server what it serves, every 2 s while it is down or loading (commands that come
-/// meanwhile go to `early`); `None` when it refuses for good (said) or the UI shuts down.
+/// meanwhile go to `early`), for at most [`RemoteOptions::give_up_after`]; `None` when it
+/// refuses for good or the wait is over (said), or the UI shuts down.
 async fn discover(
     client: &Client,
     options: &RemoteOptions,
@@ -127,25 +127,45 @@ async fn discover(
     commands: &mut UnboundedReceiver<Command>,
     early: &mut Vec<Command>,
 ) -> Option<ServerInfo> {
+    let started = Instant::now();
     loop {
-        match client.discover(options.model.as_deref()).await {
+        // One try takes at most what is left of the wait, when there is a limit.
+        let left = options
+            .give_up_after
+            .map_or(Duration::MAX, |l| l.saturating_sub(started.elapsed()));
+        let tried = tokio::time::timeout(left, client.discover(options.model.as_deref()))
+            .await
+            .unwrap_or_else(|_| Err(client.stalled()));
+        let waiting = match tried {
             Ok(info) => return Some(info),
-            Err(e @ (RemoteError::Unreachable { .. } | RemoteError::Timeout { .. })) => {
-                let _ = events.send(stage(format!("{e} — retrying every 2 s")));
-            }
+            Err(
+                e @ (RemoteError::Unreachable { .. }
+                | RemoteError::Timeout { .. }
+                | RemoteError::Stalled { .. }
+                | RemoteError::Dropped { .. }),
+            ) => client.scrub(&e.to_string()),
             Err(RemoteError::Status { status: 503, .. }) => {
-                let _ = events.send(stage(format!(
-                    "the server at {} is loading its model",
-                    client.url()
-                )));
+                format!("the server at {} is loading its model", client.url())
             }
             Err(e) => {
                 let _ = events.send(Event::LoadFailed {
-                    error: e.to_string(),
+                    error: client.scrub(&e.to_string()),
                 });
                 return None;
             }
+        };
+        if let Some(limit) = options.give_up_after
+            && started.elapsed() >= limit
+        {
+            let _ = events.send(Event::LoadFailed {
+                error: format!(
+                    "{waiting}; gave up after {} s (waiting longer is [engine] idle_timeout_s)",
+                    started.elapsed().as_secs()
+                ),
+            });
+            return None;
         }
+        let _ = events.send(stage(format!("{waiting} — retrying every 2 s")));
         let wait = tokio::time::sleep(Duration::from_secs(2));
         tokio::pin!(wait);
         loop {
@@ -178,8 +198,9 @@ async fn announce(
         Some(_) => "tokens counted by the server",
         None => "tokens estimated: the server cannot count",
     };
+    let model = wire::clip(&client.scrub(&info.model));
     let _ = events.send(Event::Ready {
-        model: format!("{} @ {} ({kind}; {counted})", info.model, client.url()),
+        model: format!("{model} @ {} ({kind}; {counted})", client.url()),
         context_length: context,
         thinking: info.thinking,
         generation: SamplingLayer::default(),
@@ -297,13 +318,20 @@ impl Server {
             ServerKind::LlamaServer => self.slot_for(tab),
             ServerKind::OpenAi => None,
         };
+        self.turns += 1;
         let t = self.tabs.entry(tab).or_default();
+        // A new seed each turn (from the tab's, as the local engine does), so that a regenerate
+        // answers differently; within 31 bits, which every server takes.
+        let sampling = SamplingParams {
+            seed: t.sampling.seed.wrapping_add(self.turns) & 0x7fff_ffff,
+            ..t.sampling.clone()
+        };
         let body = wire::body(&TurnRequest {
             model: &self.info.model,
             system: t.system.as_deref(),
             history: &t.history,
             user: &text,
-            sampling: &t.sampling,
+            sampling: &sampling,
             max_tokens: t.max_new_tokens,
             stop: &t.stop,
             thinking: t.thinking,
@@ -319,6 +347,7 @@ impl Server {
             user: text,
             body,
             slot,
+            budget: Budget::for_tokens(t.max_new_tokens),
             messages_after,
         };
         let (client, info, events, done) = (
@@ -349,7 +378,7 @@ impl Server {
         let counted = d
             .usage
             .as_ref()
-            .map(|u| u.prompt_tokens + u.completion_tokens)
+            .map(|u| u.prompt_tokens.saturating_add(u.completion_tokens))
             .or(d.counted);
         if let Some(n) = counted {
             t.tokens = n;
@@ -367,7 +396,7 @@ impl Server {
                     stats,
                 });
             }
-            Err(e) => self.fail(d.tab, &e.to_string()),
+            Err(e) => self.fail(d.tab, &self.client.scrub(&e.to_string())),
         }
     }
 }
@@ -381,7 +410,7 @@ fn stats(d: &TurnDone, before: usize, had_history: bool) -> TurnStats {
     let reuse = match (had_history, cached) {
         (false, 0) => Reuse::New,
         (true, 0) => Reuse::Evicted,
-        (_, c) if c + 1 >= before => Reuse::ExactPrefix,
+        (_, c) if c.saturating_add(1) >= before => Reuse::ExactPrefix,
         _ => Reuse::Rewind,
     };
     let generated = if d.usage.is_some() {
@@ -389,7 +418,7 @@ fn stats(d: &TurnDone, before: usize, had_history: bool) -> TurnStats {
     } else {
         d.pieces
     };
-    let prefilled = u.prompt_tokens - cached;
+    let prefilled = u.prompt_tokens.saturating_sub(cached);
     TurnStats {
         reuse,
         reused_tokens: cached,

@@ -7,9 +7,9 @@
 use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
 
-use futures_util::StreamExt;
 use serde_json::Value;
 
+use super::answer::{Budget, Redactor};
 use super::client::{Client, RemoteError, ServerInfo};
 use super::wire::{Finish, Piece, Usage};
 use crate::protocol::{Event, TabId, TurnEnd};
@@ -37,12 +37,64 @@ pub(super) struct TurnDone {
     pub pieces: usize,
 }
 
+/// The turn's events, with the API key taken out of the text.
+struct Out<'a> {
+    tab: TabId,
+    events: &'a Sender<Event>,
+    answer: Redactor,
+    thought: Redactor,
+}
+
+impl Out<'_> {
+    fn token(&mut self, text: &str, done: &mut TurnDone) {
+        let text = self.answer.push(text);
+        if !text.is_empty() {
+            done.answer.push_str(&text);
+            let _ = self.events.send(Event::Token {
+                tab: self.tab,
+                text,
+            });
+        }
+    }
+
+    fn thought(&mut self, text: &str) {
+        let text = self.thought.push(text);
+        if !text.is_empty() {
+            let _ = self.events.send(Event::Thought {
+                tab: self.tab,
+                text,
+            });
+        }
+    }
+
+    /// What was held back, at the end of the stream.
+    fn flush(&mut self, done: &mut TurnDone) {
+        let thought = self.thought.finish();
+        if !thought.is_empty() {
+            let _ = self.events.send(Event::Thought {
+                tab: self.tab,
+                text: thought,
+            });
+        }
+        let text = self.answer.finish();
+        if !text.is_empty() {
+            done.answer.push_str(&text);
+            let _ = self.events.send(Event::Token {
+                tab: self.tab,
+                text,
+            });
+        }
+    }
+}
+
 /// What a turn needs.
 pub(super) struct TurnJob {
     pub tab: TabId,
     pub user: String,
     pub body: Value,
     pub slot: Option<usize>,
+    /// What the answer may send.
+    pub budget: Budget,
     /// The conversation after this turn, for the server's count when usage is missing.
     pub messages_after: Vec<Value>,
 }
@@ -68,9 +120,15 @@ pub(super) async fn run(
         pieces: 0,
     };
     let mut seen = Seen {
-        tab: job.tab,
         first: None,
         finish: None,
+        noted: false,
+    };
+    let mut out = Out {
+        tab: job.tab,
+        events: &events,
+        answer: Redactor::new(client.key()),
+        thought: Redactor::new(client.key()),
     };
     // The body ended (or said `[DONE]`) without a finish reason: the server went away.
     let ended = |finish: Option<TurnEnd>| {
@@ -80,31 +138,29 @@ pub(super) async fn run(
         })
     };
     let stream = tokio::select! {
-        s = client.stream(&job.body) => Some(s),
+        s = client.stream(&job.body, job.budget) => Some(s),
         _ = &mut cancel => None,
     };
     let outcome = match stream {
         None => Ok(TurnEnd::Cancelled),
         Some(Err(e)) => Err(e),
-        Some(Ok(stream)) => {
-            let mut stream = std::pin::pin!(stream);
-            loop {
-                let next = tokio::select! {
-                    n = stream.next() => n,
-                    _ = &mut cancel => break Ok(TurnEnd::Cancelled),
-                };
-                match next {
-                    None => break ended(seen.finish),
-                    Some(Err(e)) => break Err(e),
-                    Some(Ok(pieces)) => {
-                        if seen.take(pieces, &mut done, &events) {
-                            break ended(seen.finish);
-                        }
+        Some(Ok(mut answer)) => loop {
+            let next = tokio::select! {
+                n = answer.next() => n,
+                _ = &mut cancel => break Ok(TurnEnd::Cancelled),
+            };
+            match next {
+                Ok(None) => break ended(seen.finish),
+                Err(e) => break Err(e),
+                Ok(Some(pieces)) => {
+                    if seen.take(pieces, &mut done, &mut out) {
+                        break ended(seen.finish);
                     }
                 }
             }
-        }
+        },
     };
+    out.flush(&mut done);
     // The stream is dropped here: a cancelled or failed turn's connection is closed.
     let now = Instant::now();
     if let Some(f) = seen.first {
@@ -133,16 +189,17 @@ pub(super) async fn run(
 
 /// What the stream has said so far: when its first text came, and how it said it ends.
 struct Seen {
-    tab: TabId,
     first: Option<Instant>,
     finish: Option<TurnEnd>,
+    /// A note on bad usage numbers was sent (once a turn is enough).
+    noted: bool,
 }
 
 impl Seen {
     /// One chunk's pieces into the turn and the UI's events; true when the stream said it is
     /// done.
-    fn take(&mut self, pieces: Vec<Piece>, done: &mut TurnDone, events: &Sender<Event>) -> bool {
-        let tab = self.tab;
+    fn take(&mut self, pieces: Vec<Piece>, done: &mut TurnDone, out: &mut Out) -> bool {
+        let tab = out.tab;
         let mut over = false;
         for p in pieces {
             match p {
@@ -151,7 +208,7 @@ impl Seen {
                     cache,
                     processed,
                 } => {
-                    let _ = events.send(Event::Prefill {
+                    let _ = out.events.send(Event::Prefill {
                         tab,
                         done: processed.saturating_sub(cache),
                         total: total.saturating_sub(cache),
@@ -161,13 +218,12 @@ impl Seen {
                 Piece::Thought(text) => {
                     self.first.get_or_insert_with(Instant::now);
                     done.pieces += 1;
-                    let _ = events.send(Event::Thought { tab, text });
+                    out.thought(&text);
                 }
                 Piece::Answer(text) => {
                     self.first.get_or_insert_with(Instant::now);
                     done.pieces += 1;
-                    done.answer.push_str(&text);
-                    let _ = events.send(Event::Token { tab, text });
+                    out.token(&text, done);
                 }
                 Piece::Finish(f) => {
                     self.finish = Some(match f {
@@ -176,6 +232,10 @@ impl Seen {
                     });
                 }
                 Piece::Usage(u) => done.usage = Some(u),
+                Piece::BadUsage(text) if !std::mem::replace(&mut self.noted, true) => {
+                    let _ = out.events.send(Event::Notice { tab, text });
+                }
+                Piece::BadUsage(_) => {}
                 Piece::Done => over = true,
             }
         }

@@ -136,6 +136,8 @@ pub enum Piece {
     Finish(Finish),
     /// The turn's counts.
     Usage(Usage),
+    /// Usage numbers that are not counts (ignored; the note says which).
+    BadUsage(String),
     /// The stream ended (`[DONE]`).
     Done,
 }
@@ -149,15 +151,18 @@ pub enum WireError {
     /// The data is not a chunk of the chat API.
     #[error("the server sent something that is not a chat completion chunk: {0}")]
     Malformed(String),
+    /// The event stream itself is broken (a line too long, bytes that are not UTF-8).
+    #[error(transparent)]
+    Framing(#[from] super::sse::SseError),
 }
 
 #[derive(Deserialize)]
 struct Chunk {
     #[serde(default)]
     choices: Vec<Choice>,
-    usage: Option<RawUsage>,
-    timings: Option<Timings>,
-    prompt_progress: Option<Progress>,
+    usage: Option<Value>,
+    timings: Option<Value>,
+    prompt_progress: Option<Value>,
     error: Option<Value>,
 }
 
@@ -175,32 +180,57 @@ struct Delta {
     reasoning: Option<String>,
 }
 
-#[derive(Deserialize)]
-struct RawUsage {
-    #[serde(default)]
-    prompt_tokens: usize,
-    #[serde(default)]
-    completion_tokens: usize,
-    prompt_tokens_details: Option<Details>,
+/// Most tokens a count may say (more is not a count of this world).
+const MAX_COUNT: u64 = 1 << 32;
+
+/// The count at `path` in `v`: absent is `Ok(None)`, anything but a whole number up to
+/// [`MAX_COUNT`] is an error naming it.
+fn count(v: &Value, path: &str) -> Result<Option<usize>, String> {
+    match v.pointer(path) {
+        None | Some(Value::Null) => Ok(None),
+        Some(n) => n
+            .as_u64()
+            .filter(|n| *n <= MAX_COUNT)
+            .map(|n| Some(n as usize))
+            .ok_or_else(|| {
+                format!(
+                    "{} = {}",
+                    path.trim_start_matches('/'),
+                    clip(&n.to_string())
+                )
+            }),
+    }
 }
 
-#[derive(Deserialize)]
-struct Details {
-    cached_tokens: Option<usize>,
+/// A rate, if it is one.
+fn rate(v: Option<&Value>, key: &str) -> Option<f64> {
+    v?.get(key)?.as_f64().filter(|r| r.is_finite() && *r >= 0.0)
 }
 
-#[derive(Deserialize)]
-struct Timings {
-    cache_n: Option<usize>,
-    prompt_per_second: Option<f64>,
-    predicted_per_second: Option<f64>,
-}
-
-#[derive(Deserialize)]
-struct Progress {
-    total: usize,
-    cache: usize,
-    processed: usize,
+/// The usage object's counts, or a note on what is wrong with them.
+fn usage(u: &Value, timings: Option<&Value>) -> Piece {
+    let read = || -> Result<Usage, String> {
+        let cached = match count(u, "/prompt_tokens_details/cached_tokens")? {
+            Some(c) => Some(c),
+            None => match timings {
+                Some(t) => count(t, "/cache_n")?,
+                None => None,
+            },
+        };
+        Ok(Usage {
+            prompt_tokens: count(u, "/prompt_tokens")?.unwrap_or(0),
+            completion_tokens: count(u, "/completion_tokens")?.unwrap_or(0),
+            cached_tokens: cached,
+            prompt_per_second: rate(timings, "prompt_per_second"),
+            predicted_per_second: rate(timings, "predicted_per_second"),
+        })
+    };
+    match read() {
+        Ok(u) => Piece::Usage(u),
+        Err(what) => Piece::BadUsage(format!(
+            "the server's usage numbers are not counts ({what}); its token counts are ignored for this turn"
+        )),
+    }
 }
 
 /// The pieces of one event's `data`.
@@ -215,11 +245,17 @@ pub fn parse(data: &str) -> Result<Vec<Piece>, WireError> {
         return Err(WireError::Server(error_message(&e)));
     }
     let mut out = Vec::new();
-    if let Some(p) = chunk.prompt_progress {
+    if let Some(p) = chunk.prompt_progress
+        && let (Ok(Some(total)), Ok(Some(cache)), Ok(Some(processed))) = (
+            count(&p, "/total"),
+            count(&p, "/cache"),
+            count(&p, "/processed"),
+        )
+    {
         out.push(Piece::Progress {
-            total: p.total,
-            cache: p.cache,
-            processed: p.processed,
+            total,
+            cache,
+            processed,
         });
     }
     for c in chunk.choices {
@@ -239,18 +275,8 @@ pub fn parse(data: &str) -> Result<Vec<Piece>, WireError> {
             }));
         }
     }
-    if let Some(u) = chunk.usage {
-        let cached = u
-            .prompt_tokens_details
-            .and_then(|d| d.cached_tokens)
-            .or(chunk.timings.as_ref().and_then(|t| t.cache_n));
-        out.push(Piece::Usage(Usage {
-            prompt_tokens: u.prompt_tokens,
-            completion_tokens: u.completion_tokens,
-            cached_tokens: cached,
-            prompt_per_second: chunk.timings.as_ref().and_then(|t| t.prompt_per_second),
-            predicted_per_second: chunk.timings.as_ref().and_then(|t| t.predicted_per_second),
-        }));
+    if let Some(u) = chunk.usage.filter(|u| !u.is_null()) {
+        out.push(usage(&u, chunk.timings.as_ref()));
     }
     Ok(out)
 }
@@ -261,7 +287,7 @@ pub fn error_message(e: &Value) -> String {
     e.get("message")
         .and_then(Value::as_str)
         .or_else(|| e.as_str())
-        .map(str::to_string)
+        .map(clip)
         .unwrap_or_else(|| clip(&e.to_string()))
 }
 
