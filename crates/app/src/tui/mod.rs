@@ -1,7 +1,9 @@
 //! The terminal side: raw mode and the alternate screen (restored on every exit, a panic
-//! included), one inbox fed by an input thread and the engine's events, and the loop that calls
-//! [`App::update`], sends its commands and draws at least every tick while something changed
-//! (a busy inbox never starves the frames).
+//! included), the inbox fed by an input thread and the engine's events ([`inbox`]: input first),
+//! and the loop that calls [`App::update`], sends its commands and draws at least every tick
+//! while something changed (a busy inbox never starves the frames).
+
+mod inbox;
 
 use std::io::{Stdout, Write, stdout};
 use std::path::{Path, PathBuf};
@@ -26,6 +28,7 @@ use ratatui::backend::CrosstermBackend;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGTSTP};
 use signal_hook::iterator::Signals;
 
+use self::inbox::{EngineEvents, Inbox};
 use crate::app::{App, Msg};
 use crate::chats::{SaveJob, saver};
 use crate::error::{Error, Result};
@@ -77,26 +80,20 @@ pub fn run(
     for c in initial {
         control.send(c);
     }
-    let (tx, inbox) = channel::<Msg>();
-    let engine_tx = tx.clone();
-    std::thread::spawn(move || {
-        for e in events {
-            if engine_tx.send(Msg::Engine(e)).is_err() {
-                break;
-            }
-        }
-    });
+    let (tx, inbox) = channel::<Inbox>();
+    let engine_events = EngineEvents::forward(events, tx.clone());
     // Live reload; without a watch (e.g. no inotify) the app runs on with the config it has.
     let _watch = config.and_then(|path| {
         let tx = tx.clone();
         crate::config::watch::watch(path, move |c| {
-            let _ = tx.send(Msg::Config(c.map(Box::new).map_err(|e| e.to_string())));
+            let c = c.map(Box::new).map_err(|e| e.to_string());
+            let _ = tx.send(Inbox::App(Msg::Config(c)));
         })
         .ok()
     });
     let save_tx = tx.clone();
     let (saves, saver_thread) = saver(chats, move |e| {
-        let _ = save_tx.send(Msg::Error(e));
+        let _ = save_tx.send(Inbox::App(Msg::Error(e)));
     });
     // SIGTERM, SIGHUP and SIGINT end the app as a quit does (chats and snapshots saved, the
     // terminal restored); SIGTSTP suspends it with the terminal restored.
@@ -115,6 +112,7 @@ pub fn run(
     spawn_input(tx);
     let ports = Ports {
         inbox: &inbox,
+        engine: &engine_events,
         signals: &sig_rx,
         control: &control,
         saves: &saves,
@@ -143,7 +141,8 @@ pub fn run(
 
 /// What the event loop reads from and writes to.
 struct Ports<'a> {
-    inbox: &'a Receiver<Msg>,
+    inbox: &'a Receiver<Inbox>,
+    engine: &'a EngineEvents,
     signals: &'a Receiver<i32>,
     control: &'a EngineControl,
     saves: &'a Sender<SaveJob>,
@@ -169,13 +168,11 @@ fn event_loop(app: &mut App, term: &mut Screen, ports: &Ports<'_>) -> Result<Opt
             return Ok(None);
         }
         match ports.inbox.recv_timeout(frames.wait(Instant::now())) {
-            Ok(Msg::Key(k)) if is_suspend(&k) => suspend(term, app)?,
-            Ok(msg) => {
-                for c in app.update(msg) {
-                    ports.control.send(c);
-                }
-                for job in app.take_saves() {
-                    let _ = ports.saves.send(job);
+            Ok(Inbox::App(Msg::Key(k))) if is_suspend(&k) => suspend(term, app)?,
+            Ok(Inbox::App(msg)) => apply(app, msg, ports),
+            Ok(Inbox::Engine) => {
+                for e in ports.engine.take() {
+                    apply(app, Msg::Engine(e), ports);
                 }
             }
             Err(RecvTimeoutError::Timeout) => {}
@@ -185,6 +182,16 @@ fn event_loop(app: &mut App, term: &mut Screen, ports: &Ports<'_>) -> Result<Opt
         if frames.due(Instant::now()) {
             draw_frame(app, term, &mut view)?;
         }
+    }
+}
+
+/// One message into the app; its commands to the engine, its saves to the saver.
+fn apply(app: &mut App, msg: Msg, ports: &Ports<'_>) {
+    for c in app.update(msg) {
+        ports.control.send(c);
+    }
+    for job in app.take_saves() {
+        let _ = ports.saves.send(job);
     }
 }
 
@@ -215,7 +222,7 @@ fn io(e: std::io::Error) -> Error {
 }
 
 /// Reads terminal events on a thread of their own into the inbox.
-fn spawn_input(tx: Sender<Msg>) {
+fn spawn_input(tx: Sender<Inbox>) {
     std::thread::spawn(move || {
         while let Ok(ev) = crossterm::event::read() {
             let msg = match ev {
@@ -225,7 +232,7 @@ fn spawn_input(tx: Sender<Msg>) {
                 TermEvent::Resize(w, h) => Msg::Resize(w, h),
                 _ => continue,
             };
-            if tx.send(msg).is_err() {
+            if tx.send(Inbox::App(msg)).is_err() {
                 break;
             }
         }
