@@ -35,6 +35,9 @@ pub struct ImportArgs {
     file: PathBuf,
 }
 
+/// Most bytes of a file to import.
+const IMPORT_LIMIT: u64 = 1 << 30;
+
 fn chats_dir() -> anyhow::Result<PathBuf> {
     Ok(demo::data_dir()?.join("chats"))
 }
@@ -71,7 +74,7 @@ pub fn export(args: ExportArgs, raw: bool) -> anyhow::Result<()> {
             write_new(&p, text.as_bytes(), args.force).map_err(|e| refused(&p, e))?;
             errln!(
                 "exported \"{}\" to {}",
-                super::printable(&newest.title, false),
+                export::short(&newest.title),
                 p.display()
             );
         }
@@ -110,10 +113,16 @@ fn newest(dir: &Path, chats: Vec<(String, SavedChat)>) -> Option<SavedChat> {
 
 /// Runs `import`.
 pub fn import(args: ImportArgs) -> anyhow::Result<()> {
-    let text = std::fs::read_to_string(&args.file)
+    // ChatGPT's exports run to hundreds of MB; more than this is not a chat archive.
+    let bytes = gemma_files::read_limited(&args.file, IMPORT_LIMIT)
         .with_context(|| format!("reading {}", args.file.display()))?;
-    let chats =
+    let text = String::from_utf8(bytes)
+        .map_err(|_| anyhow::anyhow!("{} is not UTF-8 text", args.file.display()))?;
+    let export::Imported { chats, notes } =
         export::import(&text).map_err(|why| anyhow::anyhow!("{}: {why}", args.file.display()))?;
+    for n in &notes {
+        errln!("note: {n}");
+    }
     let data = demo::data_dir()?;
     // Not while gemma-chat runs on this data dir: it would overwrite the chat list on quit.
     let _lock = DirLock::acquire(&data)?;
@@ -134,7 +143,7 @@ pub fn import(args: ImportArgs) -> anyhow::Result<()> {
         chats
             .iter()
             .take(5)
-            .map(|c| format!("\"{}\"", c.title))
+            .map(|c| format!("{:?}", export::short(&c.title)))
             .collect::<Vec<_>>()
             .join(", ")
     );

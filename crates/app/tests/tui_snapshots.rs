@@ -310,8 +310,20 @@ fn stop_close_confirm_regenerate_and_quit() {
     assert!(app.update(ctrl('w')).is_empty());
     assert_eq!(app.overlay, Overlay::ConfirmClose(tab));
     insta::assert_snapshot!(draw(&mut app, 60, 10).backend());
+    app.take_saves();
     let cmds = app.update(key(KeyCode::Char('y')));
     assert!(cmds.contains(&Command::CloseTab { tab }));
+    // The tab is written as it stands before it is archived (its turn never saved it).
+    use gemma_app::chats::SaveJob;
+    let saves = app.take_saves();
+    let wrote = saves
+        .iter()
+        .position(|j| matches!(j, SaveJob::Write(_, c) if !c.messages.is_empty()));
+    let archived = saves.iter().position(|j| matches!(j, SaveJob::Archive(_)));
+    assert!(
+        matches!((wrote, archived), (Some(w), Some(a)) if w < a),
+        "{saves:?}"
+    );
     assert_eq!(app.tabs.len(), 1, "a fresh tab replaces the last one");
     // Regenerate on an answered tab.
     let tab = send(&mut app, "Hi");

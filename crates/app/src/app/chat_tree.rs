@@ -101,22 +101,21 @@ pub fn saved_tree(t: &Tab) -> SavedChat {
     }
 }
 
-/// The path and branches of a saved chat. Messages without ids (version 2) are numbered in
-/// order; when the ids do not make a tree (repeated, or a branch hanging from nothing), the
-/// path alone is kept, numbered afresh.
+/// Largest message id taken as it is: ids are counted up from 1, so anything near 2^64 is a
+/// crafted file (and the next id would wrap).
+const MAX_ID: u64 = 1 << 48;
+
+/// The path and branches of a saved chat. Nothing is dropped: messages without ids (version 2),
+/// repeated ids or ids beyond [`MAX_ID`] are numbered afresh in order (a branch keeps hanging
+/// from the first message that had its parent's id), and a branch that hangs from no message
+/// of the tree (or from itself) hangs from the start.
 pub fn tree(path: Vec<SavedMessage>, branches: Vec<SavedBranch>) -> (Vec<Message>, Vec<Branch>) {
     let mut seen = HashSet::new();
-    let unique = path
+    let sound = path
         .iter()
         .chain(branches.iter().flat_map(|b| &b.messages))
-        .all(|m| m.id != 0 && seen.insert(m.id));
+        .all(|m| (1..=MAX_ID).contains(&m.id) && seen.insert(m.id));
     let mut messages: Vec<Message> = path.into_iter().map(message).collect();
-    if !unique {
-        for (i, m) in messages.iter_mut().enumerate() {
-            m.id = i as u64 + 1;
-        }
-        return (messages, Vec::new());
-    }
     let mut branches: Vec<Branch> = branches
         .into_iter()
         .filter(|b| !b.messages.is_empty())
@@ -125,21 +124,53 @@ pub fn tree(path: Vec<SavedMessage>, branches: Vec<SavedBranch>) -> (Vec<Message
             messages: b.messages.into_iter().map(message).collect(),
         })
         .collect();
-    // A branch must hang from a message of the tree (or the start); drop those that do not, in
-    // rounds, since one may hang from another that goes.
+    if !sound {
+        renumber(&mut messages, &mut branches);
+    }
+    // Reachable from the start: the path, then each branch whose parent is reachable.
+    let mut reached: HashSet<u64> = messages.iter().map(|m| m.id).collect();
+    reached.insert(0);
+    let mut hung = vec![false; branches.len()];
     loop {
-        let ids: HashSet<u64> = messages
-            .iter()
-            .chain(branches.iter().flat_map(|b| &b.messages))
-            .map(|m| m.id)
-            .collect();
-        let before = branches.len();
-        branches.retain(|b| b.parent == 0 || ids.contains(&b.parent));
-        if branches.len() == before {
+        let mut grew = false;
+        for (b, done) in branches.iter().zip(hung.iter_mut()) {
+            if !*done && reached.contains(&b.parent) {
+                *done = true;
+                grew = true;
+                reached.extend(b.messages.iter().map(|m| m.id));
+            }
+        }
+        if !grew {
             break;
         }
     }
+    for (b, done) in branches.iter_mut().zip(hung) {
+        if !done {
+            b.parent = 0;
+        }
+    }
     (messages, branches)
+}
+
+/// Numbers every message afresh (the path first); each branch's parent follows the first
+/// message that had its id.
+fn renumber(messages: &mut [Message], branches: &mut [Branch]) {
+    let mut new_id = std::collections::HashMap::new();
+    let mut next = 0;
+    let all = messages
+        .iter_mut()
+        .chain(branches.iter_mut().flat_map(|b| b.messages.iter_mut()));
+    for m in all {
+        next += 1;
+        new_id.entry(m.id).or_insert(next);
+        m.id = next;
+    }
+    for b in branches {
+        b.parent = match b.parent {
+            0 => 0,
+            p => new_id.get(&p).copied().unwrap_or(0),
+        };
+    }
 }
 
 #[cfg(test)]
@@ -189,7 +220,8 @@ mod tests {
         assert_eq!(branches.len(), 1);
         assert_eq!(branches[0].parent, t.branches[0].parent);
         assert_eq!(key(&branches[0].messages), key(&t.branches[0].messages));
-        // Repeated ids: the path alone, numbered afresh; a branch from nowhere is dropped.
+        // Repeated ids: numbered afresh, the branch kept where it hung; a branch from nowhere
+        // (or from itself) hangs from the start.
         let (path, branches) = tree(
             vec![msg(5, None, "user", "a"), msg(5, Some(5), "model", "A")],
             vec![SavedBranch {
@@ -198,14 +230,40 @@ mod tests {
             }],
         );
         assert_eq!(path.iter().map(|m| m.id).collect::<Vec<_>>(), [1, 2]);
-        assert!(branches.is_empty());
+        assert_eq!(branches.len(), 1);
+        assert_eq!((branches[0].parent, branches[0].messages[0].id), (1, 3));
         let (_, branches) = tree(
             vec![msg(1, None, "user", "a")],
+            vec![
+                SavedBranch {
+                    parent: 9,
+                    messages: vec![msg(2, Some(9), "model", "B")],
+                },
+                SavedBranch {
+                    parent: 3,
+                    messages: vec![msg(3, Some(3), "model", "C")],
+                },
+            ],
+        );
+        assert_eq!(
+            branches.iter().map(|b| b.parent).collect::<Vec<_>>(),
+            [0, 0]
+        );
+    }
+
+    #[test]
+    fn ids_near_the_top_are_numbered_afresh() {
+        let (path, branches) = tree(
+            vec![
+                msg(u64::MAX - 1, None, "user", "a"),
+                msg(u64::MAX, Some(u64::MAX - 1), "model", "A"),
+            ],
             vec![SavedBranch {
-                parent: 9,
-                messages: vec![msg(2, Some(9), "model", "B")],
+                parent: u64::MAX - 1,
+                messages: vec![msg(7, Some(u64::MAX - 1), "model", "B")],
             }],
         );
-        assert!(branches.is_empty(), "hangs from no message");
+        assert_eq!(path.iter().map(|m| m.id).collect::<Vec<_>>(), [1, 2]);
+        assert_eq!((branches[0].parent, branches[0].messages[0].id), (1, 3));
     }
 }

@@ -39,7 +39,12 @@ impl App {
         if let Some(i) = self.tabs.iter().position(|t| t.id == id) {
             let uid = self.tabs[i].uid.clone();
             if !self.tabs[i].messages.is_empty() {
-                self.closed.push((uid.clone(), self.saved(i)));
+                let chat = self.saved(i);
+                // Written before it is archived: a tab closed mid-turn (its file is from before
+                // the turn, or there is none yet) goes to closed/ as it stands.
+                let job = crate::chats::SaveJob::Write(uid.clone(), Box::new(chat.clone()));
+                self.saves.push(job);
+                self.closed.push((uid.clone(), chat));
             }
             self.saves.push(crate::chats::SaveJob::Archive(uid));
         }

@@ -1,7 +1,8 @@
 //! ChatGPT's `conversations.json` as gemma-chat chats ([`chatgpt`]): each conversation's whole
 //! tree of messages (an edited message and a regenerated answer become versions ‹n/m›, numbered
-//! in the order they were written), shown on the branch it was left on (`current_node`); tool,
-//! hidden and empty messages are left out, their children kept.
+//! in the order they were written), shown on the branch it was left on (`current_node`, else its
+//! last leaf); tool, hidden and empty messages are left out, their children kept, and a note
+//! says how many and what else was not as the file says.
 
 use std::collections::{HashMap, HashSet};
 
@@ -9,13 +10,25 @@ use serde_json::{Map, Value};
 
 use super::{SavedBranch, SavedChat, SavedMessage, VERSION};
 
-/// One ChatGPT conversation.
-pub(super) fn chatgpt(c: &Value) -> Result<SavedChat, String> {
+/// One ChatGPT conversation, and notes on what of it was left out or changed.
+pub(super) fn chatgpt(c: &Value) -> Result<(SavedChat, Vec<String>), String> {
     let mapping = c
         .get("mapping")
         .and_then(Value::as_object)
         .ok_or("a ChatGPT conversation without its mapping")?;
-    let on_path = path(mapping, c.get("current_node").and_then(Value::as_str))?;
+    let mut notes = Vec::new();
+    let current = c.get("current_node").and_then(Value::as_str);
+    let current = match current {
+        Some(k) if !mapping.contains_key(k) => {
+            notes.push(format!(
+                "its current message ({:?}) is not among its messages: shown on its last branch",
+                crate::chats::export::short(k)
+            ));
+            None
+        }
+        other => other,
+    };
+    let on_path = path(mapping, current)?;
     // Every message of the tree, parents first and siblings in the order they were written,
     // each with its nearest kept ancestor (0: none).
     let mut children: HashMap<&str, Vec<&str>> = HashMap::new();
@@ -42,13 +55,18 @@ pub(super) fn chatgpt(c: &Value) -> Result<SavedChat, String> {
     let mut nodes: Vec<(&str, u64, SavedMessage)> = Vec::new();
     let mut stack: Vec<(&str, u64)> = roots.iter().rev().map(|k| (*k, 0)).collect();
     let mut seen = HashSet::new();
+    let mut left_out = 0;
     while let Some((key, parent)) = stack.pop() {
         if !seen.insert(key) {
             continue;
         }
         let first = nodes.is_empty() && on_path.contains(key);
         let mut carried = parent;
-        if let Some(mut m) = message(&mapping[key], first) {
+        let kept = message(&mapping[key], first);
+        if kept.is_none() && mapping[key].get("message").is_some_and(|m| !m.is_null()) {
+            left_out += 1;
+        }
+        if let Some(mut m) = kept {
             m.id = nodes.len() as u64 + 1;
             m.parent = (parent != 0 && m.role != "system").then_some(parent);
             if m.role != "system" {
@@ -60,10 +78,16 @@ pub(super) fn chatgpt(c: &Value) -> Result<SavedChat, String> {
             stack.extend(kids.iter().rev().map(|k| (*k, carried)));
         }
     }
+    if left_out > 0 {
+        notes.push(format!(
+            "{left_out} tool, hidden, system or empty message{} left out",
+            if left_out == 1 { "" } else { "s" }
+        ));
+    }
     let (messages, rest): (Vec<_>, Vec<_>) =
         nodes.into_iter().partition(|(k, _, _)| on_path.contains(k));
     let messages = messages.into_iter().map(|(_, _, m)| m).collect();
-    Ok(SavedChat {
+    let chat = SavedChat {
         version: VERSION,
         title: c
             .get("title")
@@ -75,7 +99,8 @@ pub(super) fn chatgpt(c: &Value) -> Result<SavedChat, String> {
         messages,
         branches: chains(rest.into_iter().map(|(_, _, m)| m).collect()),
         ..SavedChat::default()
-    })
+    };
+    Ok((chat, notes))
 }
 
 /// The keys from the root to `current` (or, without one, to the last leaf in the file).

@@ -105,34 +105,60 @@ pub fn file_stem(chat: &SavedChat) -> String {
     if stem.is_empty() { "chat".into() } else { stem }
 }
 
-/// The chats in `text`: our JSON (one chat, or a list of them) or ChatGPT's
-/// `conversations.json` (a list of conversations, each a tree shown on its current branch).
-pub fn import(text: &str) -> Result<Vec<SavedChat>, String> {
+/// What an import brought: the chats, and a line for each thing left out or changed.
+#[derive(Debug, Default)]
+pub struct Imported {
+    /// The chats, in the file's order.
+    pub chats: Vec<SavedChat>,
+    /// What was left out or changed, and why, one line each (naming the chat).
+    pub notes: Vec<String>,
+}
+
+/// At most 60 characters of `s` on one line, for messages.
+pub fn short(s: &str) -> String {
+    let line = gemma_protocol::text::one_line(s);
+    let mut out: String = line.chars().take(60).collect();
+    if line.chars().count() > 60 {
+        out.push('…');
+    }
+    out
+}
+
+/// Reads chats from `text`: a gemma-chat JSON export (one chat or a list) or ChatGPT's
+/// `conversations.json`. A chat with no message is left out with a note.
+pub fn import(text: &str) -> Result<Imported, String> {
     let v: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
     let items: Vec<&Value> = match &v {
         Value::Array(a) => a.iter().collect(),
         other => vec![other],
     };
-    let mut chats = Vec::new();
+    let mut out = Imported::default();
     for (i, item) in items.iter().enumerate() {
-        let chat = if item.get("mapping").is_some() {
+        let (chat, notes) = if item.get("mapping").is_some() {
             chatgpt(item)
         } else {
             serde_json::from_value::<SavedChat>((*item).clone())
+                .map(|c| (c, Vec::new()))
                 .map_err(|e| format!("chat {}: not a gemma-chat or ChatGPT chat ({e})", i + 1))
         }?;
-        if !chat.messages.is_empty() {
-            chats.push(SavedChat {
-                version: VERSION,
-                order: 1_000 + chats.len(),
-                ..chat
-            });
+        let name = format!("chat {} ({:?})", i + 1, short(&chat.title));
+        out.notes
+            .extend(notes.into_iter().map(|n| format!("{name}: {n}")));
+        if chat.messages.is_empty() {
+            out.notes
+                .push(format!("{name}: no user or model message on it; left out"));
+            continue;
         }
+        out.chats.push(SavedChat {
+            version: VERSION,
+            order: 1_000 + out.chats.len(),
+            ..chat
+        });
     }
-    if chats.is_empty() {
+    if out.chats.is_empty() {
         return Err("no chat with messages in it".into());
     }
-    Ok(chats)
+    Ok(out)
 }
 
 #[cfg(test)]

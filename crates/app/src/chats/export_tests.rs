@@ -44,13 +44,13 @@ fn markdown_keeps_code_blocks_and_folds_thoughts() {
 #[test]
 fn json_round_trips_through_import() {
     let text = export(&chat(), Format::Json);
-    let back = import(&text).expect("imports");
+    let back = import(&text).expect("imports").chats;
     assert_eq!(back.len(), 1);
     assert_eq!(back[0].messages, chat().messages);
     assert_eq!(back[0].title, chat().title);
     // A list of chats too.
     let two = format!("[{text},{text}]");
-    assert_eq!(import(&two).expect("imports").len(), 2);
+    assert_eq!(import(&two).expect("imports").chats.len(), 2);
 }
 
 #[test]
@@ -76,7 +76,7 @@ fn chatgpt_exports_come_as_trees_on_the_current_branch() {
                    "message": {"author": {"role": "assistant"}, "content": {"content_type": "text", "parts": ["Rayleigh scattering."]}}}
         }
     }]"#;
-    let chats = import(text).expect("imports");
+    let chats = import(text).expect("imports").chats;
     assert_eq!(chats.len(), 1);
     assert_eq!(chats[0].title, "Sky");
     let shape = |ms: &[SavedMessage]| -> Vec<(u64, Option<u64>, String, String)> {
@@ -134,7 +134,7 @@ fn chatgpt_versions_follow_the_order_they_were_written() {
         r#"[{{"title": "Hi", "current_node": "b", "mapping": {{{}}}}}]"#,
         nodes.join(",")
     );
-    let chat = &import(&text).expect("imports")[0];
+    let chat = &import(&text).expect("imports").chats[0];
     let (path, branches) =
         crate::app::chat_tree::tree(chat.messages.clone(), chat.branches.clone());
     let mut t = crate::app::tab::Tab::new(1, "t".into(), false);
@@ -165,4 +165,35 @@ fn bad_imports_say_why() {
     let looping = r#"[{"title": "x", "current_node": "a", "mapping": {
         "a": {"parent": "b", "message": null}, "b": {"parent": "a", "message": null}}}]"#;
     assert!(import(looping).expect_err("loop").contains("loop"));
+}
+
+/// What an import leaves out or changes is said, a line a thing, naming the chat: a current
+/// message that is not there (the chat is shown on its last branch, not dropped), tool messages,
+/// a chat with nothing in it.
+#[test]
+fn an_import_says_what_it_left_out() {
+    let text = r#"[
+        {"title": "Lost \u001b[2J", "current_node": "nowhere", "mapping": {
+            "a": {"parent": null, "message": {"author": {"role": "user"}, "content": {"parts": ["Hi"]}}},
+            "t": {"parent": "a", "message": {"author": {"role": "tool"}, "content": {"parts": ["{}"]}}},
+            "b": {"parent": "t", "message": {"author": {"role": "assistant"}, "content": {"parts": ["Hello"]}}}}},
+        {"title": "Empty", "mapping": {"x": {"parent": null, "message": null}}}
+    ]"#;
+    let got = import(text).expect("imports");
+    assert_eq!(got.chats.len(), 1);
+    let texts: Vec<&str> = got.chats[0]
+        .messages
+        .iter()
+        .map(|m| m.text.as_str())
+        .collect();
+    assert_eq!(texts, ["Hi", "Hello"]);
+    assert_eq!(
+        got.notes,
+        [
+            "chat 1 (\"Lost [2J\"): its current message (\"nowhere\") is not among its messages: \
+             shown on its last branch",
+            "chat 1 (\"Lost [2J\"): 1 tool, hidden, system or empty message left out",
+            "chat 2 (\"Empty\"): no user or model message on it; left out",
+        ]
+    );
 }
