@@ -436,3 +436,46 @@ fn turn_with_fallback(h: &EngineHandle, tab: TabId, text: &str) {
         }
     }
 }
+
+/// A transcript longer than the model's context can hold (the tiny fixture: 512 tokens, so
+/// room for 64 exchanges) is refused before any of it is rendered, with what to do, and the
+/// engine goes on serving the tab.
+#[test]
+fn a_transcript_longer_than_the_context_is_refused_unrendered() {
+    let m = fixture("gemma4_e2b_style", None);
+    let d = m.path();
+    let h = engine(d);
+    let history: Vec<Exchange> = (0..10_000)
+        .map(|i| Exchange {
+            user: format!("question {i}"),
+            answer: format!("answer {i}"),
+        })
+        .collect();
+    h.send(Command::Attach {
+        tab: 1,
+        chat: chat(1),
+        history,
+        legacy: None,
+    });
+    let error = loop {
+        match h
+            .events
+            .recv_timeout(Duration::from_secs(60))
+            .expect("event")
+        {
+            Event::Failed { tab: 1, error } => break error,
+            Event::Committed { tab: 1, tokens } => panic!("attached {tokens} tokens"),
+            _ => {}
+        }
+    };
+    assert!(
+        error.contains("10000 exchanges") && error.contains("context of 512 tokens"),
+        "{error}"
+    );
+    let t = turn(&h, d, 1, "Hi");
+    assert_eq!(
+        t.reuse,
+        Reuse::New,
+        "the next turn starts the conversation over"
+    );
+}

@@ -7,7 +7,9 @@
 //!
 //! Targets: the GGUF reader and its model config, a safetensors checkpoint's header (the whole
 //! load, model built), `config.json`, the TOML config, chat files, chat templates (compiled and
-//! rendered), and KV snapshots (metadata and data, loaded into a session).
+//! rendered), KV snapshots (metadata and data, loaded into a session), a server's event stream
+//! (framed and parsed as the remote engine does), and imports (ChatGPT's and ours, each chat then
+//! loaded as a tab's tree).
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
@@ -210,6 +212,64 @@ fn chat_templates() {
         };
         if let Ok(t) = ChatTemplate::new(&source, "<bos>", "<eos>") {
             let _ = t.render(&messages, true, Some(false));
+        }
+    });
+}
+
+#[test]
+fn server_event_streams() {
+    use gemma_engine::remote::{sse::Framer, wire};
+    let seed = b": ping\n\ndata: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\",\
+        \"reasoning_content\":\"hm\"},\"finish_reason\":null}]}\n\ndata: {\"choices\":[],\
+        \"usage\":{\"prompt_tokens\":30,\"completion_tokens\":4,\"prompt_tokens_details\":\
+        {\"cached_tokens\":20}},\"timings\":{\"cache_n\":20,\"prompt_per_second\":100.5}}\r\n\r\n\
+        data: {\"prompt_progress\":{\"total\":10,\"cache\":2,\"processed\":5}}\r\r\
+        data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"length\"}]}\n\n\
+        data: {\"error\":{\"message\":\"x\"}}\n\ndata: [DONE]\n\n"
+        .to_vec();
+    fuzz("server event streams", &[seed], usize::MAX, |bytes| {
+        // In pieces, as a network delivers them, with a small line limit to reach it.
+        let mut f = Framer::new(256);
+        for chunk in bytes.chunks(7) {
+            let (events, error) = f.push(chunk);
+            for e in events {
+                let _ = wire::parse(&e);
+            }
+            if error.is_some() {
+                return;
+            }
+        }
+        if let Ok(Some(e)) = f.finish() {
+            let _ = wire::parse(&e);
+        }
+    });
+}
+
+#[test]
+fn imports() {
+    use gemma_app::app::chat_tree::tree;
+    use gemma_app::chats::export::import;
+    let ours = br#"{"version":3,"order":0,"title":"t","model":"m","thinking":false,"messages":[
+        {"id":1,"role":"user","text":"a"},{"id":2,"parent":1,"role":"model","text":"A"}],
+        "branches":[{"parent":1,"messages":[{"id":3,"parent":1,"role":"model","text":"B"},
+        {"id":4,"parent":3,"role":"user","text":"c"}]}]}"#
+        .to_vec();
+    let chatgpt = br#"[{"title":"Hi","current_node":"r","mapping":{
+        "z":{"parent":null,"message":{"author":{"role":"user"},"create_time":1.0,"content":{"parts":["Hi"]}}},
+        "c":{"parent":"z","message":{"author":{"role":"assistant"},"create_time":2.0,"content":{"parts":["first"]}}},
+        "t":{"parent":"z","message":{"author":{"role":"tool"},"content":{"parts":["{}"]}}},
+        "b":{"parent":"t","message":{"author":{"role":"assistant"},"create_time":3.0,"content":{"parts":["second"]}}},
+        "q":{"parent":"c","message":{"author":{"role":"user"},"create_time":5.0,"content":{"parts":["more"]}}},
+        "r":{"parent":"q","message":{"author":{"role":"assistant"},"create_time":6.0,"content":{"parts":["sure"]}}}}}]"#
+        .to_vec();
+    fuzz("imports", &[ours, chatgpt], usize::MAX, |bytes| {
+        let Ok(text) = std::str::from_utf8(bytes) else {
+            return;
+        };
+        if let Ok(got) = import(text) {
+            for c in got.chats {
+                let _ = tree(c.messages, c.branches);
+            }
         }
     });
 }

@@ -154,3 +154,32 @@ fn config_json_geometry_no_model_has_is_refused() {
         assert!(err.contains(says), "{key}: {err}");
     }
 }
+
+/// A text over what is tokenized at once is refused before the tokenizer sees it (a 50 MB
+/// message took 8 GB in `tokenizer.json`'s tokenizer), with the size and what to do; a
+/// template source over its limit is refused uncompiled.
+#[test]
+fn oversized_text_and_templates_are_refused_unread() {
+    use gemma_model::tokenizer::template::{ChatTemplate, MAX_SOURCE, TemplateSource};
+    use gemma_model::tokenizer::{MAX_TEXT, Tokenizer};
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let tok = Tokenizer::from_file(&root.join("tests/fixtures/tiny_chat_gemma4/tokenizer.json"))
+        .expect("tokenizer");
+    let e = tok
+        .encode(&"a".repeat(MAX_TEXT + 1))
+        .expect_err("over the limit")
+        .to_string();
+    assert!(e.contains("4.0 MiB, over the 4 MiB"), "{e}");
+    assert!(!tok.encode("small").expect("encodes").is_empty());
+    let source = TemplateSource {
+        text: format!("{{# {} #}}{{{{ messages }}}}", "x".repeat(MAX_SOURCE)),
+        origin: "big.jinja".into(),
+    };
+    let e = ChatTemplate::new(&source, "<bos>", "<eos>")
+        .expect_err("over the limit")
+        .to_string();
+    assert!(
+        e.contains("big.jinja") && e.contains("was not compiled"),
+        "{e}"
+    );
+}

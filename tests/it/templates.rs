@@ -117,6 +117,9 @@ fn template_render_prints_exactly_the_render() {
         if thinking {
             args.push("--thinking");
         }
+        // Without --raw, what a terminal must not get is left out; with it, every byte.
+        let cleaned = render_cli(&args);
+        args.push("--raw");
         let out = render_cli(&args);
         assert!(
             out.status.success(),
@@ -134,6 +137,11 @@ fn template_render_prints_exactly_the_render() {
             .as_str()
             .expect("render")
             .to_string();
+        assert_eq!(
+            String::from_utf8(cleaned.stdout).expect("utf-8"),
+            gemma_engine::protocol::text::printable(&want),
+            "{tpl} / {conv}, cleaned"
+        );
         assert_eq!(
             String::from_utf8(out.stdout).expect("utf-8"),
             want,

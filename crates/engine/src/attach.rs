@@ -119,6 +119,7 @@ fn conversation(
     if history.is_empty() {
         return Ok(None);
     }
+    too_long(lm, history)?;
     let mut r = Rendered::default();
     branch::render(lm, &mut r, history, setting)?;
     let convo = SavedConvo {
@@ -128,6 +129,29 @@ fn conversation(
         header: r.header,
     };
     Ok(fits(lm, &convo).then_some((convo, Origin::Rebuilt)))
+}
+
+/// Tokens a chat turn's markers take at least (Gemma's `<start_of_turn>user\n` … `<end_of_turn>\n`,
+/// both turns of an exchange).
+const MIN_EXCHANGE_TOKENS: usize = 8;
+
+/// Refuses, before any rendering, a transcript that cannot fit this model's context: more text
+/// than is tokenized at once, or more exchanges than the context has room for. Rebuilding it
+/// turn by turn would only keep the engine (and every tab) busy to find that out.
+fn too_long(lm: &LoadedModel, history: &[Exchange]) -> Result<()> {
+    let bytes: usize = history.iter().map(|e| e.user.len() + e.answer.len()).sum();
+    let room = lm.model.config().max_position_embeddings / MIN_EXCHANGE_TOKENS;
+    if bytes > gemma_model::tokenizer::MAX_TEXT || history.len() > room {
+        return Err(Error::Invalid(format!(
+            "this chat ({} exchanges, {:.1} MiB of text) is longer than the model's context of \
+             {} tokens can hold: it is shown, but the model does not see it, and the next turn \
+             starts the conversation over",
+            history.len(),
+            bytes as f64 / (1 << 20) as f64,
+            lm.model.config().max_position_embeddings
+        )));
+    }
+    Ok(())
 }
 
 /// Whether `c` can be this model's conversation: BOS first, ids in the vocabulary, a header and

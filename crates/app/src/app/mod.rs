@@ -2,7 +2,7 @@
 //! events) goes through [`App::update`], which changes the state and returns the commands for
 //! the engine. It sees the engine only through `gemma_protocol`, and draws nothing.
 
-pub(crate) mod chat_tree;
+pub mod chat_tree;
 pub mod editor;
 mod events;
 pub mod fences;

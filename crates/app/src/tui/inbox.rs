@@ -88,19 +88,19 @@ mod tests {
                     tab: TabId::default(),
                     text,
                 })
-                .unwrap();
+                .expect("sent");
         }
         let events = EngineEvents {
             rx,
             pending: Arc::new(AtomicBool::new(true)),
             wake: wake.clone(),
         };
-        wake.send(Inbox::Engine).unwrap();
+        wake.send(Inbox::Engine).expect("sent");
         let esc = KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE);
-        wake.send(Inbox::App(Msg::Key(esc))).unwrap();
+        wake.send(Inbox::App(Msg::Key(esc))).expect("sent");
         let mut before = 0;
         loop {
-            match inbox.recv().unwrap() {
+            match inbox.recv().expect("a message") {
                 Inbox::Engine => before += events.take().len(),
                 Inbox::App(Msg::Key(k)) => {
                     assert_eq!(k, esc);

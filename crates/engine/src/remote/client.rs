@@ -383,9 +383,13 @@ impl Client {
         Ok(Answer::new(self.clone(), r, budget))
     }
 
-    /// Whether llama-server's slot `slot` is idle (`None`: the server does not say).
+    /// Whether llama-server's slot `slot` is idle (`None`: the server does not say within the
+    /// idle time-out).
     pub async fn slot_idle(&self, slot: usize) -> Option<bool> {
-        let slots = self.get_json("/slots").await.ok()?;
+        let slots = tokio::time::timeout(self.idle, self.get_json("/slots"))
+            .await
+            .ok()?
+            .ok()?;
         slots
             .as_array()?
             .iter()
@@ -397,8 +401,15 @@ impl Client {
 
     /// The server's count of a conversation's tokens (the template applied, no generation
     /// prompt), where it can count: llama-server's `/apply-template` + `/tokenize`, vLLM's
-    /// `/tokenize` with messages.
+    /// `/tokenize` with messages. A count is a courtesy: a server that does not give it within
+    /// the idle time-out gives none, and nothing waits longer.
     pub async fn count(&self, info: &ServerInfo, messages: &[Value]) -> Option<usize> {
+        tokio::time::timeout(self.idle, self.count_now(info, messages))
+            .await
+            .ok()?
+    }
+
+    async fn count_now(&self, info: &ServerInfo, messages: &[Value]) -> Option<usize> {
         match info.kind {
             ServerKind::LlamaServer => {
                 let t = self

@@ -8,7 +8,7 @@
 mod answer;
 pub mod client;
 mod serve;
-mod sse;
+pub mod sse;
 mod turn;
 pub mod wire;
 

@@ -175,8 +175,8 @@ mod tests {
     fn an_unterminated_last_event_is_kept_at_the_end() {
         let mut f = Framer::new(100);
         assert_eq!(f.push(b"data: last"), (vec![], None));
-        assert_eq!(f.finish().unwrap().as_deref(), Some("last"));
-        assert_eq!(f.finish().unwrap(), None);
+        assert_eq!(f.finish().expect("utf-8").as_deref(), Some("last"));
+        assert_eq!(f.finish().expect("utf-8"), None);
     }
 
     #[test]
