@@ -479,3 +479,47 @@ fn a_transcript_longer_than_the_context_is_refused_unrendered() {
         "the next turn starts the conversation over"
     );
 }
+
+/// A render the user stops (Esc, a closed tab, quitting) ends within a poll of the sandbox: the
+/// turn fails saying so, no layout stands in for it, and the template renders the next turn.
+#[test]
+fn a_slow_render_is_stopped_by_a_cancel() {
+    let dir = fixture("gemma4_moe", None);
+    std::fs::write(
+        dir.path().join("chat_template.jinja"),
+        "{{ bos_token }}{% if 'slow' in messages[-1].content %}{% set s = 'x' * 50000000 %}\
+         {% for i in range(100000) %}{% set t = s | upper %}{% endfor %}{% endif %}\
+         {% for m in messages %}<|turn>{{ 'model' if m.role == 'assistant' else m.role }}\n\
+         {{ m.content | trim }}<turn|>\n{% endfor %}\
+         {% if add_generation_prompt %}<|turn>model\n<|channel>thought\n<channel|>{% endif %}",
+    )
+    .expect("template");
+    let h = engine(dir.path());
+    setup(&h, 1, None, false);
+    h.send(Command::Submit {
+        tab: 1,
+        text: "slow, please".into(),
+    });
+    // The render takes minutes (its sandbox's 10 s limit would end it as a refusal); the cancel
+    // comes while it runs.
+    std::thread::sleep(Duration::from_millis(500));
+    h.send(Command::Cancel { tab: 1 });
+    let error = loop {
+        match h
+            .events
+            .recv_timeout(Duration::from_secs(120))
+            .expect("event")
+        {
+            Event::Failed { tab: 1, error } => break error,
+            Event::TemplateFallback { error, .. } => panic!("a layout stood in: {error}"),
+            Event::Finished { .. } => panic!("the render was not stopped"),
+            _ => {}
+        }
+    };
+    assert!(
+        error.contains("chat_template.jinja") && error.contains("was stopped"),
+        "{error}"
+    );
+    let t = turn(&h, dir.path(), 1, "Hi there");
+    assert_eq!(t.reuse, Reuse::New);
+}

@@ -3,12 +3,15 @@
 //! [`EngineHandle`] that sends [`Command`]s and receives [`Event`]s); [`EngineOptions`] (in
 //! `options`) are its memory limits and policies.
 
+use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender, channel};
 
 use super::convo_store::ConvoStore;
 use super::kv_store::{KvStore, fingerprint};
 use super::options::EngineOptions;
-use super::protocol::{Command, ENGINE_THREAD, EngineControl, EngineHandle, Event, ProgressUnit};
+use super::protocol::{
+    Command, ENGINE_THREAD, EngineControl, EngineHandle, Event, Interrupts, ProgressUnit,
+};
 use super::tabs::Stores;
 use super::thinking::Channels;
 use super::worker::Worker;
@@ -58,22 +61,26 @@ pub fn spawn<F>(options: EngineOptions, load: F) -> EngineHandle
 where
     F: FnOnce(&Progress) -> Result<LoadedModel> + Send + 'static,
 {
-    start(move |event_tx, command_rx| serve(options, load, event_tx, command_rx))
+    start(move |event_tx, command_rx, interrupts| {
+        serve(options, load, event_tx, command_rx, interrupts)
+    })
 }
 
 /// Starts an engine thread that runs `serve` (the local engine's or the remote one's): a panic
 /// there becomes [`Event::EngineStopped`].
 pub(super) fn start<F>(serve: F) -> EngineHandle
 where
-    F: FnOnce(Sender<Event>, Receiver<Command>) + Send + 'static,
+    F: FnOnce(Sender<Event>, Receiver<Command>, Arc<Interrupts>) + Send + 'static,
 {
     let (commands, command_rx) = channel();
     let (event_tx, events) = channel();
+    let interrupts = Arc::new(Interrupts::default());
+    let watched = interrupts.clone();
     let thread = std::thread::Builder::new()
         .name(ENGINE_THREAD.into())
         .spawn(move || {
             let tx = event_tx.clone();
-            let run = std::panic::AssertUnwindSafe(move || serve(event_tx, command_rx));
+            let run = std::panic::AssertUnwindSafe(move || serve(event_tx, command_rx, watched));
             if let Err(payload) = std::panic::catch_unwind(run) {
                 // A bug, not bad input: the UI says so and stays usable (its chats are saved).
                 let what = payload
@@ -91,14 +98,19 @@ where
         })
         .ok();
     EngineHandle {
-        control: EngineControl::new(commands, thread),
+        control: EngineControl::new(commands, thread, interrupts),
         events,
     }
 }
 
 /// The engine thread's life: load, check, serve until shutdown.
-fn serve<F>(options: EngineOptions, load: F, event_tx: Sender<Event>, command_rx: Receiver<Command>)
-where
+fn serve<F>(
+    options: EngineOptions,
+    load: F,
+    event_tx: Sender<Event>,
+    command_rx: Receiver<Command>,
+    interrupts: Arc<Interrupts>,
+) where
     F: FnOnce(&Progress) -> Result<LoadedModel>,
 {
     let progress = Progress {
@@ -151,5 +163,6 @@ where
         .clone()
         .map(|dir| ConvoStore::new(dir, fingerprint(&lm.path)));
     let stores = Stores { kv, convos };
-    Worker::new(&lm, tok, event_tx, options, context, stores, channels).run(command_rx);
+    Worker::new(&lm, tok, event_tx, options, context, stores, channels)
+        .run(command_rx, &interrupts);
 }

@@ -4,6 +4,8 @@
 //! read between steps: a cancel lands within one chunk or step, and a long prefill in one tab
 //! never freezes another. One place assembles a conversation turn: [`LoadedModel::prompt_ids`].
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, Sender, TryRecvError};
 
 use super::attach;
@@ -12,7 +14,7 @@ use super::convo_store::{ConvoStore, SavedConvo};
 use super::job::{CHUNK, Ctx, Job};
 use super::kv_store::KvStore;
 use super::options::EngineOptions;
-use super::protocol::{Command, Event, Exchange, LegacyConvo, TabId, TurnEnd};
+use super::protocol::{Command, Event, Exchange, Interrupts, LegacyConvo, TabId, TurnEnd};
 use super::reply::Reply;
 use super::tabs::{Stores, TabState, Tabs};
 use super::thinking::{self, Channels, ThinkingPolicy};
@@ -21,6 +23,7 @@ use gemma_model::checkpoint::LoadedModel;
 use gemma_model::error::{Error, Result};
 use gemma_model::tokenizer::Tokenizer;
 use gemma_model::tokenizer::template::TemplateError;
+use gemma_model::tokenizer::template::sandbox::Interrupt;
 
 mod paths;
 
@@ -44,6 +47,8 @@ pub(super) struct Worker<'a> {
     context: usize,
     /// The checkpoint's chat template failed and the user was told.
     template_warned: bool,
+    /// The tab whose turn the chat template renders now (for its interrupt).
+    rendering: Arc<AtomicU64>,
 }
 
 impl<'a> Worker<'a> {
@@ -69,10 +74,17 @@ impl<'a> Worker<'a> {
             convos: stores.convos,
             context,
             template_warned: false,
+            rendering: Arc::default(),
         }
     }
 
-    pub fn run(mut self, commands: Receiver<Command>) {
+    /// Serves `commands` until shutdown; a render of the chat template for a tab whose stop is
+    /// raised in `interrupts` is cut short.
+    pub fn run(mut self, commands: Receiver<Command>, interrupts: &Arc<Interrupts>) {
+        let (watch, rendering) = (interrupts.clone(), self.rendering.clone());
+        self.lm.chat.set_interrupt(Some(Interrupt(Arc::new(move || {
+            watch.raised(rendering.load(Ordering::SeqCst))
+        }))));
         loop {
             let busy = self.tabs.busy();
             let first = if busy {
@@ -95,7 +107,12 @@ impl<'a> Worker<'a> {
                     }
                     return;
                 }
+                let stop = matches!(c, Command::Cancel { .. } | Command::CloseTab { .. })
+                    .then(|| c.clone());
                 self.command(c);
+                if let Some(stop) = stop {
+                    interrupts.lower(&stop);
+                }
                 next = commands.try_recv().ok();
             }
             self.step();
@@ -256,6 +273,7 @@ impl<'a> Worker<'a> {
 
     fn submit(&mut self, tab: TabId, text: &str) -> Result<()> {
         let lm = self.lm;
+        self.rendering.store(tab, Ordering::SeqCst);
         let t = self.idle_tab(tab)?;
         // A changed header rewinds the session to it, and the turn says so.
         let turn = lm.user_turn(

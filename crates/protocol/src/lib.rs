@@ -10,6 +10,6 @@ pub mod messages;
 pub mod sampling;
 pub mod text;
 
-pub use handle::{ENGINE_THREAD, EngineControl, EngineHandle};
+pub use handle::{ENGINE_THREAD, EngineControl, EngineHandle, Interrupts};
 pub use messages::*;
 pub use sampling::{SamplingLayer, SamplingParams};

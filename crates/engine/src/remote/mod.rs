@@ -43,7 +43,8 @@ pub struct RemoteOptions {
 
 /// Starts the remote engine's thread.
 pub fn spawn_remote(options: RemoteOptions) -> EngineHandle {
-    start(move |events, commands| {
+    // A remote turn is a task of its own: a cancel reaches it through the command queue.
+    start(move |events, commands, _interrupts| {
         let runtime = match tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

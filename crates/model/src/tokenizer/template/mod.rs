@@ -123,6 +123,17 @@ impl ChatTemplate {
         })
     }
 
+    /// What stops this template's renders from now on: asked every 50 ms while one runs (the
+    /// built-in layouts render in-process, in microseconds, and are not stopped).
+    pub fn set_interrupt(&self, interrupt: Option<sandbox::Interrupt>) {
+        self.sandbox.set_interrupt(interrupt);
+    }
+
+    /// Whether a render of this template should stop now.
+    pub fn interrupted(&self) -> bool {
+        self.sandbox.interrupted()
+    }
+
     /// Makes the sandbox's helper process now, while the process is small; the first render
     /// makes it otherwise.
     pub fn start_sandbox(&self) {

@@ -19,12 +19,23 @@ pub const TIME: Duration = Duration::from_secs(10);
 /// What renders a request in the helper: the request's bytes in, the text or the error out.
 pub type Render<'a> = &'a dyn Fn(&[u8]) -> Result<String, TemplateError>;
 
+/// Asked while a render runs: true stops it (the user cancelled the turn, closed the tab, quit).
+#[derive(Clone)]
+pub struct Interrupt(pub std::sync::Arc<dyn Fn() -> bool + Send + Sync>);
+
+impl std::fmt::Debug for Interrupt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Interrupt")
+    }
+}
+
 /// One template's helper process, made on first use (or by [`Sandbox::start`]) and again after
-/// one died.
+/// one died; and what stops a render it runs.
 #[derive(Debug, Default)]
 pub struct Sandbox {
     #[cfg(unix)]
     helper: std::sync::Mutex<Option<unix::Helper>>,
+    interrupt: std::sync::Mutex<Option<Interrupt>>,
 }
 
 impl Sandbox {
@@ -42,6 +53,21 @@ impl Sandbox {
         let _ = render;
     }
 
+    /// What stops a render from now on (`None`: nothing but the time limit).
+    pub fn set_interrupt(&self, interrupt: Option<Interrupt>) {
+        *self.interrupt.lock().unwrap_or_else(|p| p.into_inner()) = interrupt;
+    }
+
+    /// Whether the render running now should stop.
+    pub fn interrupted(&self) -> bool {
+        let i = self
+            .interrupt
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        i.is_some_and(|i| (i.0)())
+    }
+
     /// Renders `request` with `render` in the helper; `origin` names the template in errors.
     pub fn run(
         &self,
@@ -52,7 +78,8 @@ impl Sandbox {
         #[cfg(unix)]
         {
             let mut helper = self.helper.lock().unwrap_or_else(|p| p.into_inner());
-            unix::run(&mut helper, request, render).map_err(|mut e| {
+            let stop = || self.interrupted();
+            unix::run(&mut helper, request, render, &stop).map_err(|mut e| {
                 e.origin = origin.to_string();
                 e
             })
@@ -208,6 +235,7 @@ mod unix {
         slot: &mut Option<Helper>,
         request: &[u8],
         render: Render,
+        stop: &dyn Fn() -> bool,
     ) -> Result<String, TemplateError> {
         let fault = |what: String| TemplateError {
             origin: String::new(),
@@ -232,13 +260,22 @@ mod unix {
                 *slot = None;
                 continue;
             }
-            let (bytes, timed_out) = collect(&mut helper.from);
-            if let Some(answer) = bytes.get(8..).filter(|a| !timed_out && answered(&bytes, a)) {
+            let (bytes, end) = collect(&mut helper.from, stop);
+            if let Some(answer) = bytes
+                .get(8..)
+                .filter(|a| end == End::Done && answered(&bytes, a))
+            {
                 return decode(answer);
             }
-            // It died or ran out of time during this render: that is the template's doing.
+            // Stopped, dead or out of time during this render: the helper goes with it.
             *slot = None;
-            return Err(fault(death(&bytes, timed_out)));
+            if end == End::Stopped {
+                return Err(TemplateError {
+                    limit: false,
+                    ..fault("was stopped before it finished: the turn was cancelled".into())
+                });
+            }
+            return Err(fault(death(&bytes, end == End::TimedOut)));
         }
         Err(fault(
             "could not be isolated: its helper keeps dying".into(),
@@ -251,8 +288,22 @@ mod unix {
         len == answer.len() as u64 && matches!(answer.first(), Some(&OK) | Some(&ERR))
     }
 
-    /// The helper's bytes until a whole answer, its end, or the time limit.
-    fn collect(from: &mut File) -> (Vec<u8>, bool) {
+    /// How a wait for the helper's answer ended.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum End {
+        /// An answer, or the helper's end.
+        Done,
+        /// The time limit.
+        TimedOut,
+        /// `stop` said so.
+        Stopped,
+    }
+
+    /// How often `stop` is asked while a render runs.
+    const STOP_POLL: std::time::Duration = std::time::Duration::from_millis(50);
+
+    /// The helper's bytes until a whole answer, its end, the time limit, or `stop`.
+    fn collect(from: &mut File, stop: &dyn Fn() -> bool) -> (Vec<u8>, End) {
         let deadline = Instant::now() + TIME;
         let mut bytes = Vec::new();
         let mut buf = vec![0u8; 1 << 16];
@@ -262,15 +313,20 @@ mod unix {
             if bytes.len() >= 8 {
                 let len = u64::from_le_bytes(bytes[..8].try_into().unwrap_or([0xff; 8]));
                 if len <= MAX_MESSAGE && bytes.len() as u64 >= 8 + len {
-                    return (bytes, false);
+                    return (bytes, End::Done);
                 }
                 if len > MAX_MESSAGE && bytes.len() > 1 << 16 {
-                    return (bytes, false);
+                    return (bytes, End::Done);
                 }
             }
-            let left = deadline.saturating_duration_since(Instant::now());
+            if stop() {
+                return (bytes, End::Stopped);
+            }
+            let left = deadline
+                .saturating_duration_since(Instant::now())
+                .min(STOP_POLL);
             if left.is_zero() {
-                return (bytes, true);
+                return (bytes, End::TimedOut);
             }
             let mut poll = libc::pollfd {
                 fd: from.as_raw_fd(),
@@ -284,10 +340,10 @@ mod unix {
                 continue;
             }
             match from.read(&mut buf) {
-                Ok(0) => return (bytes, false),
+                Ok(0) => return (bytes, End::Done),
                 Ok(n) => bytes.extend_from_slice(&buf[..n]),
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(_) => return (bytes, false),
+                Err(_) => return (bytes, End::Done),
             }
         }
     }

@@ -173,6 +173,8 @@ impl ChatFormat {
             (Some(_), Some(e)) => Some(e.clone()),
             (Some(Ok(t)), None) => match self.timed(t, || t.next_turn(c, user)) {
                 Ok(turn) => return Ok((turn, None)),
+                // Stopped by the user: the turn ends here, no layout stands in.
+                Err(e) if t.interrupted() => return Err(e),
                 Err(e) => {
                     if e.limit {
                         let _ = self.refused.set(e.clone());
@@ -215,6 +217,14 @@ impl ChatFormat {
             });
         }
         out
+    }
+
+    /// What stops a render of the checkpoint's template from now on (see
+    /// [`ChatTemplate::set_interrupt`]).
+    pub fn set_interrupt(&self, interrupt: Option<super::sandbox::Interrupt>) {
+        if let Some(Ok(t)) = &self.own {
+            t.set_interrupt(interrupt);
+        }
     }
 
     /// The note on a slow render since the last call, if there was one.
