@@ -8,13 +8,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, Sender, TryRecvError};
 
-use super::attach;
 use super::branch::Held;
-use super::convo_store::{ConvoStore, SavedConvo};
+use super::convo_store::ConvoStore;
 use super::job::{CHUNK, Ctx, Job};
 use super::kv_store::KvStore;
 use super::options::EngineOptions;
-use super::protocol::{Command, Event, Exchange, Interrupts, LegacyConvo, TabId, TurnEnd};
+use super::protocol::{Command, Event, Interrupts, TabId, TurnEnd};
 use super::reply::Reply;
 use super::tabs::{Stores, TabState, Tabs};
 use super::thinking::{self, Channels, ThinkingPolicy};
@@ -214,61 +213,6 @@ impl<'a> Worker<'a> {
             ));
         }
         Ok(t)
-    }
-
-    /// Ties `tab` to `chat` and brings its conversation back (see [`attach::attach`]).
-    fn attach(
-        &mut self,
-        tab: TabId,
-        chat: String,
-        history: Vec<Exchange>,
-        legacy: Option<LegacyConvo>,
-    ) -> Result<()> {
-        let (lm, end_ids) = (self.lm, self.end_ids.clone());
-        let stores = Stores {
-            kv: self.kv.clone(),
-            convos: self.convos.clone(),
-        };
-        let t = self.idle_tab(tab)?;
-        let request = attach::Request {
-            chat,
-            history,
-            legacy,
-        };
-        let Some(origin) = attach::attach(t, lm, &end_ids, &stores, request)? else {
-            return Ok(());
-        };
-        if origin != attach::Origin::Saved {
-            self.save_convo(tab);
-        }
-        let tokens = self.tabs.get_mut(tab).map_or(0, |t| t.convo.len());
-        self.emit(Event::Committed { tab, tokens });
-        self.report_tiers();
-        Ok(())
-    }
-
-    /// Saves the tab's conversation with its chat, when it is attached to one; a failure is
-    /// told, and the conversation stays in memory.
-    fn save_convo(&mut self, tab: TabId) {
-        let Some(store) = self.convos.clone() else {
-            return;
-        };
-        let Some(t) = self.tabs.get_mut(tab) else {
-            return;
-        };
-        let Some(chat) = t.chat.clone() else { return };
-        let convo = SavedConvo {
-            ids: t.convo.clone(),
-            header: t.header.len(),
-            last_answer: t.last_answer,
-            exchanges: t.held.as_deref().map(attach::spans).unwrap_or_default(),
-        };
-        if let Err(e) = store.save(&chat, &convo) {
-            self.emit(Event::Failed {
-                tab,
-                error: format!("the conversation could not be saved: {e}"),
-            });
-        }
     }
 
     fn submit(&mut self, tab: TabId, text: &str) -> Result<()> {

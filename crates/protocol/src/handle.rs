@@ -101,6 +101,23 @@ impl Interrupts {
     }
 }
 
+impl Drop for EngineControl {
+    fn drop(&mut self) {
+        let _ = self.commands.send(Command::Shutdown);
+        if let Some(t) = self.thread.take() {
+            // A step takes at most one prefill chunk; a load may take much longer, and then the
+            // thread is left to end with the process.
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while !t.is_finished() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            if t.is_finished() {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -118,22 +135,5 @@ mod tests {
         assert!(!i.raised(2));
         i.raise(&Command::Shutdown);
         assert!(i.raised(3), "a shutdown stops every tab");
-    }
-}
-
-impl Drop for EngineControl {
-    fn drop(&mut self) {
-        let _ = self.commands.send(Command::Shutdown);
-        if let Some(t) = self.thread.take() {
-            // A step takes at most one prefill chunk; a load may take much longer, and then the
-            // thread is left to end with the process.
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while !t.is_finished() && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            if t.is_finished() {
-                let _ = t.join();
-            }
-        }
     }
 }

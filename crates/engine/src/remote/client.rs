@@ -1,6 +1,6 @@
-//! The HTTP side of the remote engine: what the server is (llama-server or another
-//! OpenAI-compatible server; its model, context and slots), llama-server's slot state, and the
-//! server's count of a conversation's tokens; a turn's streamed answer is [`super::answer`]'s.
+//! The HTTP side of the remote engine: requests and their bounded bodies, llama-server's slot
+//! state, and the server's count of a conversation's tokens; what the server is, is
+//! [`super::info`]'s, a turn's streamed answer [`super::answer`]'s.
 //! Everything a server sends is bounded: bodies by size ([`MAX_BODY`], an error's first
 //! [`MAX_ERROR_BODY`] bytes), the wait for them by [`RemoteOptions::idle_timeout`], lists by
 //! length, numbers by plausible ranges. Errors say what to do; the API key travels only in the
@@ -13,18 +13,13 @@ use serde_json::{Value, json};
 
 use super::RemoteOptions;
 use super::answer::{Answer, Budget};
+use super::info::{MAX_CONTEXT, ServerInfo};
 use super::wire::{self, ServerKind, WireError};
 
 /// Most bytes of a JSON answer (`/v1/models`, `/props`, `/slots`, `/tokenize`, …).
 pub const MAX_BODY: usize = 8 << 20;
 /// Most bytes of an error's body read for its message (the rest is not read).
 pub const MAX_ERROR_BODY: usize = 64 << 10;
-/// Most models named in a message.
-const MAX_NAMED: usize = 20;
-/// Most llama-server slots believed (`/props` `total_slots`).
-pub const MAX_SLOTS: u64 = 256;
-/// Most tokens of context believed (`n_ctx`, `max_model_len`).
-pub const MAX_CONTEXT: u64 = 1 << 24;
 
 /// A failed exchange with the server, with what to do about it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -117,21 +112,6 @@ pub enum RemoteError {
         /// What it said.
         error: WireError,
     },
-}
-
-/// What the server is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ServerInfo {
-    /// Its kind.
-    pub kind: ServerKind,
-    /// The model it serves that the tabs use.
-    pub model: String,
-    /// Tokens per conversation (a llama-server slot's context, vLLM's `max_model_len`), if said.
-    pub context: Option<usize>,
-    /// llama-server's slots (0 elsewhere).
-    pub slots: usize,
-    /// Whether its template has a thinking switch.
-    pub thinking: bool,
 }
 
 /// An OpenAI-compatible server.
@@ -285,7 +265,7 @@ impl Client {
         }
     }
 
-    async fn get_json(&self, path: &str) -> Result<Value, RemoteError> {
+    pub(super) async fn get_json(&self, path: &str) -> Result<Value, RemoteError> {
         let r = self.send(self.request(reqwest::Method::GET, path)).await?;
         self.json(r, path).await
     }
@@ -307,69 +287,6 @@ impl Client {
             .send(self.request(reqwest::Method::POST, path).json(body))
             .await?;
         self.json(r, path).await
-    }
-
-    /// What the server is and serves; `model` is the model asked for (`None`: the first).
-    pub async fn discover(&self, model: Option<&str>) -> Result<ServerInfo, RemoteError> {
-        let models = self.get_json("/v1/models").await?;
-        let list: &[Value] = models
-            .get("data")
-            .and_then(Value::as_array)
-            .map_or(&[], Vec::as_slice);
-        let id = |m: &Value| m.get("id").and_then(Value::as_str).map(str::to_string);
-        let entry = match model {
-            Some(m) => list.iter().find(|e| id(e).as_deref() == Some(m)),
-            None => list.iter().find(|e| id(e).is_some()),
-        };
-        let Some(entry) = entry else {
-            let ids: Vec<String> = list.iter().filter_map(id).collect();
-            let mut served: Vec<String> = ids
-                .iter()
-                .take(MAX_NAMED)
-                .map(|i| format!("{:?}", wire::clip(&self.scrub(i))))
-                .collect();
-            if ids.len() > MAX_NAMED {
-                served.push(format!("and {} more", ids.len() - MAX_NAMED));
-            }
-            return Err(RemoteError::NoSuchModel {
-                url: self.base.clone(),
-                model: model.map_or_else(|| "(any)".into(), |m| wire::clip(&self.scrub(m))),
-                served: if served.is_empty() {
-                    "nothing".into()
-                } else {
-                    served.join(", ")
-                },
-            });
-        };
-        let chosen = id(entry).unwrap_or_default();
-        let max_model_len = plausible(entry.get("max_model_len"), MAX_CONTEXT);
-        // llama-server says more at /props; other servers have none (an error is no answer).
-        if let Ok(props) = self.get_json("/props").await
-            && let Some(slots) = props.get("total_slots").and_then(Value::as_u64)
-        {
-            let template = props
-                .get("chat_template")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            return Ok(ServerInfo {
-                kind: ServerKind::LlamaServer,
-                model: chosen,
-                context: plausible(
-                    props.pointer("/default_generation_settings/n_ctx"),
-                    MAX_CONTEXT,
-                ),
-                slots: slots.clamp(1, MAX_SLOTS) as usize,
-                thinking: template.contains("enable_thinking"),
-            });
-        }
-        let lower = chosen.to_lowercase();
-        Ok(ServerInfo {
-            kind: ServerKind::OpenAi,
-            thinking: lower.contains("gemma-4") || lower.contains("gemma4"),
-            model: chosen,
-            context: max_model_len,
-            slots: 0,
-        })
     }
 
     /// A turn's answer as it streams, within `budget`.
@@ -442,14 +359,6 @@ impl Client {
             }
         }
     }
-}
-
-/// A count the server sent, if it is one and within 1..=`most` (a context of 2^64 tokens, or of
-/// none, is no answer).
-fn plausible(v: Option<&Value>, most: u64) -> Option<usize> {
-    v.and_then(Value::as_u64)
-        .filter(|n| (1..=most).contains(n))
-        .map(|n| n as usize)
 }
 
 /// A reqwest error's innermost cause, in words (reqwest's own text names only the request).

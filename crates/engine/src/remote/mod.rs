@@ -7,6 +7,7 @@
 
 mod answer;
 pub mod client;
+pub mod info;
 mod serve;
 pub mod sse;
 mod turn;

@@ -8,15 +8,15 @@ use std::collections::HashMap;
 use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
 use super::RemoteOptions;
 use super::answer::Budget;
-use super::client::{Client, RemoteError, ServerInfo};
-use super::turn::{TurnDone, TurnJob, run};
+use super::client::{Client, RemoteError};
+use super::info::ServerInfo;
+use super::turn::{TurnDone, TurnJob, estimate, run, stats};
 use super::wire::{self, ServerKind, TurnRequest};
-use crate::protocol::{Command, Event, Exchange, ProgressUnit, Reuse, TabId, TurnStats};
+use crate::protocol::{Command, Event, Exchange, ProgressUnit, TabId};
 use gemma_model::sampling::{SamplingLayer, SamplingParams};
 
 /// A tab as the remote engine keeps it.
@@ -399,54 +399,4 @@ impl Server {
             Err(e) => self.fail(d.tab, &self.client.scrub(&e.to_string())),
         }
     }
-}
-
-/// A turn's stats from the server's numbers: what its cache held is `reused`, the rest
-/// `prefilled`. A server never evaluates the last token it sampled, so a cache that holds all
-/// of the history but that token is a whole prefix.
-fn stats(d: &TurnDone, before: usize, had_history: bool) -> TurnStats {
-    let u = d.usage.clone().unwrap_or_default();
-    let cached = u.cached_tokens.unwrap_or(0).min(u.prompt_tokens);
-    let reuse = match (had_history, cached) {
-        (false, 0) => Reuse::New,
-        (true, 0) => Reuse::Evicted,
-        (_, c) if c.saturating_add(1) >= before => Reuse::ExactPrefix,
-        _ => Reuse::Rewind,
-    };
-    let generated = if d.usage.is_some() {
-        u.completion_tokens
-    } else {
-        d.pieces
-    };
-    let prefilled = u.prompt_tokens.saturating_sub(cached);
-    TurnStats {
-        reuse,
-        reused_tokens: cached,
-        prefilled_tokens: prefilled,
-        prefill_tok_s: u.prompt_per_second.unwrap_or_else(|| {
-            if d.ttft_s > 0.0 {
-                prefilled as f64 / d.ttft_s
-            } else {
-                0.0
-            }
-        }),
-        decode_tok_s: u.predicted_per_second.unwrap_or_else(|| {
-            if d.decode_s > 0.0 {
-                generated as f64 / d.decode_s
-            } else {
-                0.0
-            }
-        }),
-        ttft_s: d.ttft_s,
-        generated_tokens: generated,
-    }
-}
-
-/// A rough count where the server cannot count: four characters a token.
-fn estimate(messages: &[Value]) -> usize {
-    messages
-        .iter()
-        .filter_map(|m| m.get("content").and_then(Value::as_str))
-        .map(|c| c.chars().count() / 4 + 4)
-        .sum()
 }

@@ -1,8 +1,8 @@
 //! One remote turn, as a task of its own: the request sent, the answer streamed to the UI as
-//! `Prefill`, `Thought` and `Token` events, stopped at once on cancel (the stream is dropped,
-//! which closes the connection; a llama-server slot still busy is waited for before the turn
-//! ends, so the next request on it does not race), and what came back reported to the serving
-//! loop.
+//! `Prefill`, `Thought` and `Token` events (the API key taken out of the text), stopped at once
+//! on cancel (the stream is dropped, which closes the connection; a llama-server slot still busy
+//! is waited for before the turn ends, so the next request on it does not race), and what came
+//! back reported to the serving loop, with the turn's stats from the server's numbers.
 
 use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
@@ -10,9 +10,10 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::answer::{Budget, Redactor};
-use super::client::{Client, RemoteError, ServerInfo};
+use super::client::{Client, RemoteError};
+use super::info::ServerInfo;
 use super::wire::{Finish, Piece, Usage};
-use crate::protocol::{Event, TabId, TurnEnd};
+use crate::protocol::{Event, Reuse, TabId, TurnEnd, TurnStats};
 
 /// How a remote turn went.
 #[derive(Debug)]
@@ -241,4 +242,54 @@ impl Seen {
         }
         over
     }
+}
+
+/// A turn's stats from the server's numbers: what its cache held is `reused`, the rest
+/// `prefilled`. A server never evaluates the last token it sampled, so a cache that holds all
+/// of the history but that token is a whole prefix.
+pub(super) fn stats(d: &TurnDone, before: usize, had_history: bool) -> TurnStats {
+    let u = d.usage.clone().unwrap_or_default();
+    let cached = u.cached_tokens.unwrap_or(0).min(u.prompt_tokens);
+    let reuse = match (had_history, cached) {
+        (false, 0) => Reuse::New,
+        (true, 0) => Reuse::Evicted,
+        (_, c) if c.saturating_add(1) >= before => Reuse::ExactPrefix,
+        _ => Reuse::Rewind,
+    };
+    let generated = if d.usage.is_some() {
+        u.completion_tokens
+    } else {
+        d.pieces
+    };
+    let prefilled = u.prompt_tokens.saturating_sub(cached);
+    TurnStats {
+        reuse,
+        reused_tokens: cached,
+        prefilled_tokens: prefilled,
+        prefill_tok_s: u.prompt_per_second.unwrap_or_else(|| {
+            if d.ttft_s > 0.0 {
+                prefilled as f64 / d.ttft_s
+            } else {
+                0.0
+            }
+        }),
+        decode_tok_s: u.predicted_per_second.unwrap_or_else(|| {
+            if d.decode_s > 0.0 {
+                generated as f64 / d.decode_s
+            } else {
+                0.0
+            }
+        }),
+        ttft_s: d.ttft_s,
+        generated_tokens: generated,
+    }
+}
+
+/// A rough count where the server cannot count: four characters a token.
+pub(super) fn estimate(messages: &[Value]) -> usize {
+    messages
+        .iter()
+        .filter_map(|m| m.get("content").and_then(Value::as_str))
+        .map(|c| c.chars().count() / 4 + 4)
+        .sum()
 }

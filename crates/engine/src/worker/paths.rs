@@ -1,13 +1,72 @@
-//! The engine thread's side of the UI's conversation tree: a tab moved to another path
+//! The engine thread's side of the UI's conversation tree: a tab tied to its saved chat and its
+//! conversation brought back (`Command::Attach`) or saved, a tab moved to another path
 //! (`Command::SetPath`) and a tab started as a copy of another (`Command::Fork`). The next turn
 //! rewinds the session to what the paths share.
 
 use super::Worker;
+use crate::attach;
 use crate::branch::{self, Setting};
-use crate::protocol::{Event, Exchange, TabId};
+use crate::convo_store::SavedConvo;
+use crate::protocol::{Event, Exchange, LegacyConvo, TabId};
+use crate::tabs::Stores;
 use gemma_model::error::Result;
 
 impl Worker<'_> {
+    /// Ties `tab` to `chat` and brings its conversation back (see [`attach::attach`]).
+    pub(super) fn attach(
+        &mut self,
+        tab: TabId,
+        chat: String,
+        history: Vec<Exchange>,
+        legacy: Option<LegacyConvo>,
+    ) -> Result<()> {
+        let (lm, end_ids) = (self.lm, self.end_ids.clone());
+        let stores = Stores {
+            kv: self.kv.clone(),
+            convos: self.convos.clone(),
+        };
+        let t = self.idle_tab(tab)?;
+        let request = attach::Request {
+            chat,
+            history,
+            legacy,
+        };
+        let Some(origin) = attach::attach(t, lm, &end_ids, &stores, request)? else {
+            return Ok(());
+        };
+        if origin != attach::Origin::Saved {
+            self.save_convo(tab);
+        }
+        let tokens = self.tabs.get_mut(tab).map_or(0, |t| t.convo.len());
+        self.emit(Event::Committed { tab, tokens });
+        self.report_tiers();
+        Ok(())
+    }
+
+    /// Saves the tab's conversation with its chat, when it is attached to one; a failure is
+    /// told, and the conversation stays in memory.
+    pub(super) fn save_convo(&mut self, tab: TabId) {
+        let Some(store) = self.convos.clone() else {
+            return;
+        };
+        let Some(t) = self.tabs.get_mut(tab) else {
+            return;
+        };
+        let Some(chat) = t.chat.clone() else { return };
+        let convo = SavedConvo {
+            ids: t.convo.clone(),
+            header: t.header.len(),
+            last_answer: t.last_answer,
+            exchanges: t.held.as_deref().map(attach::spans).unwrap_or_default(),
+        };
+        if let Err(e) = store.save(&chat, &convo) {
+            self.emit(Event::Failed {
+                tab,
+                error: format!("the conversation could not be saved: {e}"),
+            });
+        }
+    }
+
     /// Gives `tab` a copy of `from`'s session and conversation (nothing when `from` is gone).
     pub(super) fn fork(&mut self, tab: TabId, from: TabId) -> Result<()> {
         let Some(src) = self.tabs.get_mut(from) else {
