@@ -367,6 +367,15 @@ fn a_restored_tab_holds_what_a_warm_tab_holds() {
     );
 }
 
+/// A Gemma 4 chat layout whose render first runs `prelude` (Jinja statements).
+fn layout_after(prelude: &str) -> String {
+    String::from("{{ bos_token }}")
+        + prelude
+        + "{% for m in messages %}<|turn>{{ 'model' if m.role == 'assistant' else m.role }}\n\
+           {{ m.content | trim }}<turn|>\n{% endfor %}\
+           {% if add_generation_prompt %}<|turn>model\n<|channel>thought\n<channel|>{% endif %}"
+}
+
 /// A checkpoint's template that outgrows its memory on the second turn (it grows with the
 /// conversation, so a render at load would pass it): that turn is answered with the built-in
 /// layout and the user is told why, once; the app's memory is untouched.
@@ -375,11 +384,10 @@ fn a_template_that_outgrows_its_memory_is_refused_and_the_builtin_layout_answers
     let dir = fixture("gemma4_moe", None);
     std::fs::write(
         dir.path().join("chat_template.jinja"),
-        "{{ bos_token }}{% if messages|length > 2 %}{% set ns = namespace(s='x') %}\
-         {% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{% endif %}\
-         {% for m in messages %}<|turn>{{ 'model' if m.role == 'assistant' else m.role }}\n\
-         {{ m.content | trim }}<turn|>\n{% endfor %}\
-         {% if add_generation_prompt %}<|turn>model\n<|channel>thought\n<channel|>{% endif %}",
+        layout_after(
+            "{% if messages|length > 2 %}{% set ns = namespace(s='x') %}\
+             {% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{% endif %}",
+        ),
     )
     .expect("template");
     let h = engine(dir.path());
@@ -487,11 +495,10 @@ fn a_slow_render_is_stopped_by_a_cancel() {
     let dir = fixture("gemma4_moe", None);
     std::fs::write(
         dir.path().join("chat_template.jinja"),
-        "{{ bos_token }}{% if 'slow' in messages[-1].content %}{% set s = 'x' * 50000000 %}\
-         {% for i in range(100000) %}{% set t = s | upper %}{% endfor %}{% endif %}\
-         {% for m in messages %}<|turn>{{ 'model' if m.role == 'assistant' else m.role }}\n\
-         {{ m.content | trim }}<turn|>\n{% endfor %}\
-         {% if add_generation_prompt %}<|turn>model\n<|channel>thought\n<channel|>{% endif %}",
+        layout_after(
+            "{% if 'slow' in messages[-1].content %}{% set s = 'x' * 50000000 %}\
+             {% for i in range(100000) %}{% set t = s | upper %}{% endfor %}{% endif %}",
+        ),
     )
     .expect("template");
     let h = engine(dir.path());

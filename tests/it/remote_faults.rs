@@ -3,7 +3,7 @@
 //! error object mid-stream, a connection dropped mid-answer, a refused API key (never echoed),
 //! a model the server does not serve, and a server that comes up after the app.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::time::Duration;
 
@@ -26,30 +26,9 @@ fn fake_server(port: u16) {
 }
 
 fn answer(mut conn: TcpStream) {
-    let mut reader = BufReader::new(conn.try_clone().expect("clone"));
-    let mut head = Vec::new();
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-            return;
-        }
-        if line == "\r\n" {
-            break;
-        }
-        head.push(line);
-    }
-    let len = head
-        .iter()
-        .find_map(|h| {
-            h.to_lowercase()
-                .strip_prefix("content-length:")
-                .map(|v| v.trim().to_string())
-        })
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    let mut body = vec![0; len];
-    let _ = reader.read_exact(&mut body);
-    let body = String::from_utf8_lossy(&body).into_owned();
+    let Some((head, body)) = crate::common::http::request(&conn) else {
+        return;
+    };
     let request = head.first().cloned().unwrap_or_default();
     let authorized = head.iter().any(|h| {
         h.trim() == format!("authorization: Bearer {KEY}")
@@ -112,6 +91,16 @@ fn answer(mut conn: TcpStream) {
         // How many messages the request carried: the history the engine re-sent.
         let n = body.matches("\"role\"").count();
         send(&delta(&format!("{{\"content\":\"{n}\"}}")));
+        send("data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n");
+        send("data: [DONE]\n\n");
+    } else if script.starts_with("seed") {
+        // The seed the request carried.
+        let seed = body
+            .split("\"seed\":")
+            .nth(1)
+            .and_then(|r| r.split([',', '}']).next())
+            .unwrap_or("none");
+        send(&delta(&format!("{{\"content\":\"{seed}\"}}")));
         send("data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n");
         send("data: [DONE]\n\n");
     } else if script.starts_with("drop") {
@@ -354,4 +343,34 @@ fn the_history_sent_mirrors_the_transcript() {
         "3",
         "the edited path is what is sent"
     );
+}
+
+/// Each turn, a regenerate too, sends a seed of its own (the same request and seed gave the same
+/// answer), within what every server takes; the tab's seed still decides them.
+#[test]
+fn a_regenerate_sends_a_new_seed() {
+    let port = free_port();
+    fake_server(port);
+    let h = spawn_remote(options(port, Some(KEY), None));
+    ready(&h);
+    let mut sampling = gemma_engine::protocol::SamplingParams::greedy();
+    sampling.seed = u64::MAX;
+    h.send(Command::SetSampling {
+        tab: 1,
+        sampling,
+        max_new_tokens: 16,
+        stop: Vec::new(),
+    });
+    let first: u64 = answer_of(&turn(&h, "seed")).parse().expect("a seed");
+    h.send(Command::Regenerate { tab: 1 });
+    let mut seen = Vec::new();
+    while !matches!(
+        seen.last(),
+        Some(Event::Finished { .. } | Event::Failed { .. })
+    ) {
+        seen.push(next(&h));
+    }
+    let again: u64 = answer_of(&seen).parse().expect("a seed");
+    assert_ne!(first, again, "the regenerate's seed is new");
+    assert!(first < 1 << 31 && again < 1 << 31, "{first} {again}");
 }

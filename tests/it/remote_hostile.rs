@@ -4,7 +4,7 @@
 //! and usage, escape sequences and bidi overrides, an echoed API key, bytes that are not UTF-8.
 //! Each run must end (exit 0 or 1) with no escape on stdout or stderr and the key nowhere.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -34,37 +34,6 @@ fn server(start: Start) -> u16 {
     port
 }
 
-/// The request line and body.
-fn request(conn: &TcpStream) -> Option<(String, String)> {
-    let mut reader = BufReader::new(conn.try_clone().ok()?);
-    let mut head = Vec::new();
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).ok()? == 0 {
-            return None;
-        }
-        if line == "\r\n" {
-            break;
-        }
-        head.push(line);
-    }
-    let len: usize = head
-        .iter()
-        .find_map(|h| {
-            h.to_lowercase()
-                .strip_prefix("content-length:")
-                .map(|v| v.trim().to_string())
-        })
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    let mut body = vec![0; len];
-    reader.read_exact(&mut body).ok()?;
-    Some((
-        head.first()?.clone(),
-        String::from_utf8_lossy(&body).into_owned(),
-    ))
-}
-
 fn json(conn: &mut TcpStream, status: &str, text: &str) {
     let _ = write!(
         conn,
@@ -74,9 +43,10 @@ fn json(conn: &mut TcpStream, status: &str, text: &str) {
 }
 
 fn answer(mut conn: TcpStream, start: Start) {
-    let Some((line, body)) = request(&conn) else {
+    let Some((head, body)) = crate::common::http::request(&conn) else {
         return;
     };
+    let line = head.first().cloned().unwrap_or_default();
     if line.starts_with("GET /v1/models") {
         return match start {
             Start::Plain => json(

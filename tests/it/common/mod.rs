@@ -4,6 +4,7 @@
 
 pub mod chat;
 pub mod gguf;
+pub mod http;
 pub mod llama;
 
 use std::path::{Path, PathBuf};
