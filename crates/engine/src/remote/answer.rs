@@ -14,6 +14,9 @@ use super::wire::{self, Piece};
 /// What an echoed API key is replaced with.
 pub const REDACTED: &str = "[API key]";
 
+/// Shortest API key that is taken out of answers and messages.
+pub const MIN_SECRET: usize = 8;
+
 /// Most bytes of one event line (or one event's data).
 pub const MAX_LINE: usize = 4 << 20;
 
@@ -173,10 +176,11 @@ pub struct Redactor {
 }
 
 impl Redactor {
-    /// A redactor of `secret` (none: text passes as it is).
+    /// A redactor of `secret` (none, or one shorter than [`MIN_SECRET`]: text passes as it is,
+    /// since a word that short is not a key, and redacting it would mangle answers).
     pub fn new(secret: Option<&str>) -> Self {
         Self {
-            secret: secret.filter(|s| !s.is_empty()).map(str::to_string),
+            secret: secret.filter(|s| s.len() >= MIN_SECRET).map(str::to_string),
             held: String::new(),
         }
     }
@@ -220,8 +224,13 @@ mod tests {
         assert_eq!(shown, "your key is [API key], and sk-1 is not it. sk-");
         let mut r = Redactor::new(None);
         assert_eq!(r.push("sk-12345"), "sk-12345");
-        let mut r = Redactor::new(Some("é1"));
-        assert_eq!(r.push("aé") + &r.push("1b") + &r.finish(), "a[API key]b");
+        let mut r = Redactor::new(Some("key-é123"));
+        assert_eq!(
+            r.push("a key-é") + &r.push("123b") + &r.finish(),
+            "a [API key]b"
+        );
+        let mut r = Redactor::new(Some("short"));
+        assert_eq!(r.push("a short answer"), "a short answer");
     }
 
     #[test]

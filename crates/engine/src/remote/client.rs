@@ -163,7 +163,7 @@ impl Client {
     pub fn scrub(&self, text: &str) -> String {
         let clean = crate::protocol::text::printable(text);
         match &self.key {
-            Some(k) if clean.contains(k.as_str()) => {
+            Some(k) if k.len() >= super::answer::MIN_SECRET && clean.contains(k.as_str()) => {
                 clean.replace(k.as_str(), super::answer::REDACTED)
             }
             _ => clean.into_owned(),
