@@ -3,8 +3,8 @@
 //! names a crate it should not; this test reads every manifest and fails on a dependency (normal,
 //! dev or target-specific) that points up or sideways. Bottom to top:
 //!
-//! protocol, files → kernels → model → engine; app (protocol and files only: the front end never
-//! sees the engine or the model) → the `gemma-chat` binary on top of everything.
+//! protocol, files, media → kernels → model → engine; app (protocol and files only: the front end
+//! never sees the engine or the model) → the `gemma-chat` binary on top of everything.
 
 use std::path::Path;
 
@@ -12,6 +12,7 @@ use std::path::Path;
 const ALLOWED: &[(&str, &[&str])] = &[
     ("gemma-protocol", &[]),
     ("gemma-files", &[]),
+    ("gemma-media", &[]),
     ("gemma-kernels", &[]),
     ("gemma-model", &["gemma-protocol", "gemma-kernels"]),
     (

@@ -1,0 +1,144 @@
+//! A picture file decoded as a vision tower's processor takes it: PNG, JPEG, WebP or GIF (its
+//! first frame) through the `image` crate, its EXIF orientation applied, 8-bit RGB with any
+//! alpha channel dropped (as transformers' `load_image` converts a file, and llama.cpp's loader
+//! too: the colour under a transparent pixel is what the model sees). The header is read first: a
+//! side over [`MAX_SIDE`], more than [`MAX_PIXELS`] pixels (a decompression bomb) or a file over
+//! [`MAX_FILE`] is refused before anything is decoded into memory.
+
+use std::io::Cursor;
+use std::path::Path;
+
+use image::{DynamicImage, ImageDecoder, ImageFormat, ImageReader, RgbImage};
+
+/// Longest side decoded, in pixels (a 50,000-pixel side is refused unread).
+pub const MAX_SIDE: u32 = 16_384;
+/// Most pixels decoded (about 8,000 × 8,000).
+pub const MAX_PIXELS: u64 = 64 << 20;
+/// Largest picture file read.
+pub const MAX_FILE: u64 = 64 << 20;
+/// Most memory a decoder may take.
+const MAX_ALLOC: u64 = 1 << 30;
+
+/// A picture that cannot be used, and why, in words a user acts on.
+#[derive(Debug, thiserror::Error)]
+pub enum PictureError {
+    /// The file cannot be read.
+    #[error("{path}: cannot be read ({cause})")]
+    Read {
+        /// The file.
+        path: String,
+        /// Why.
+        cause: std::io::Error,
+    },
+    /// The bytes are no picture format gemma-chat reads.
+    #[error("{what}: not a PNG, JPEG, WebP or GIF picture")]
+    Format {
+        /// The file, or `the picture`.
+        what: String,
+    },
+    /// Too large to decode.
+    #[error(
+        "{what}: {width} × {height} pixels is too large to decode (at most {MAX_SIDE} pixels a side and {} megapixels); scale it down first",
+        MAX_PIXELS >> 20
+    )]
+    TooLarge {
+        /// The file, or `the picture`.
+        what: String,
+        /// Its width.
+        width: u32,
+        /// Its height.
+        height: u32,
+    },
+    /// The decoder failed (a truncated or corrupt file).
+    #[error("{what}: the picture is damaged ({cause})")]
+    Damaged {
+        /// The file, or `the picture`.
+        what: String,
+        /// The decoder's words.
+        cause: String,
+    },
+}
+
+/// A decoded picture.
+#[derive(Debug, Clone)]
+pub struct Picture {
+    /// Its pixels, upright, 8-bit RGB.
+    pub rgb: RgbImage,
+    /// The file's format.
+    pub format: ImageFormat,
+}
+
+impl Picture {
+    /// Reads and decodes the picture file at `path`.
+    pub fn open(path: &Path) -> Result<Self, PictureError> {
+        let what = path.display().to_string();
+        let read = |cause| PictureError::Read {
+            path: what.clone(),
+            cause,
+        };
+        let meta = std::fs::metadata(path).map_err(read)?;
+        if !meta.is_file() {
+            return Err(read(std::io::Error::other("not a regular file")));
+        }
+        if meta.len() > MAX_FILE {
+            return Err(read(std::io::Error::other(format!(
+                "larger than {} MiB",
+                MAX_FILE >> 20
+            ))));
+        }
+        let bytes = std::fs::read(path).map_err(read)?;
+        Self::decode(&bytes, &what)
+    }
+
+    /// Decodes `bytes`; `what` names them in errors.
+    pub fn decode(bytes: &[u8], what: &str) -> Result<Self, PictureError> {
+        let damaged = |e: image::ImageError| PictureError::Damaged {
+            what: what.to_string(),
+            cause: e.to_string(),
+        };
+        let mut reader = ImageReader::new(Cursor::new(bytes))
+            .with_guessed_format()
+            .map_err(|e| damaged(e.into()))?;
+        let format = match reader.format() {
+            Some(
+                f @ (ImageFormat::Png | ImageFormat::Jpeg | ImageFormat::WebP | ImageFormat::Gif),
+            ) => f,
+            _ => {
+                return Err(PictureError::Format {
+                    what: what.to_string(),
+                });
+            }
+        };
+        let mut limits = image::Limits::default();
+        limits.max_image_width = Some(MAX_SIDE);
+        limits.max_image_height = Some(MAX_SIDE);
+        limits.max_alloc = Some(MAX_ALLOC);
+        reader.limits(limits);
+        let mut decoder = reader.into_decoder().map_err(|e| match e {
+            image::ImageError::Limits(_) => PictureError::TooLarge {
+                what: what.to_string(),
+                width: 0,
+                height: 0,
+            },
+            e => damaged(e),
+        })?;
+        let (width, height) = decoder.dimensions();
+        if width > MAX_SIDE
+            || height > MAX_SIDE
+            || u64::from(width) * u64::from(height) > MAX_PIXELS
+        {
+            return Err(PictureError::TooLarge {
+                what: what.to_string(),
+                width,
+                height,
+            });
+        }
+        let orientation = decoder.orientation().map_err(damaged)?;
+        let mut image = DynamicImage::from_decoder(decoder).map_err(damaged)?;
+        image.apply_orientation(orientation);
+        Ok(Self {
+            rgb: image.into_rgb8(),
+            format,
+        })
+    }
+}
