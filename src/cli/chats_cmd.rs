@@ -114,10 +114,7 @@ fn newest(dir: &Path, chats: Vec<(String, SavedChat)>) -> Option<SavedChat> {
 /// Runs `import`.
 pub fn import(args: ImportArgs) -> anyhow::Result<()> {
     // ChatGPT's exports run to hundreds of MB; more than this is not a chat archive.
-    let bytes = gemma_files::read_limited(&args.file, IMPORT_LIMIT)
-        .with_context(|| format!("reading {}", args.file.display()))?;
-    let text = String::from_utf8(bytes)
-        .map_err(|_| anyhow::anyhow!("{} is not UTF-8 text", args.file.display()))?;
+    let text = super::read_text(&args.file, IMPORT_LIMIT)?;
     let export::Imported { chats, notes } =
         export::import(&text).map_err(|why| anyhow::anyhow!("{}: {why}", args.file.display()))?;
     for n in &notes {

@@ -81,6 +81,14 @@ pub fn printable(text: &str, raw: bool) -> std::borrow::Cow<'_, str> {
     gemma_engine::protocol::text::printable(text)
 }
 
+/// The text of the file at `path`, a regular file of at most `limit` bytes.
+pub fn read_text(path: &std::path::Path, limit: u64) -> anyhow::Result<String> {
+    use anyhow::Context as _;
+    let bytes = gemma_files::read_limited(path, limit)
+        .with_context(|| format!("reading {}", path.display()))?;
+    String::from_utf8(bytes).with_context(|| format!("{} is not UTF-8 text", path.display()))
+}
+
 /// Sampling flags; each overrides its environment variable, which overrides the config file,
 /// which overrides the model's `generation_config.json`. Ranges: [`gemma_app::config::sampling`].
 #[derive(Debug, Args, Clone, Default)]

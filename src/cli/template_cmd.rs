@@ -51,7 +51,7 @@ struct RenderArgs {
 /// Runs `template`.
 pub fn run(args: TemplateArgs, common: &ModelArgs, raw: bool) -> anyhow::Result<()> {
     let TemplateCommand::Render(args) = args.command;
-    let text = read_text(&args.messages, 16 << 20)?;
+    let text = super::read_text(&args.messages, 16 << 20)?;
     let messages: serde_json::Value = serde_json::from_str(&text)
         .with_context(|| format!("{} is not JSON", args.messages.display()))?;
     if !messages.is_array() {
@@ -64,7 +64,7 @@ pub fn run(args: TemplateArgs, common: &ModelArgs, raw: bool) -> anyhow::Result<
         Some(path) => {
             let source = TemplateSource {
                 // A file larger than a chat template may be is refused unread.
-                text: read_text(path, MAX_SOURCE as u64)?,
+                text: super::read_text(path, MAX_SOURCE as u64)?,
                 origin: path.display().to_string(),
             };
             let t = ChatTemplate::new(&source, &args.bos, &args.eos)?;
@@ -96,13 +96,6 @@ pub fn run(args: TemplateArgs, common: &ModelArgs, raw: bool) -> anyhow::Result<
     out.write_all(super::printable(&rendered, raw).as_bytes())?;
     out.flush()?;
     Ok(())
-}
-
-/// The text of the file at `path`, a regular file of at most `limit` bytes.
-fn read_text(path: &std::path::Path, limit: u64) -> anyhow::Result<String> {
-    let bytes = gemma_files::read_limited(path, limit)
-        .with_context(|| format!("reading {}", path.display()))?;
-    String::from_utf8(bytes).with_context(|| format!("{} is not UTF-8 text", path.display()))
 }
 
 fn render(

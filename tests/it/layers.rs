@@ -12,7 +12,7 @@ use std::path::Path;
 const ALLOWED: &[(&str, &[&str])] = &[
     ("gemma-protocol", &[]),
     ("gemma-files", &[]),
-    ("gemma-media", &[]),
+    ("gemma-media", &["gemma-files"]),
     ("gemma-kernels", &[]),
     ("gemma-model", &["gemma-protocol", "gemma-kernels"]),
     (

@@ -129,6 +129,8 @@ impl<'a> Worker<'a> {
     /// Serves one command; what fails is told to its tab.
     fn command(&mut self, c: Command) {
         let Some(tab) = c.tab() else { return };
+        // Whatever this command renders with the chat template, it renders for `tab`.
+        self.rendering.store(tab, Ordering::SeqCst);
         if let Err(e) = self.apply(c) {
             self.emit(Event::Failed {
                 tab,
@@ -217,7 +219,6 @@ impl<'a> Worker<'a> {
 
     fn submit(&mut self, tab: TabId, text: &str) -> Result<()> {
         let lm = self.lm;
-        self.rendering.store(tab, Ordering::SeqCst);
         let t = self.idle_tab(tab)?;
         // A changed header rewinds the session to it, and the turn says so.
         let turn = lm.user_turn(

@@ -69,24 +69,14 @@ pub struct Picture {
 }
 
 impl Picture {
-    /// Reads and decodes the picture file at `path`.
+    /// Reads and decodes the picture file at `path` (a regular file of at most [`MAX_FILE`]).
     pub fn open(path: &Path) -> Result<Self, PictureError> {
         let what = path.display().to_string();
-        let read = |cause| PictureError::Read {
-            path: what.clone(),
-            cause,
-        };
-        let meta = std::fs::metadata(path).map_err(read)?;
-        if !meta.is_file() {
-            return Err(read(std::io::Error::other("not a regular file")));
-        }
-        if meta.len() > MAX_FILE {
-            return Err(read(std::io::Error::other(format!(
-                "larger than {} MiB",
-                MAX_FILE >> 20
-            ))));
-        }
-        let bytes = std::fs::read(path).map_err(read)?;
+        let bytes =
+            gemma_files::read_limited(path, MAX_FILE).map_err(|cause| PictureError::Read {
+                path: what.clone(),
+                cause,
+            })?;
         Self::decode(&bytes, &what)
     }
 

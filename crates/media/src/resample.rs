@@ -61,36 +61,38 @@ fn apply(taps: &[i32], values: impl Iterator<Item = u8>) -> u8 {
     (sum >> PRECISION).clamp(0, 255) as u8
 }
 
-/// `src` resized to `width × height`.
+/// `src` resized to `width × height`: the width first, then the height.
 pub fn resize(src: &RgbImage, width: u32, height: u32) -> RgbImage {
-    let (w0, h0) = src.dimensions();
-    let wide = if width == w0 {
+    let wide = if width == src.width() {
         src.clone()
     } else {
-        let cols = weights(w0, width);
-        RgbImage::from_fn(width, h0, |x, y| {
-            let (lo, taps) = &cols[x as usize];
-            let px = |c: usize| {
-                apply(
-                    taps,
-                    (0..taps.len()).map(|i| src.get_pixel((lo + i) as u32, y).0[c]),
-                )
-            };
-            image::Rgb([px(0), px(1), px(2)])
-        })
+        pass(src, width, true)
     };
-    if height == h0 {
+    if height == wide.height() {
         return wide;
     }
-    let rows = weights(h0, height);
-    RgbImage::from_fn(width, height, |x, y| {
-        let (lo, taps) = &rows[y as usize];
-        let px = |c: usize| {
-            apply(
-                taps,
-                (0..taps.len()).map(|i| wide.get_pixel(x, (lo + i) as u32).0[c]),
-            )
+    pass(&wide, height, false)
+}
+
+/// One direction of the resize: `src` with its width (`along_x`) or its height made `size`.
+fn pass(src: &RgbImage, size: u32, along_x: bool) -> RgbImage {
+    let (w, h) = src.dimensions();
+    let (taps, out_w, out_h) = if along_x {
+        (weights(w, size), size, h)
+    } else {
+        (weights(h, size), w, size)
+    };
+    RgbImage::from_fn(out_w, out_h, |x, y| {
+        let (lo, taps) = &taps[if along_x { x } else { y } as usize];
+        let at = |i: usize| {
+            let i = (lo + i) as u32;
+            if along_x {
+                src.get_pixel(i, y)
+            } else {
+                src.get_pixel(x, i)
+            }
         };
+        let px = |c: usize| apply(taps, (0..taps.len()).map(|i| at(i).0[c]));
         image::Rgb([px(0), px(1), px(2)])
     })
 }

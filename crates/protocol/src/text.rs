@@ -33,6 +33,17 @@ pub fn one_line(text: &str) -> Cow<'_, str> {
     )
 }
 
+/// At most `most` characters of `text` as [`one_line`], with `…` where it was cut (names and
+/// titles in messages).
+pub fn short(text: &str, most: usize) -> String {
+    let line = one_line(text);
+    let mut out: String = line.chars().take(most).collect();
+    if line.chars().nth(most).is_some() {
+        out.push('…');
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -44,5 +55,7 @@ mod tests {
         assert_eq!(one_line(evil), "a]0;titleb[2Jc d efgh");
         assert!(matches!(printable("plain\ntext é 😀"), Cow::Borrowed(_)));
         assert!(matches!(one_line("plain text"), Cow::Borrowed(_)));
+        assert_eq!(short("a\nb\u{1b}c", 4), "a bc");
+        assert_eq!(short("abcdef", 3), "abc…");
     }
 }

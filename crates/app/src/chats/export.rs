@@ -116,12 +116,7 @@ pub struct Imported {
 
 /// At most 60 characters of `s` on one line, for messages.
 pub fn short(s: &str) -> String {
-    let line = gemma_protocol::text::one_line(s);
-    let mut out: String = line.chars().take(60).collect();
-    if line.chars().count() > 60 {
-        out.push('…');
-    }
-    out
+    gemma_protocol::text::short(s, 60)
 }
 
 /// Reads chats from `text`: a gemma-chat JSON export (one chat or a list) or ChatGPT's

@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::RemoteOptions;
-use super::answer::{Answer, Budget};
+use super::answer::{Answer, Budget, MIN_SECRET, REDACTED};
 use super::info::{MAX_CONTEXT, ServerInfo};
 use super::wire::{self, ServerKind, WireError};
 
@@ -154,18 +154,18 @@ impl Client {
         self.idle
     }
 
-    /// The API key, if there is one (for [`super::answer::Redactor`]).
-    pub fn key(&self) -> Option<&str> {
-        self.key.as_deref()
+    /// The API key as a secret to take out of what the server says: `None` without a key or
+    /// with one shorter than [`MIN_SECRET`] (a word that short is no key, and taking it out
+    /// would mangle answers).
+    pub fn secret(&self) -> Option<&str> {
+        self.key.as_deref().filter(|k| k.len() >= MIN_SECRET)
     }
 
     /// What a server said, fit to show and to save: no terminal controls, the API key replaced.
     pub fn scrub(&self, text: &str) -> String {
         let clean = crate::protocol::text::printable(text);
-        match &self.key {
-            Some(k) if k.len() >= super::answer::MIN_SECRET && clean.contains(k.as_str()) => {
-                clean.replace(k.as_str(), super::answer::REDACTED)
-            }
+        match self.secret() {
+            Some(k) if clean.contains(k) => clean.replace(k, REDACTED),
             _ => clean.into_owned(),
         }
     }

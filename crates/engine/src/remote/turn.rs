@@ -47,44 +47,36 @@ struct Out<'a> {
 }
 
 impl Out<'_> {
-    fn token(&mut self, text: &str, done: &mut TurnDone) {
-        let text = self.answer.push(text);
-        if !text.is_empty() {
-            done.answer.push_str(&text);
-            let _ = self.events.send(Event::Token {
-                tab: self.tab,
-                text,
-            });
-        }
-    }
-
-    fn thought(&mut self, text: &str) {
-        let text = self.thought.push(text);
-        if !text.is_empty() {
-            let _ = self.events.send(Event::Thought {
-                tab: self.tab,
-                text,
-            });
-        }
+    /// Answer text (`thought`: thought text) as far as it can be shown, to the UI and, for the
+    /// answer, into the turn.
+    fn send(&mut self, text: String, thought: bool, done: &mut TurnDone) {
+        let text = if thought {
+            self.thought.push(text)
+        } else {
+            self.answer.push(text)
+        };
+        self.emit(text, thought, done);
     }
 
     /// What was held back, at the end of the stream.
     fn flush(&mut self, done: &mut TurnDone) {
         let thought = self.thought.finish();
-        if !thought.is_empty() {
-            let _ = self.events.send(Event::Thought {
-                tab: self.tab,
-                text: thought,
-            });
+        self.emit(thought, true, done);
+        let answer = self.answer.finish();
+        self.emit(answer, false, done);
+    }
+
+    fn emit(&self, text: String, thought: bool, done: &mut TurnDone) {
+        if text.is_empty() {
+            return;
         }
-        let text = self.answer.finish();
-        if !text.is_empty() {
+        let tab = self.tab;
+        let _ = self.events.send(if thought {
+            Event::Thought { tab, text }
+        } else {
             done.answer.push_str(&text);
-            let _ = self.events.send(Event::Token {
-                tab: self.tab,
-                text,
-            });
-        }
+            Event::Token { tab, text }
+        });
     }
 }
 
@@ -128,8 +120,8 @@ pub(super) async fn run(
     let mut out = Out {
         tab: job.tab,
         events: &events,
-        answer: Redactor::new(client.key()),
-        thought: Redactor::new(client.key()),
+        answer: Redactor::new(client.secret()),
+        thought: Redactor::new(client.secret()),
     };
     // The body ended (or said `[DONE]`) without a finish reason: the server went away.
     let ended = |finish: Option<TurnEnd>| {
@@ -219,12 +211,12 @@ impl Seen {
                 Piece::Thought(text) => {
                     self.first.get_or_insert_with(Instant::now);
                     done.pieces += 1;
-                    out.thought(&text);
+                    out.send(text, true, done);
                 }
                 Piece::Answer(text) => {
                     self.first.get_or_insert_with(Instant::now);
                     done.pieces += 1;
-                    out.token(&text, done);
+                    out.send(text, false, done);
                 }
                 Piece::Finish(f) => {
                     self.finish = Some(match f {

@@ -291,13 +291,9 @@ pub fn error_message(e: &Value) -> String {
         .unwrap_or_else(|| clip(&e.to_string()))
 }
 
-/// At most 200 characters of `s`, for messages.
+/// At most 200 characters of `s` on one line, for messages.
 pub fn clip(s: &str) -> String {
-    let mut out: String = s.chars().filter(|c| !c.is_control()).take(200).collect();
-    if s.chars().count() > 200 {
-        out.push('…');
-    }
-    out
+    crate::protocol::text::short(s, 200)
 }
 
 #[cfg(test)]
