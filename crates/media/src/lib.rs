@@ -8,5 +8,5 @@ pub mod patches;
 pub mod picture;
 pub mod resample;
 
-pub use patches::{BUDGETS, Patches, patches};
+pub use patches::{BUDGETS, PATCH, POOL, Patches, patches, patches_of};
 pub use picture::{Picture, PictureError};

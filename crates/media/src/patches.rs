@@ -2,12 +2,13 @@
 //! aspect preserved, to the largest size whose 16-pixel patches fit the token budget with both
 //! sides multiples of 48 (pooling 3 × patch 16); values rescaled by 1/255 with no mean or std;
 //! cut into patches row by row, each flattened as (row in patch, column in patch, channel), with
-//! its position (x = column, y = row). The resampler is PIL's bicubic ([`crate::resample`]),
-//! which transformers' PIL path calls and its torchvision path reproduces on 8-bit pictures.
+//! its position (x = column, y = row). The resampler is the one transformers' default
+//! (torchvision) processors run, PyTorch's 8-bit antialiased bicubic, to the byte
+//! ([`crate::resample::resize_torch`]; PIL's, for its PIL path, is [`crate::resample::resize`]).
 
 use image::RgbImage;
 
-use crate::resample::resize;
+use crate::resample::resize_torch;
 
 /// Pixels a patch side.
 pub const PATCH: u32 = 16;
@@ -34,6 +35,9 @@ pub struct Patches {
     pub cols: u32,
     /// The resized picture's height and width in pixels.
     pub size: (u32, u32),
+    /// Pixels a patch side: [`PATCH`] for the ViT towers, `PATCH · POOL` for the 12B's
+    /// encoder-free embedder, which takes one 48-pixel patch per soft token.
+    pub side: u32,
 }
 
 impl Patches {
@@ -42,9 +46,14 @@ impl Patches {
         self.positions.len()
     }
 
-    /// Soft tokens the tower makes of them (one per pooled 3 × 3 block).
+    /// Soft tokens the tower makes of them (one per pooled 3 × 3 block of 16-pixel patches, one
+    /// per 48-pixel patch).
     pub fn soft_tokens(&self) -> usize {
-        self.count() / (POOL * POOL) as usize
+        if self.side == PATCH {
+            self.count() / (POOL * POOL) as usize
+        } else {
+            self.count()
+        }
     }
 }
 
@@ -75,31 +84,38 @@ pub fn fit(height: u32, width: u32, budget: usize) -> Option<(u32, u32)> {
         .then_some((th as u32, tw as u32))
 }
 
-/// The picture's patches for `budget` soft tokens.
+/// The picture's 16-pixel patches for `budget` soft tokens, as the ViT towers take them.
 pub fn patches(rgb: &RgbImage, budget: usize) -> Result<Patches, BadBudget> {
+    patches_of(rgb, budget, PATCH)
+}
+
+/// The picture's patches of `side` pixels ([`PATCH`], or `PATCH · POOL` for the 12B's embedder,
+/// whose processor merges each 3 × 3 block of 16-pixel patches into one: the same values as a
+/// 48-pixel patch, (row, column, channel), at the block's position) for `budget` soft tokens.
+pub fn patches_of(rgb: &RgbImage, budget: usize, side: u32) -> Result<Patches, BadBudget> {
     if !BUDGETS.contains(&budget) {
         return Err(BadBudget(budget));
     }
     let (width, height) = rgb.dimensions();
     let (th, tw) = fit(height, width, budget).unwrap_or((PATCH * POOL, PATCH * POOL));
     if (th, tw) == (height, width) {
-        return Ok(cut(rgb));
+        return Ok(cut(rgb, side));
     }
-    Ok(cut(&resize(rgb, tw, th)))
+    Ok(cut(&resize_torch(rgb, tw, th), side))
 }
 
-/// `image` (sides multiples of [`PATCH`]) cut into patches.
-fn cut(image: &RgbImage) -> Patches {
+/// `image` (sides multiples of `side`) cut into patches of `side` pixels.
+fn cut(image: &RgbImage, side: u32) -> Patches {
     let (tw, th) = image.dimensions();
-    let (rows, cols) = (th / PATCH, tw / PATCH);
-    let per = (PATCH * PATCH * 3) as usize;
+    let (rows, cols) = (th / side, tw / side);
+    let per = (side * side * 3) as usize;
     let mut values = Vec::with_capacity((rows * cols) as usize * per);
     let mut positions = Vec::with_capacity((rows * cols) as usize);
     for pr in 0..rows {
         for pc in 0..cols {
-            for y in 0..PATCH {
-                for x in 0..PATCH {
-                    let p = image.get_pixel(pc * PATCH + x, pr * PATCH + y).0;
+            for y in 0..side {
+                for x in 0..side {
+                    let p = image.get_pixel(pc * side + x, pr * side + y).0;
                     values.extend(p.iter().map(|&c| f32::from(c) / 255.0));
                 }
             }
@@ -112,6 +128,7 @@ fn cut(image: &RgbImage) -> Patches {
         rows,
         cols,
         size: (th, tw),
+        side,
     }
 }
 
@@ -153,7 +170,7 @@ mod tests {
     #[test]
     fn patches_are_row_major_with_x_y_positions() {
         let img = RgbImage::from_fn(96, 48, |x, y| image::Rgb([x as u8, y as u8, 7]));
-        let p = cut(&img);
+        let p = cut(&img, PATCH);
         assert_eq!((p.rows, p.cols, p.count(), p.soft_tokens()), (3, 6, 18, 2));
         assert_eq!(p.positions[1], [1, 0]);
         assert_eq!(p.positions[6], [0, 1]);
@@ -167,5 +184,13 @@ mod tests {
         // A small picture is scaled up to fill the budget, as transformers does.
         let p = patches(&img, 70).expect("a budget");
         assert_eq!(p.size, (240, 528));
+        // The 12B's merged patches: one per 48-pixel block, its rows whole.
+        let m = patches_of(&img, 70, PATCH * POOL).expect("a budget");
+        assert_eq!(
+            (m.rows, m.cols, m.count(), m.soft_tokens()),
+            (5, 11, 55, 55)
+        );
+        assert_eq!(m.soft_tokens(), p.soft_tokens());
+        assert_eq!(m.positions[12], [1, 1]);
     }
 }

@@ -1,8 +1,13 @@
-//! Bicubic resizing as PIL does it (`Image.resize(…, BICUBIC)`, which transformers' PIL path
-//! calls, and which torchvision's antialiased bicubic on 8-bit pictures reproduces): a = −0.5, the
-//! kernel widened by the scale when shrinking, weights normalised per output pixel and held in
-//! 22-bit fixed point, the width resized first into an 8-bit picture, then the height, each value
-//! rounded and clamped. The same arithmetic gives the same bytes.
+//! Antialiased bicubic resizing as transformers' two image paths do it. Both use a = −0.5, the
+//! kernel widened by the scale when shrinking, weights normalised per output pixel (in f64) then
+//! held in fixed point, the width resized first into an 8-bit picture, then the height, each
+//! value rounded and clamped. They differ in the fixed point only:
+//! - [`resize_torch`], the default (torchvision) path that `Gemma4ImageProcessor` and the 12B's
+//!   processor run: PyTorch's 8-bit kernel (`_upsample_bicubic2d_aa` on `uint8`), with int16
+//!   weights whose precision is the most bits the pass's largest weight allows;
+//! - [`resize`], the PIL path (`Image.resize(…, BICUBIC)`): 22-bit weights.
+//!
+//! The same arithmetic gives the same bytes.
 
 use image::RgbImage;
 
@@ -24,63 +29,110 @@ fn cubic(x: f64) -> f64 {
     }
 }
 
-/// For each output position, the first input index and its fixed-point weights.
-fn weights(input: u32, output: u32) -> Vec<(usize, Vec<i32>)> {
+/// For each output position, the first input index and its normalised weights: `x / scale`
+/// (PIL) or `x · (1 / scale)` (PyTorch) inside the kernel.
+fn weights(input: u32, output: u32, torch: bool) -> Vec<(usize, Vec<f64>)> {
     let scale = f64::from(input) / f64::from(output);
     let filterscale = scale.max(1.0);
     let support = SUPPORT * filterscale;
+    let inv = 1.0 / filterscale;
     (0..output)
         .map(|o| {
             let center = (f64::from(o) + 0.5) * scale;
-            // PIL truncates toward zero here (`(int)`), on values that may be negative.
+            // Both truncate toward zero here, on values that may be negative.
             let lo = ((center - support + 0.5) as i64).max(0) as usize;
             let hi = ((center + support + 0.5) as i64).min(i64::from(input)) as usize;
             let raw: Vec<f64> = (lo..hi)
-                .map(|x| cubic((x as f64 - center + 0.5) / filterscale))
-                .collect();
-            let total: f64 = raw.iter().sum();
-            let fixed = raw
-                .iter()
-                .map(|w| {
-                    let w = if total == 0.0 { 0.0 } else { w / total };
-                    let v = w * f64::from(1u32 << PRECISION);
-                    (if v < 0.0 { v - 0.5 } else { v + 0.5 }) as i32
+                .map(|x| {
+                    let d = x as f64 - center + 0.5;
+                    cubic(if torch { d * inv } else { d / filterscale })
                 })
                 .collect();
-            (lo, fixed)
+            let total: f64 = raw.iter().sum();
+            let w = raw
+                .iter()
+                .map(|w| if total == 0.0 { 0.0 } else { w / total })
+                .collect();
+            (lo, w)
         })
         .collect()
 }
 
+/// The weights in fixed point of `bits` bits, rounded half away from zero.
+fn fixed(ws: Vec<(usize, Vec<f64>)>, bits: u32) -> Vec<(usize, Vec<i32>)> {
+    ws.into_iter()
+        .map(|(lo, w)| {
+            let f = w
+                .iter()
+                .map(|w| {
+                    let v = w * f64::from(1u32 << bits);
+                    (if v < 0.0 { v - 0.5 } else { v + 0.5 }) as i32
+                })
+                .collect();
+            (lo, f)
+        })
+        .collect()
+}
+
+/// PyTorch's int16 precision for a pass: the most bits (below 22) at which twice the largest
+/// weight still fits in 15.
+fn torch_bits(ws: &[(usize, Vec<f64>)]) -> u32 {
+    let max = ws
+        .iter()
+        .flat_map(|(_, w)| w.iter().copied())
+        .fold(0.0f64, f64::max);
+    let mut bits = 0;
+    while bits < 22 && ((0.5 + max * f64::from(1u32 << (bits + 1))) as i64) < (1 << 15) {
+        bits += 1;
+    }
+    bits
+}
+
+/// A pass's taps and their precision.
+fn taps(input: u32, output: u32, torch: bool) -> (Vec<(usize, Vec<i32>)>, u32) {
+    let ws = weights(input, output, torch);
+    let bits = if torch { torch_bits(&ws) } else { PRECISION };
+    (fixed(ws, bits), bits)
+}
+
 /// One weighted sum, rounded and clamped to a byte.
-fn apply(taps: &[i32], values: impl Iterator<Item = u8>) -> u8 {
-    let mut sum: i64 = 1 << (PRECISION - 1);
+fn apply(taps: &[i32], bits: u32, values: impl Iterator<Item = u8>) -> u8 {
+    let mut sum: i64 = 1 << bits.saturating_sub(1);
     for (w, v) in taps.iter().zip(values) {
         sum += i64::from(*w) * i64::from(v);
     }
-    (sum >> PRECISION).clamp(0, 255) as u8
+    (sum >> bits).clamp(0, 255) as u8
 }
 
-/// `src` resized to `width × height`: the width first, then the height.
+/// `src` resized to `width × height` as PIL resizes it: the width first, then the height.
 pub fn resize(src: &RgbImage, width: u32, height: u32) -> RgbImage {
+    resize_with(src, width, height, false)
+}
+
+/// `src` resized to `width × height` as torchvision resizes an 8-bit picture (PyTorch's kernel).
+pub fn resize_torch(src: &RgbImage, width: u32, height: u32) -> RgbImage {
+    resize_with(src, width, height, true)
+}
+
+fn resize_with(src: &RgbImage, width: u32, height: u32, torch: bool) -> RgbImage {
     let wide = if width == src.width() {
         src.clone()
     } else {
-        pass(src, width, true)
+        pass(src, width, true, torch)
     };
     if height == wide.height() {
         return wide;
     }
-    pass(&wide, height, false)
+    pass(&wide, height, false, torch)
 }
 
 /// One direction of the resize: `src` with its width (`along_x`) or its height made `size`.
-fn pass(src: &RgbImage, size: u32, along_x: bool) -> RgbImage {
+fn pass(src: &RgbImage, size: u32, along_x: bool, torch: bool) -> RgbImage {
     let (w, h) = src.dimensions();
-    let (taps, out_w, out_h) = if along_x {
-        (weights(w, size), size, h)
+    let ((taps, bits), out_w, out_h) = if along_x {
+        (taps(w, size, torch), size, h)
     } else {
-        (weights(h, size), w, size)
+        (taps(h, size, torch), w, size)
     };
     RgbImage::from_fn(out_w, out_h, |x, y| {
         let (lo, taps) = &taps[if along_x { x } else { y } as usize];
@@ -92,7 +144,7 @@ fn pass(src: &RgbImage, size: u32, along_x: bool) -> RgbImage {
                 src.get_pixel(x, i)
             }
         };
-        let px = |c: usize| apply(taps, (0..taps.len()).map(|i| at(i).0[c]));
+        let px = |c: usize| apply(taps, bits, (0..taps.len()).map(|i| at(i).0[c]));
         image::Rgb([px(0), px(1), px(2)])
     })
 }
@@ -104,7 +156,7 @@ mod tests {
     #[test]
     fn weights_sum_to_one_and_a_flat_picture_stays_flat() {
         for (i, o) in [(100, 37), (37, 100), (5, 5), (1, 9), (3000, 48)] {
-            for (_, taps) in weights(i, o) {
+            for (_, taps) in taps(i, o, false).0 {
                 let sum: i64 = taps.iter().map(|&t| i64::from(t)).sum();
                 assert!(
                     (sum - (1 << PRECISION)).abs() <= taps.len() as i64,
