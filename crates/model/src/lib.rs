@@ -21,6 +21,7 @@ pub mod error;
 pub mod model;
 pub mod sampling;
 pub mod tokenizer;
+pub mod vision;
 pub mod weights;
 
 pub use error::{Error, Result};

@@ -46,6 +46,11 @@ pub struct AttnInput<'a> {
     pub softcap: Option<f32>,
     /// Masks already built in this forward.
     pub masks: &'a MaskCache,
+    /// Spans of positions that see each other both ways on sliding layers (an image's soft
+    /// tokens on a `use_bidirectional_attention: "vision"` model).
+    pub blocks: &'a [std::ops::Range<usize>],
+    /// How those spans see each other.
+    pub image_blocks: super::config::ImageBlocks,
 }
 
 /// The masks built during one forward, shared by the layers that need the same one (every
@@ -174,7 +179,9 @@ fn build_mask(
     device: &Device,
 ) -> Option<Tensor<2>> {
     let sliding = a.spec.kind == AttnKind::Sliding;
-    let visible = |p: usize, j: usize| j <= p && (!sliding || p - j < a.window);
+    let visible = |p: usize, j: usize| {
+        super::soft::visible(a.image_blocks, a.blocks, a.spec.kind, a.window, p).contains(&j)
+    };
     // Every key is visible when the newest key is no later than the first query and, on sliding
     // layers, the oldest key is still inside the last query's window: O(1), not O(T·S).
     let (q_last, k_last) = (a.q_start + t - 1, k_start + s - 1);

@@ -6,11 +6,12 @@ pub mod attention;
 pub mod build;
 pub mod config;
 pub mod ffn;
-mod fused;
+pub(crate) mod fused;
 pub mod gguf_config;
-mod host_math;
+pub(crate) mod host_math;
 pub mod kv_cache;
 pub mod ops;
+pub mod soft;
 
 pub mod stats;
 
@@ -22,6 +23,8 @@ use self::ffn::{Mlp, Moe};
 pub use self::fused::FUSED_MAX_ROWS;
 pub use self::kv_cache::KvCache;
 use self::ops::{RmsNorm, cast, rope_tables};
+use self::soft::Merge;
+pub use self::soft::Soft;
 pub use crate::backend::ComputeDtype;
 use crate::error::{Error, Result};
 
@@ -146,28 +149,43 @@ impl Gemma {
         pos: usize,
         logits: Logits,
     ) -> Result<Option<Tensor<2>>> {
-        // burn's graph on the CPU runs on a worker of the thread pool: its parallel loops then
-        // start on a running thread instead of waking one and parking the caller, which cost
-        // more than a small matrix's product. The fused step runs here, with the kernels' own
-        // thread team.
-        if self.host && !self.fused(ids.len()) {
-            rayon::scope(|_| self.forward_on(ids, cache, pos, logits))
-        } else {
-            self.forward_on(ids, cache, pos, logits)
-        }
+        self.forward_with(ids, &[], cache, pos, logits)
     }
 
-    fn forward_on(
+    /// [`Gemma::forward`] with soft tokens: the rows of each [`Soft`] take the place of the
+    /// embeddings of its ids (an image's placeholders), as [`soft`] describes.
+    pub fn forward_with(
         &self,
         ids: &[u32],
+        soft: &[Soft],
         cache: &mut KvCache,
         pos: usize,
         logits: Logits,
     ) -> Result<Option<Tensor<2>>> {
         self.check_forward(ids, cache, pos)?;
+        let merge = self.merge(ids, soft, pos)?;
+        // burn's graph on the CPU runs on a worker of the thread pool: its parallel loops then
+        // start on a running thread instead of waking one and parking the caller, which cost
+        // more than a small matrix's product. The fused step runs here, with the kernels' own
+        // thread team.
         if self.fused(ids.len()) {
-            return self.forward_fused(ids, cache, pos, logits);
+            return self.forward_fused(ids, &merge, cache, pos, logits);
         }
+        if self.host {
+            rayon::scope(|_| self.forward_graph(ids, &merge, cache, pos, logits))
+        } else {
+            self.forward_graph(ids, &merge, cache, pos, logits)
+        }
+    }
+
+    fn forward_graph(
+        &self,
+        ids: &[u32],
+        merge: &Merge,
+        cache: &mut KvCache,
+        pos: usize,
+        logits: Logits,
+    ) -> Result<Option<Tensor<2>>> {
         let (t, hsize) = (ids.len(), self.config.hidden_size);
         // Embedding scale: sqrt(H) in the compute dtype, as the reference casts its buffer.
         let scale = match self.dtype {
@@ -175,12 +193,23 @@ impl Gemma {
             DType::BF16 => half::bf16::from_f32((hsize as f32).sqrt()).to_f32(),
             _ => (hsize as f32).sqrt(),
         };
-        let x = self
+        let mut x = self
             .embed
             .rows(ids, &self.device, self.dtype)
             .mul_scalar(scale);
-        let ple = self.ple.as_ref().map(|p| self.ple_inputs(p, ids, &x));
-        let (x, rows) = self.layers_forward(x, ple, cache, pos, logits);
+        for s in merge.soft {
+            let n = s.len(hsize);
+            let rows = Tensor::<2>::from_data(
+                burn::tensor::TensorData::new(s.rows.to_vec(), [n, hsize]),
+                &self.device,
+            );
+            x = x.slice_assign([s.at..s.at + n, 0..hsize], cast(rows, self.dtype));
+        }
+        let ple = self
+            .ple
+            .as_ref()
+            .map(|p| self.ple_inputs(p, &merge.ple_ids, &x));
+        let (x, rows) = self.layers_forward(x, ple, &merge.blocks, cache, pos, logits);
         cache.finish(t);
         if logits == Logits::None {
             return Ok(None);
@@ -225,6 +254,7 @@ impl Gemma {
         &self,
         mut x: Tensor<2>,
         mut ple: Option<Tensor<3>>,
+        blocks: &[std::ops::Range<usize>],
         cache: &mut KvCache,
         pos: usize,
         logits: Logits,
@@ -275,6 +305,8 @@ impl Gemma {
                 window: cfg.sliding_window,
                 scale: cfg.attn_scale,
                 softcap: cfg.attn_logit_softcapping,
+                blocks,
+                image_blocks: cfg.image_blocks,
             };
             let layer_ple = ple.as_ref().map(|p| {
                 let [n, _, w] = p.dims();

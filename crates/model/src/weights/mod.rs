@@ -78,18 +78,16 @@ pub(crate) fn check_shape(
     })
 }
 
-/// Strips the checkpoint prefixes of the text tower; `None` for tensors that are not text
-/// (vision and audio towers, their embedders).
+/// Strips the checkpoint prefixes: the text tower's names lose theirs (`layers.3.…`), the vision
+/// towers' keep their module (`vision_tower.…`, `embed_vision.…`, `vision_embedder.…`, which
+/// no text name starts with); `None` for tensors gemma-chat does not read (the audio tower and its
+/// embedder, Gemma 3's projector).
 pub fn canonical_name(name: &str) -> Option<&str> {
     for skip in [
-        "model.vision_tower.",
         "model.audio_tower.",
-        "model.embed_vision.",
         "model.embed_audio.",
-        "model.vision_embedder.",
         "model.audio_embedder.",
         "model.multi_modal_projector.",
-        "vision_tower.",
         "multi_modal_projector.",
     ] {
         if name.starts_with(skip) {

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use super::{AttnKind, Family, LayerSpec, ModelConfig, MoeSpec, PleSpec, RopeSpec};
+use super::{AttnKind, Family, ImageBlocks, LayerSpec, ModelConfig, MoeSpec, PleSpec, RopeSpec};
 use crate::error::{Error, Result};
 
 impl ModelConfig {
@@ -91,6 +91,22 @@ impl ModelConfig {
             .or_else(|| token_ids(root.get("eos_token_id")))
             .unwrap_or_else(|| vec![1]);
         let bos_token_id = f.usize("bos_token_id")?.unwrap_or(2);
+        let pad_token_id = f.usize("pad_token_id")?.unwrap_or(0);
+        // Gemma 3 writes `false`; Gemma 4 `null` or "vision"; `true`/"all" are embedding models.
+        let image_blocks = match f.get("use_bidirectional_attention") {
+            None | Some(Value::Bool(false)) => ImageBlocks::Causal,
+            Some(Value::String(v)) if v == "vision" && model_type.contains("unified") => {
+                ImageBlocks::Every
+            }
+            Some(Value::String(v)) if v == "vision" => ImageBlocks::Sliding,
+            Some(other) => {
+                return Err(format!(
+                    "{}use_bidirectional_attention = {other} is not supported (a chat model has \
+                     null, false or \"vision\")",
+                    f.where_
+                ));
+            }
+        };
 
         let cfg = ModelConfig {
             family,
@@ -114,6 +130,8 @@ impl ModelConfig {
             tie_word_embeddings,
             bos_token_id: bos_token_id.min(u32::MAX as usize) as u32,
             eos_token_ids,
+            image_blocks,
+            pad_token_id: pad_token_id.min(vocab_size.saturating_sub(1)) as u32,
         };
         check_limits(&cfg, bos_token_id)?;
         Ok(cfg)

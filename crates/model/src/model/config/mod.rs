@@ -72,6 +72,19 @@ pub struct LayerSpec {
     pub mlp_width: usize,
 }
 
+/// How the soft tokens of one image attend each other, as transformers builds the mask.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImageBlocks {
+    /// Causally, as text (`use_bidirectional_attention: null`: E2B, E4B).
+    Causal,
+    /// Both ways on sliding layers, within the window; full layers causal (`"vision"` on
+    /// `gemma4`: 26B, 31B): `window AND (causal OR same image)`.
+    Sliding,
+    /// Both ways on every layer, the window notwithstanding (`"vision"` on `gemma4_unified`, the
+    /// 12B, whose masks OR the image blocks last): `(causal AND window) OR same image`.
+    Every,
+}
+
 /// Per-layer embeddings (Gemma 4 E2B/E4B).
 #[derive(Debug, Clone, PartialEq)]
 pub struct PleSpec {
@@ -137,6 +150,10 @@ pub struct ModelConfig {
     pub bos_token_id: u32,
     /// End ids named by `config.json` (generation_config.json may override).
     pub eos_token_ids: Vec<u32>,
+    /// How the soft tokens of one image see each other ([`ImageBlocks`]).
+    pub image_blocks: ImageBlocks,
+    /// `pad_token_id`: the per-layer embeddings' token at image positions.
+    pub pad_token_id: u32,
 }
 
 impl ModelConfig {

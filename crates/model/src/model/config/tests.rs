@@ -125,3 +125,27 @@ fn unsupported_models_are_refused() {
             .contains("attention_bias")
     );
 }
+
+#[test]
+fn image_attention_follows_use_bidirectional_attention() {
+    let with = |v: Value, model_type: &str| {
+        let mut c = gemma4_text();
+        c["use_bidirectional_attention"] = v;
+        c["model_type"] = json!(model_type);
+        ModelConfig::from_json(&c).map(|c| c.image_blocks)
+    };
+    assert_eq!(with(Value::Null, "gemma4_text"), Ok(ImageBlocks::Causal));
+    assert_eq!(with(json!(false), "gemma3_text"), Ok(ImageBlocks::Causal));
+    assert_eq!(
+        with(json!("vision"), "gemma4_text"),
+        Ok(ImageBlocks::Sliding)
+    );
+    assert_eq!(
+        with(json!("vision"), "gemma4_unified_text"),
+        Ok(ImageBlocks::Every)
+    );
+    for refused in [json!(true), json!("all")] {
+        let err = with(refused, "gemma4_text").expect_err("an embedding model");
+        assert!(err.contains("use_bidirectional_attention"), "{err}");
+    }
+}

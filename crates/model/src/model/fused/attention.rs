@@ -23,12 +23,12 @@ const PARALLEL_WORK: usize = 1 << 16;
 /// How a layer's queries meet its keys: the heads, their width, how many query heads share a
 /// KV head, and how many keys the cache holds.
 #[derive(Clone, Copy)]
-struct Heads {
-    rows: usize,
-    nh: usize,
-    nkv: usize,
-    hd: usize,
-    keys: usize,
+pub(crate) struct Heads {
+    pub rows: usize,
+    pub nh: usize,
+    pub nkv: usize,
+    pub hd: usize,
+    pub keys: usize,
 }
 
 impl Heads {
@@ -66,26 +66,18 @@ impl Step<'_> {
             hd,
             keys: view.k.len() / (nkv * hd),
         };
-        let (group, sliding, window) = (
-            heads.group(),
-            spec.kind == AttnKind::Sliding,
-            cfg.sliding_window,
-        );
+        let (group, window) = (heads.group(), cfg.sliding_window);
         // One group per (row, KV head): the `group · hd` outputs of its query heads, which
         // are contiguous in the `[rows, nh·hd]` output (head h reads KV head h / group).
         let of = |i: usize| {
             let (r, kvh) = (i / nkv, i % nkv);
             let p = self.q_start + r;
-            // Keys at logical positions start + j, visible when j ≤ p and inside the window.
-            let last = (p + 1).saturating_sub(start).min(heads.keys);
-            let first = if sliding {
-                (p + 1)
-                    .saturating_sub(window)
-                    .saturating_sub(start)
-                    .min(last)
-            } else {
-                0
-            };
+            // Keys at logical positions start + j, visible when j ≤ p and inside the window, or
+            // in p's image as the model's rule says.
+            let seen =
+                super::super::soft::visible(cfg.image_blocks, self.blocks, spec.kind, window, p);
+            let last = seen.end.saturating_sub(start).min(heads.keys);
+            let first = seen.start.saturating_sub(start).min(last);
             let from = (r * nh + kvh * group) * hd;
             Group {
                 q: &q[from..from + group * hd],
@@ -153,11 +145,11 @@ impl Step<'_> {
 /// Every group's attention (`of(i)` is group i: row `i / nkv`, KV head `i % nkv`), into the
 /// `[rows, nh·hd]` output: as GEMMs for a prefill chunk, on this thread for small work, else
 /// split over the team.
-fn attend_groups<'a>(h: Heads, of: &(dyn Fn(usize) -> Group<'a> + Sync)) -> Vec<f32> {
+pub(crate) fn attend_groups<'a>(h: Heads, of: &(dyn Fn(usize) -> Group<'a> + Sync)) -> Vec<f32> {
     let (group, width) = (h.group(), h.group() * h.hd);
     let mut out = vec![0f32; h.rows * h.nh * h.hd];
     let threads = team().threads();
-    if h.rows > FUSED_MAX_ROWS {
+    if h.rows > FUSED_MAX_ROWS && gemma_kernels::qmatmul::gemm_available() {
         // A prefill chunk: each group's scores and weighted values as two GEMMs.
         // In blocks of rows, each against only the keys its rows see: a causal chunk's
         // later keys are masked for its earlier rows.

@@ -7,7 +7,7 @@
 //! neither AVX2 nor AVX-512); this one computes the same function and the oracle tests hold
 //! both to it.
 
-mod attention;
+pub(crate) mod attention;
 
 use burn::tensor::{Tensor, TensorData};
 
@@ -30,6 +30,8 @@ struct Step<'a> {
     q_start: usize,
     /// The forward's first position.
     pos: usize,
+    /// Spans that see each other both ways on sliding layers ([`super::soft`]).
+    blocks: &'a [std::ops::Range<usize>],
     /// cos and sin per position `pos..pos + T` (sliding layers, full layers): computed once
     /// per forward, not per layer.
     rope: RopeTables,
@@ -85,6 +87,7 @@ impl Gemma {
     pub(super) fn forward_fused(
         &self,
         ids: &[u32],
+        merge: &super::Merge,
         cache: &mut super::KvCache,
         pos: usize,
         logits: Logits,
@@ -95,13 +98,17 @@ impl Gemma {
         let mut x = host(&self.embed).dequantize_rows(&rows);
         let scale = (hsize as f32).sqrt();
         x.iter_mut().for_each(|v| *v *= scale);
-        let mut ple = self.ple.as_ref().map(|_| self.ple_host(ids, &x));
+        for s in merge.soft {
+            x[s.at * hsize..s.at * hsize + s.rows.len()].copy_from_slice(s.rows);
+        }
+        let mut ple = self.ple.as_ref().map(|_| self.ple_host(&merge.ple_ids, &x));
         let tables = |inv: &[f32]| (pos..pos + t).map(|p| rope_row(inv, p)).collect();
         let mut step = Step {
             model: self,
             rows: t,
             q_start: pos,
             pos,
+            blocks: &merge.blocks,
             rope: (tables(&self.inv_freq_sliding), tables(&self.inv_freq_full)),
         };
         for (i, (layer, spec)) in self.layers.iter().zip(&cfg.layers).enumerate() {

@@ -1,0 +1,198 @@
+//! Gemma 4's vision towers: a picture's patches in, the soft tokens the decoder takes in place
+//! of its image placeholders out (`n × text hidden`, see [`crate::model::soft`]). Stateless and
+//! config-driven ([`config::VisionSpec`] from `vision_config`): the ViT of E2B/E4B (clipped
+//! linears) and of 26B/31B (`standardize`) in [`vit`], the 12B's encoder-free embedder in
+//! [`unified`], each followed by the projector (weightless RMSNorm, then a linear map to the text
+//! width). They run on the host kernels (the packed GEMM and the fused attention of the text
+//! step), weights in their stored type, in place.
+
+pub mod config;
+mod unified;
+mod vit;
+
+use std::path::Path;
+
+use gemma_kernels::qmatmul::{QMatrix, matmul_many};
+
+use crate::model::FUSED_MAX_ROWS;
+
+use self::config::{TowerSpec, VisionSpec};
+use crate::error::{Error, Result};
+use crate::weights::TensorSource;
+
+/// A loaded vision tower with its projector.
+#[derive(Debug)]
+pub struct VisionTower {
+    spec: VisionSpec,
+    tower: Tower,
+    /// `[text hidden, tower width]`.
+    projector: QMatrix,
+}
+
+#[derive(Debug)]
+enum Tower {
+    Vit(vit::Vit),
+    Unified(unified::Unified),
+}
+
+/// A picture's patches as the tower takes them (`gemma_media::Patches`, as plain data).
+#[derive(Debug, Clone, Copy)]
+pub struct PatchInput<'a> {
+    /// `count × side² × 3` values in [0, 1], patch after patch, each (row, column, channel).
+    pub values: &'a [f32],
+    /// Each patch's (x, y) in patches.
+    pub positions: &'a [[u32; 2]],
+}
+
+impl VisionTower {
+    /// Loads the tower `spec` describes from `src`.
+    pub fn load(spec: VisionSpec, src: &dyn TensorSource) -> Result<Self> {
+        let (tower, width) = match &spec.tower {
+            TowerSpec::Vit(v) => (Tower::Vit(vit::Vit::load(v, &spec, src)?), v.hidden),
+            TowerSpec::Unified(u) => (
+                Tower::Unified(unified::Unified::load(u, &spec, src)?),
+                u.width,
+            ),
+        };
+        let name = [
+            "embed_vision.embedding_projection.weight",
+            "vision_embedder.multimodal_embedder.embedding_projection.weight",
+        ]
+        .into_iter()
+        .find(|n| src.shape(n).is_some())
+        .unwrap_or("embed_vision.embedding_projection.weight");
+        let projector = matrix(src, name, &[spec.text_hidden, width])?;
+        Ok(Self {
+            spec,
+            tower,
+            projector,
+        })
+    }
+
+    /// The tower's description.
+    pub fn spec(&self) -> &VisionSpec {
+        &self.spec
+    }
+
+    /// The soft tokens of one picture: `n × text hidden` values, `n` being its patches over
+    /// the pooling area (ViT) or its patches (the 12B's embedder).
+    pub fn encode(&self, input: PatchInput) -> Result<Vec<f32>> {
+        let side = self.spec.input_side();
+        let n = input.positions.len();
+        if n == 0 || input.values.len() != n * side * side * 3 {
+            return Err(Error::Invalid(format!(
+                "{} values are not {n} patches of {side}×{side} pixels",
+                input.values.len()
+            )));
+        }
+        let out = match &self.tower {
+            Tower::Vit(v) => v.forward(input, &self.spec)?,
+            Tower::Unified(u) => u.forward(input)?,
+        };
+        let width = self.projector.cols();
+        let mut out = out;
+        rms_rows(&mut out, None, width, self.spec.eps);
+        Ok(products(&self.projector, &out, n_rows(&out, width)))
+    }
+}
+
+/// The vision tower of the checkpoint at `path` (its directory or a file in it), with a clear
+/// error when it has none.
+pub fn open(path: &Path) -> Result<VisionTower> {
+    if path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("gguf"))
+    {
+        return Err(Error::Invalid(format!(
+            "{} is a GGUF file: gemma-chat reads vision towers from the Hugging Face \
+             safetensors checkpoint for now (an mmproj GGUF is not read yet); point --model at \
+             the checkpoint's directory",
+            path.display()
+        )));
+    }
+    let dir = crate::weights::model_dir(path);
+    let spec = spec_of(&dir)?.ok_or_else(|| {
+        Error::Invalid(format!(
+            "the checkpoint in {} has no vision tower (its config.json has no vision_config): \
+             this model reads text only",
+            dir.display()
+        ))
+    })?;
+    let src = crate::weights::safetensors::SafetensorsSource::open(&dir)?;
+    VisionTower::load(spec, &src)
+}
+
+/// The vision side of the checkpoint in `dir` (its `config.json`), `None` when it has none.
+pub fn spec_of(dir: &Path) -> Result<Option<VisionSpec>> {
+    let path = dir.join("config.json");
+    if !path.exists() {
+        return Ok(None);
+    }
+    let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+    let value: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| Error::config(&path, format!("not valid JSON: {e}")))?;
+    VisionSpec::from_json(&value).map_err(|msg| Error::config(&path, msg))
+}
+
+/// Refuses a patch beyond the tower's position table (`limit` rows an axis).
+fn check_positions(positions: &[[u32; 2]], limit: usize) -> Result<()> {
+    match positions
+        .iter()
+        .find(|p| p[0] as usize >= limit || p[1] as usize >= limit)
+    {
+        Some(&[x, y]) => Err(Error::Invalid(format!(
+            "a patch at ({x}, {y}) is beyond this tower's {limit} positions a side: use a \
+             smaller image budget"
+        ))),
+        None => Ok(()),
+    }
+}
+
+fn n_rows(x: &[f32], width: usize) -> usize {
+    x.len() / width.max(1)
+}
+
+/// `x · Wᵀ` for `t` rows: the packed GEMM for many rows where the CPU has it, else the row
+/// kernels.
+fn products(w: &QMatrix, x: &[f32], t: usize) -> Vec<f32> {
+    if t > FUSED_MAX_ROWS
+        && let Some(y) = w.gemm(x, t)
+    {
+        return y;
+    }
+    matmul_many(&[w], x, t).remove(0)
+}
+
+/// RMSNorm of each row in place: `x / √(mean(x²) + ε) · w` (no weight: `w = 1`).
+fn rms_rows(x: &mut [f32], w: Option<&[f32]>, width: usize, eps: f64) {
+    for row in x.chunks_exact_mut(width) {
+        let ms = row
+            .iter()
+            .map(|&v| f64::from(v) * f64::from(v))
+            .sum::<f64>()
+            / width as f64;
+        let inv = ((ms as f32) + eps as f32).powf(-0.5);
+        match w {
+            Some(w) => row.iter_mut().zip(w).for_each(|(v, w)| *v = *v * inv * w),
+            None => row.iter_mut().for_each(|v| *v *= inv),
+        }
+    }
+}
+
+/// The stored tensor `name` as a host matrix, checked against `shape`.
+fn matrix(src: &dyn TensorSource, name: &str, shape: &[usize]) -> Result<QMatrix> {
+    let b = src.blocks(name, shape)?;
+    let ty = b.ty;
+    QMatrix::from_blocks(b).ok_or_else(|| Error::Weights {
+        path: src.path_of(name),
+        msg: format!(
+            "tensor `{name}` ({shape:?}) is not whole {} blocks",
+            ty.name()
+        ),
+    })
+}
+
+/// The stored tensor `name` as f32 values, checked against `shape`.
+fn values(src: &dyn TensorSource, name: &str, shape: &[usize]) -> Result<Vec<f32>> {
+    Ok(src.require(name, shape)?.data)
+}
