@@ -48,6 +48,8 @@ pub struct GenerateArgs {
     /// Print one JSON object instead of the text.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    images: super::images::ImageArgs,
 }
 
 /// Loads the chosen model, or the demo model (fetched on first use) when none is named.
@@ -77,6 +79,14 @@ pub fn run(
     raw: bool,
 ) -> anyhow::Result<()> {
     if args.chat {
+        if !args.images.images.is_empty() {
+            return Err(super::Refused(
+                "--image goes with --ids for now (each picture on a run of image placeholders); \
+                 pictures in a chat turn come with the image attachments of the chat"
+                    .into(),
+            )
+            .into());
+        }
         return chat(&args, common, s, tab, raw);
     }
     let t0 = Instant::now();
@@ -84,6 +94,13 @@ pub fn run(
     let load_s = t0.elapsed().as_secs_f64();
     let cfg = lm.model.config();
     let prompt_ids = prompt_ids(&args, &lm)?;
+    let images = if args.images.images.is_empty() {
+        Vec::new()
+    } else {
+        let tower = gemma_model::vision::open(&lm.path)?;
+        let encoded = super::images::encode(&tower, &args.images)?;
+        super::images::place(&prompt_ids, tower.spec(), encoded)?
+    };
     let opts = TurnOptions {
         max_new_tokens: args.max_new_tokens,
         sampling: raw_sampling(s),
@@ -95,7 +112,7 @@ pub fn run(
         boundary_snapshot: false,
     };
     let mut session = Session::new(&lm.model);
-    let mut turn = Turn::start(&mut session, prompt_ids.clone(), opts)?;
+    let mut turn = Turn::start_with(&mut session, prompt_ids.clone(), images, opts)?;
     let mut reply = Reply::new(None, Vec::new());
     let mut text = String::new();
     let stdout = std::io::stdout();

@@ -32,6 +32,7 @@ mod config_cmd;
 mod front;
 mod generate;
 mod headless;
+mod images;
 mod template_cmd;
 mod tui;
 

@@ -27,3 +27,4 @@ mod remote_hostile;
 mod sessions;
 mod templates;
 mod tui_e2e;
+mod vision_oracle;

@@ -14,6 +14,7 @@ mod attach;
 mod branch;
 pub mod convo_store;
 pub mod handle;
+pub mod images;
 mod job;
 pub mod kv_store;
 mod options;

@@ -8,6 +8,7 @@
 
 use burn::tensor::{Device, Tensor};
 
+use super::images::{Held, Image, chunk_end, shared, softs};
 use super::protocol::{Reuse, Tier};
 
 use gemma_model::error::{Error, Result};
@@ -30,6 +31,10 @@ pub struct Session {
     snapshots: Vec<(SlidingSnapshot, bool)>,
     /// Forward steps left before an injected failure (tests only).
     fail_in: Option<usize>,
+    /// The images among the resident positions, by identity ([`super::images`]).
+    images: Vec<Held>,
+    /// The model's width (rows of an image's soft tokens).
+    hidden: usize,
 }
 
 /// Answer-end snapshots kept per session: edits of the last four user messages rewind to one.
@@ -52,6 +57,8 @@ impl Session {
             device: model.device().clone(),
             snapshots: Vec::new(),
             fail_in: None,
+            images: Vec::new(),
+            hidden: model.config().hidden_size,
         }
     }
 
@@ -107,6 +114,7 @@ impl Session {
         self.cache.clear();
         self.host = None;
         self.resident.clear();
+        self.images.clear();
         self.evicted = true;
     }
 
@@ -131,6 +139,7 @@ impl Session {
         self.reset();
         self.host = Some(host);
         self.resident = resident;
+        self.images.clear();
         true
     }
 
@@ -163,6 +172,7 @@ impl Session {
     pub fn discard(&mut self) {
         self.cache.clear();
         self.resident.clear();
+        self.images.clear();
         self.dirty = true;
     }
 
@@ -179,6 +189,7 @@ impl Session {
         self.cache.clear();
         self.host = None;
         self.resident.clear();
+        self.images.clear();
         self.dirty = false;
         self.evicted = false;
         self.restored = false;
@@ -256,6 +267,12 @@ impl Session {
     /// Makes the resident ids a prefix of `prompt`, keeping as much as it can, and returns how;
     /// what remains of `prompt` past `position()` must be prefilled (never nothing).
     pub fn prepare(&mut self, prompt: &[u32]) -> Result<Reuse> {
+        self.prepare_with(prompt, &[])
+    }
+
+    /// [`Session::prepare`] for a prompt with `images`: what is kept stops before the first
+    /// image that is not the one the session holds at the same place.
+    pub fn prepare_with(&mut self, prompt: &[u32], images: &[Image]) -> Result<Reuse> {
         if prompt.is_empty() {
             return Err(Error::Invalid("the prompt is empty".into()));
         }
@@ -282,6 +299,9 @@ impl Session {
             .zip(prompt)
             .take_while(|(a, b)| a == b)
             .count();
+        let held = self.resident.len();
+        self.images.retain(|(span, _)| span.end <= held);
+        let common = shared(&self.images, images, self.hidden, common);
         if common == self.resident.len() && common < prompt.len() {
             return Ok(Reuse::ExactPrefix);
         }
@@ -305,18 +325,35 @@ impl Session {
     /// position's logits. On failure the session is emptied and marked dirty. (A turn prefills
     /// through [`super::turn::Turn`], a chunk per step; this is for whole histories.)
     pub fn prefill(&mut self, model: &Gemma, ids: &[u32], chunk: usize) -> Result<NextLogits> {
+        self.prefill_with(model, ids, &[], chunk)
+    }
+
+    /// [`Session::prefill`] with the conversation's `images`, never split across steps.
+    pub fn prefill_with(
+        &mut self,
+        model: &Gemma,
+        ids: &[u32],
+        images: &[Image],
+        chunk: usize,
+    ) -> Result<NextLogits> {
         if ids.is_empty() {
             return Err(Error::Invalid("prefill needs at least one token".into()));
         }
-        let chunks: Vec<&[u32]> = ids.chunks(chunk.max(1)).collect();
+        let (start, mut done) = (self.position(), 0);
         let mut last = None;
-        for (i, part) in chunks.iter().enumerate() {
-            let mode = if i + 1 == chunks.len() {
+        while done < ids.len() {
+            let (from, to) = (
+                start + done,
+                (start + done + chunk.max(1)).min(start + ids.len()),
+            );
+            let to = chunk_end(images, self.hidden, from, to);
+            let mode = if to == start + ids.len() {
                 Logits::Last
             } else {
                 Logits::None
             };
-            last = self.feed(model, part, mode)?;
+            last = self.feed_with(model, &ids[done..to - start], images, mode)?;
+            done = to - start;
         }
         let last = last.ok_or_else(|| Error::Backend("the last chunk gave no logits".into()))?;
         Ok(NextLogits::last_of(last))
@@ -326,6 +363,19 @@ impl Session {
     /// happens: on success they are resident; on failure the session is emptied and marked
     /// dirty. Returns the logits `mode` asks for.
     pub fn feed(&mut self, model: &Gemma, ids: &[u32], mode: Logits) -> Result<Option<Tensor<2>>> {
+        self.feed_with(model, ids, &[], mode)
+    }
+
+    /// [`Session::feed`] with the `images` of the conversation (prompt positions): those lying
+    /// wholly within this step replace their placeholders' embeddings and become resident by
+    /// identity.
+    pub fn feed_with(
+        &mut self,
+        model: &Gemma,
+        ids: &[u32],
+        images: &[Image],
+        mode: Logits,
+    ) -> Result<Option<Tensor<2>>> {
         if ids.is_empty() {
             return Err(Error::Invalid(
                 "a forward step needs at least one token".into(),
@@ -344,14 +394,21 @@ impl Session {
             }
             None => false,
         };
+        let soft = softs(images, self.hidden, pos, pos + ids.len());
         let result = if injected {
             Err(Error::Backend("injected failure".into()))
         } else {
-            model.forward(ids, &mut self.cache, pos, mode)
+            model.forward_with(ids, &soft, &mut self.cache, pos, mode)
         };
         match result {
             Ok(out) => {
                 self.resident.extend_from_slice(ids);
+                self.images.retain(|(span, _)| span.end <= pos);
+                let (from, to) = (pos, pos + ids.len());
+                self.images.extend(images.iter().filter_map(|i| {
+                    let span = i.span(self.hidden);
+                    (span.start >= from && span.end <= to).then_some((span, i.key))
+                }));
                 Ok(out)
             }
             Err(e) => {

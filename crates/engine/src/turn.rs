@@ -13,6 +13,7 @@ use std::time::Instant;
 
 use burn::tensor::Tensor;
 
+use super::images::{Image, chunk_end};
 use super::protocol::{Reuse, TurnEnd, TurnStats};
 use super::session::Session;
 use gemma_model::error::{Error, Result};
@@ -95,6 +96,8 @@ pub struct Turn {
     finished_s: Option<f64>,
     /// The turn ended with its prompt in the session: snapshot the end at the next step.
     snapshot_end: bool,
+    /// The prompt's images, by position.
+    images: Vec<Image>,
 }
 
 impl Turn {
@@ -102,12 +105,23 @@ impl Turn {
     /// (the session unchanged), else makes the session's resident ids a prefix of `prompt`
     /// (see [`Session::prepare`]).
     pub fn start(session: &mut Session, prompt: Vec<u32>, opts: TurnOptions) -> Result<Self> {
+        Self::start_with(session, prompt, Vec::new(), opts)
+    }
+
+    /// [`Turn::start`] for a prompt holding `images` (their soft tokens replace the embeddings
+    /// of their placeholder positions; each is prefilled in one step).
+    pub fn start_with(
+        session: &mut Session,
+        prompt: Vec<u32>,
+        images: Vec<Image>,
+        opts: TurnOptions,
+    ) -> Result<Self> {
         let (needed, limit) = (prompt.len() + 1, opts.context);
         if needed > limit {
             return Err(Error::ContextLengthExceeded { needed, limit });
         }
         let started = Instant::now();
-        let reuse = session.prepare(&prompt)?;
+        let reuse = session.prepare_with(&prompt, &images)?;
         Ok(Self {
             reused: session.position(),
             prompt,
@@ -125,6 +139,7 @@ impl Turn {
             ttft_s: 0.0,
             finished_s: None,
             snapshot_end: false,
+            images,
             opts,
         })
     }
@@ -268,12 +283,13 @@ impl Turn {
                 session.snapshot(false);
             }
         }
+        let to = chunk_end(&self.images, model.config().hidden_size, from, to);
         let mode = match (self.all_logits.is_some(), to == end) {
             (true, _) => Logits::All,
             (false, true) => Logits::Last,
             (false, false) => Logits::None,
         };
-        let out = session.feed(model, &self.prompt[from..to], mode)?;
+        let out = session.feed_with(model, &self.prompt[from..to], &self.images, mode)?;
         if let (Some(all), Some(l)) = (self.all_logits.as_mut(), out.as_ref()) {
             all.extend(to_vec(l.clone())?);
         }
@@ -315,7 +331,12 @@ impl Turn {
             match session.rewind_near(resident) {
                 Some(at) if at < resident => {
                     let again = [&self.prompt[..], &self.answer[..]].concat();
-                    session.prefill(model, &again[at..resident], self.opts.chunk)?;
+                    session.prefill_with(
+                        model,
+                        &again[at..resident],
+                        &self.images,
+                        self.opts.chunk,
+                    )?;
                 }
                 Some(_) => {}
                 None => session.mark_dirty(),

@@ -1,0 +1,144 @@
+//! Images in a conversation's ids: each one a run of placeholder ids whose embeddings its soft
+//! tokens replace ([`Image`]), identified by its content (the file's bytes and the token budget)
+//! and not by those ids, which every image of the same size shares. A session keeps the identity
+//! of the images it holds, so that a follow-up reuses an image's keys and values only when it is
+//! the same picture at the same place ([`shared`]), and a turn never splits an image across two
+//! forward steps ([`chunk_end`]): a bidirectional image must be in one.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use gemma_model::model::Soft;
+use sha2::{Digest, Sha256};
+
+/// What identifies an image's keys and values: SHA-256 of its file's bytes and its budget.
+pub type ImageKey = [u8; 32];
+
+/// The identity of a picture's bytes at a token budget.
+pub fn image_key(bytes: &[u8], budget: usize) -> ImageKey {
+    let mut h = Sha256::new();
+    h.update(bytes);
+    h.update(b"\0budget=");
+    h.update(budget.to_le_bytes());
+    h.finalize().into()
+}
+
+/// One image's soft tokens in a prompt.
+#[derive(Debug, Clone)]
+pub struct Image {
+    /// Position of its first placeholder in the prompt.
+    pub at: usize,
+    /// `n × H` values from the tower: `n` placeholders.
+    pub rows: Arc<Vec<f32>>,
+    /// Its identity.
+    pub key: ImageKey,
+}
+
+impl Image {
+    /// The positions it fills, for a model of width `hidden`.
+    pub fn span(&self, hidden: usize) -> Range<usize> {
+        self.at..self.at + self.rows.len() / hidden.max(1)
+    }
+}
+
+/// An image the session holds: its positions and identity.
+pub(crate) type Held = (Range<usize>, ImageKey);
+
+/// How much of `common` (the ids the session and the prompt share) may be reused: up to the
+/// first image either side has there that the other lacks (another picture, or a different
+/// place), and never into the middle of an image.
+pub(crate) fn shared(held: &[Held], prompt: &[Image], hidden: usize, common: usize) -> usize {
+    let mut keep = common;
+    for (span, key) in held {
+        let same = prompt
+            .iter()
+            .any(|i| i.span(hidden) == *span && i.key == *key);
+        if span.start < keep && (!same || span.end > keep) {
+            keep = span.start;
+        }
+    }
+    for i in prompt {
+        let span = i.span(hidden);
+        let same = held.iter().any(|(s, k)| *s == span && *k == i.key);
+        if span.start < keep && (!same || span.end > keep) {
+            keep = span.start;
+        }
+    }
+    keep
+}
+
+/// Where a forward step from `from` that would end at `to` ends instead so that no image is
+/// split: before the first image it would cut, or after it when the step starts there (an image
+/// longer than the chunk is one step).
+pub fn chunk_end(images: &[Image], hidden: usize, from: usize, to: usize) -> usize {
+    for i in images {
+        let span = i.span(hidden);
+        if span.start < to && to < span.end {
+            return if span.start > from {
+                span.start
+            } else {
+                span.end
+            };
+        }
+    }
+    to
+}
+
+/// The soft tokens of the images in `from..to`, offsets relative to `from`.
+pub(crate) fn softs<'a>(
+    images: &'a [Image],
+    hidden: usize,
+    from: usize,
+    to: usize,
+) -> Vec<Soft<'a>> {
+    images
+        .iter()
+        .filter(|i| {
+            let s = i.span(hidden);
+            s.start >= from && s.end <= to
+        })
+        .map(|i| Soft {
+            at: i.at - from,
+            rows: &i.rows,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn image(at: usize, n: usize, key: u8) -> Image {
+        Image {
+            at,
+            rows: Arc::new(vec![0.0; n * 2]),
+            key: [key; 32],
+        }
+    }
+
+    #[test]
+    fn reuse_stops_at_a_different_picture() {
+        let held = vec![(3..6, [1; 32]), (8..10, [2; 32])];
+        // The same pictures at the same places: everything.
+        assert_eq!(shared(&held, &[image(3, 3, 1), image(8, 2, 2)], 2, 12), 12);
+        // The second picture changed: up to it.
+        assert_eq!(shared(&held, &[image(3, 3, 1), image(8, 2, 9)], 2, 12), 8);
+        // Text where a picture was, or a picture where text was.
+        assert_eq!(shared(&held, &[image(3, 3, 1)], 2, 12), 8);
+        assert_eq!(shared(&[], &[image(3, 3, 1)], 2, 12), 3);
+        // Never into an image's middle.
+        assert_eq!(shared(&held, &[image(3, 3, 1), image(8, 2, 2)], 2, 9), 8);
+    }
+
+    #[test]
+    fn steps_never_split_an_image() {
+        let images = [image(4, 6, 1)];
+        assert_eq!(chunk_end(&images, 2, 0, 3), 3);
+        assert_eq!(chunk_end(&images, 2, 0, 6), 4);
+        assert_eq!(chunk_end(&images, 2, 4, 6), 10);
+        assert_eq!(chunk_end(&images, 2, 4, 12), 12);
+        let s = softs(&images, 2, 4, 12);
+        assert_eq!((s.len(), s[0].at), (1, 0));
+        assert!(softs(&images, 2, 0, 4).is_empty());
+    }
+}

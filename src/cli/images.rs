@@ -1,0 +1,143 @@
+//! `--image FILE` on the command line: each picture read within limits, cut into the patches of
+//! the checkpoint's tower at the `--image-tokens` budget, encoded, and placed on a run of
+//! image placeholders of the prompt's ids.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::Args;
+use gemma_engine::images::{Image, image_key};
+use gemma_media::{Picture, picture::MAX_FILE};
+use gemma_model::vision::config::VisionSpec;
+use gemma_model::vision::{PatchInput, VisionTower};
+
+use super::Refused;
+
+/// Pictures for the prompt.
+#[derive(Debug, Args, Default)]
+pub struct ImageArgs {
+    /// A picture (PNG, JPEG, WebP, GIF) for the prompt; repeat for several, in order.
+    #[arg(long = "image", value_name = "FILE")]
+    pub images: Vec<PathBuf>,
+    /// Soft tokens per picture at most: 70, 140, 280, 560 or 1120.
+    #[arg(long, default_value_t = 280)]
+    pub image_tokens: usize,
+}
+
+/// One picture, encoded.
+pub struct Encoded {
+    /// Its file, for messages.
+    pub path: PathBuf,
+    /// Its identity.
+    pub key: gemma_engine::images::ImageKey,
+    /// Its soft tokens, `n × text hidden`.
+    pub rows: Arc<Vec<f32>>,
+    /// `n`.
+    pub tokens: usize,
+}
+
+/// Reads, cuts and encodes each picture with `tower`.
+pub fn encode(tower: &VisionTower, args: &ImageArgs) -> anyhow::Result<Vec<Encoded>> {
+    if !gemma_media::BUDGETS.contains(&args.image_tokens) {
+        return Err(Refused(format!(
+            "--image-tokens {} is not a budget Gemma 4 takes: use 70, 140, 280, 560 or 1120",
+            args.image_tokens
+        ))
+        .into());
+    }
+    let spec = tower.spec();
+    args.images
+        .iter()
+        .map(|path| encode_one(tower, spec, path, args.image_tokens))
+        .collect()
+}
+
+fn encode_one(
+    tower: &VisionTower,
+    spec: &VisionSpec,
+    path: &Path,
+    budget: usize,
+) -> anyhow::Result<Encoded> {
+    let bytes = gemma_files::read_limited(path, MAX_FILE)
+        .with_context(|| format!("reading the picture {}", path.display()))?;
+    let picture = Picture::decode(&bytes, &path.display().to_string())?;
+    let side = spec.input_side() as u32;
+    let patches = gemma_media::patches_of(&picture.rgb, budget, side)?;
+    let rows = tower
+        .encode(PatchInput {
+            values: &patches.values,
+            positions: &patches.positions,
+        })
+        .with_context(|| format!("encoding {}", path.display()))?;
+    Ok(Encoded {
+        path: path.to_path_buf(),
+        key: image_key(&bytes, budget),
+        tokens: rows.len() / spec.text_hidden,
+        rows: Arc::new(rows),
+    })
+}
+
+/// Places each picture, in order, on the next run of image placeholders (between a
+/// begin-image and an end-image id) of `ids`; refused when the runs and the pictures do not
+/// match, naming both counts.
+pub fn place(ids: &[u32], spec: &VisionSpec, encoded: Vec<Encoded>) -> anyhow::Result<Vec<Image>> {
+    let runs = placeholder_runs(ids, spec);
+    if let Some(&(at, _, _)) = runs.iter().find(|r| !r.2) {
+        return Err(Refused(format!(
+            "the image placeholders at position {at} are not between a begin-image id ({}) and \
+             an end-image id ({})",
+            spec.boi_token_id, spec.eoi_token_id
+        ))
+        .into());
+    }
+    if runs.len() != encoded.len() {
+        return Err(Refused(format!(
+            "the ids hold {} run(s) of image placeholders (id {}) but {} picture(s) were given",
+            runs.len(),
+            spec.image_token_id,
+            encoded.len()
+        ))
+        .into());
+    }
+    runs.into_iter()
+        .zip(encoded)
+        .map(|((at, len, _), e)| {
+            if len != e.tokens {
+                return Err(Refused(format!(
+                    "{}: the run of image placeholders at position {at} is {len} long, but the \
+                     picture makes {} soft tokens at this budget",
+                    e.path.display(),
+                    e.tokens
+                ))
+                .into());
+            }
+            Ok(Image {
+                at,
+                rows: e.rows,
+                key: e.key,
+            })
+        })
+        .collect()
+}
+
+/// (start, length, whether a begin-image id comes before it and an end-image id after) of each
+/// maximal run of image placeholders.
+fn placeholder_runs(ids: &[u32], spec: &VisionSpec) -> Vec<(usize, usize, bool)> {
+    let mut runs = Vec::new();
+    let mut i = 0;
+    while i < ids.len() {
+        if ids[i] != spec.image_token_id {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < ids.len() && ids[i] == spec.image_token_id {
+            i += 1;
+        }
+        let opened = start > 0 && ids[start - 1] == spec.boi_token_id;
+        let closed = ids.get(i) == Some(&spec.eoi_token_id);
+        runs.push((start, i - start, opened && closed));
+    }
+    runs
+}

@@ -1,0 +1,262 @@
+//! Images against transformers: for each tower kind in `tests/fixtures/vision` (the E2B/E4B ViT
+//! with clipped linears and PLE, the 26B/31B ViT with `standardize` and bidirectional images
+//! longer than the sliding window, the 12B's encoder-free embedder), the soft tokens of each
+//! picture, the logits of every position of a prompt holding two pictures on every path, the
+//! greedy ids, and the warm session: a follow-up reuses the pictures, another picture in the
+//! same place does not. The fixtures come from `tests/fixtures/make_vision_oracle.py`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::common::{f32s, ids, max_abs_diff};
+
+use burn::tensor::Device;
+use gemma_engine::images::{Image, image_key};
+use gemma_engine::protocol::Reuse;
+use gemma_engine::session::Session;
+use gemma_engine::turn::{Turn, TurnOptions};
+use gemma_model::checkpoint::{LoadedModel, load};
+use gemma_model::model::ComputeDtype;
+use gemma_model::vision::{PatchInput, VisionTower};
+use safetensors::SafeTensors;
+
+const BUDGET: usize = 70;
+
+fn fixtures() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/vision");
+    let dirs: Vec<PathBuf> = ["e2b_style", "big_style", "unified_style"]
+        .iter()
+        .map(|k| root.join(k))
+        .collect();
+    assert!(
+        dirs.iter()
+            .all(|d| d.join("reference.safetensors").exists())
+    );
+    dirs
+}
+
+struct Fixture {
+    lm: LoadedModel,
+    tower: VisionTower,
+    logits: Vec<f32>,
+    prompt: Vec<u32>,
+    greedy: Vec<u32>,
+    images: Vec<Image>,
+}
+
+fn open(dir: &Path) -> Fixture {
+    let lm = load(dir, &Device::flex(), ComputeDtype::F32, &mut |_, _| {})
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    let tower = gemma_model::vision::open(dir).expect("a tower");
+    let bytes = std::fs::read(dir.join("reference.safetensors")).expect("reference");
+    let st = SafeTensors::deserialize(&bytes).expect("reference parses");
+    let prompt = ids(&st, "prompt_ids");
+    let hidden = lm.model.config().hidden_size;
+    let spec = tower.spec().clone();
+    let mut images = Vec::new();
+    let mut search = 0;
+    for (i, name) in ["a.png", "b.png"].iter().enumerate() {
+        let file = std::fs::read(dir.join(name)).expect("picture");
+        let picture = gemma_media::Picture::decode(&file, name).expect("decodes");
+        let side = spec.input_side() as u32;
+        let p = gemma_media::patches_of(&picture.rgb, BUDGET, side).expect("budget");
+        let positions = ids(&st, &format!("positions_{i}"));
+        let theirs: Vec<[u32; 2]> = positions.chunks(2).map(|c| [c[0], c[1]]).collect();
+        assert_eq!(p.positions, theirs, "{}: patch positions", dir.display());
+        let rows = tower
+            .encode(PatchInput {
+                values: &p.values,
+                positions: &p.positions,
+            })
+            .expect("encodes");
+        let want = f32s(&st, &format!("features_{i}"));
+        let d = max_abs_diff(&rows, &want);
+        println!("{} {name}: max |Δsoft tokens| = {d:.2e}", dir.display());
+        assert_eq!(rows.len(), want.len(), "{}: soft tokens", dir.display());
+        assert!(
+            d < 1e-3,
+            "{} {name}: soft tokens differ by {d}",
+            dir.display()
+        );
+        let at = search
+            + prompt[search..]
+                .iter()
+                .position(|&t| t == spec.image_token_id)
+                .expect("placeholders");
+        search = at + rows.len() / hidden;
+        images.push(Image {
+            at,
+            rows: Arc::new(rows),
+            key: image_key(&file, BUDGET),
+        });
+    }
+    Fixture {
+        lm,
+        tower,
+        logits: f32s(&st, "logits"),
+        prompt,
+        greedy: ids(&st, "greedy_ids"),
+        images,
+    }
+}
+
+fn options(chunk: usize, all: bool) -> TurnOptions {
+    TurnOptions {
+        chunk,
+        prompt_logits: all,
+        ..TurnOptions::greedy(10, 1024)
+    }
+}
+
+/// The logits of every prompt position, prefilled a chunk at a time, and the greedy answer.
+fn run(f: &Fixture, session: &mut Session, chunk: usize) -> (Vec<f32>, Vec<u32>, Reuse) {
+    let mut t = Turn::start_with(
+        session,
+        f.prompt.clone(),
+        f.images.clone(),
+        options(chunk, true),
+    )
+    .expect("starts");
+    t.run(&f.lm.model, session, &mut |_| true).expect("runs");
+    let reuse = t.stats().reuse;
+    (
+        t.take_prompt_logits().expect("logits"),
+        t.answer().to_vec(),
+        reuse,
+    )
+}
+
+#[test]
+fn image_prompts_match_transformers() {
+    for dir in fixtures() {
+        let mut f = open(&dir);
+        let window = f.lm.model.config().sliding_window;
+        assert!(
+            f.images
+                .iter()
+                .all(|i| i.rows.len() / f.lm.model.config().hidden_size > window)
+        );
+        // Chunks of 8 (each image still one step: the GEMM or the row kernels around it), one
+        // chunk (the prefill GEMM), and burn's graph (the GPU path).
+        for (path, chunk, fused) in [
+            ("fused, chunks of 8", 8, true),
+            ("fused, one chunk", 4096, true),
+            ("burn", 4096, false),
+        ] {
+            f.lm.model.set_fused(fused);
+            let mut session = Session::new(&f.lm.model);
+            let (logits, answer, _) = run(&f, &mut session, chunk);
+            let d = max_abs_diff(&logits, &f.logits);
+            println!("{} ({path}): max |Δlogits| = {d:.2e}", dir.display());
+            assert!(d < 2e-3, "{} ({path}): logits differ by {d}", dir.display());
+            assert_eq!(answer, f.greedy, "{} ({path}): greedy ids", dir.display());
+        }
+        drop(f.tower);
+    }
+}
+
+#[test]
+fn a_follow_up_reuses_the_pictures_and_another_picture_does_not() {
+    let dir = &fixtures()[1];
+    let f = open(dir);
+    let mut session = Session::new(&f.lm.model);
+    let (_, answer, reuse) = run(&f, &mut session, 64);
+    assert_eq!(reuse, Reuse::New);
+    // A follow-up: the whole conversation again plus a few ids, prefilled from where it was.
+    let mut next = f.prompt.clone();
+    next.extend(&answer);
+    next.extend([7, 8, 9]);
+    let held = session.position();
+    let mut t = Turn::start_with(
+        &mut session,
+        next.clone(),
+        f.images.clone(),
+        options(64, false),
+    )
+    .expect("starts");
+    t.run(&f.lm.model, &mut session, &mut |_| true)
+        .expect("runs");
+    assert_eq!(t.stats().reuse, Reuse::ExactPrefix);
+    assert_eq!(t.stats().reused_tokens, held);
+    let warm = t.answer().to_vec();
+    // Cold, for comparison.
+    let mut cold = Session::new(&f.lm.model);
+    let mut t = Turn::start_with(
+        &mut cold,
+        next.clone(),
+        f.images.clone(),
+        options(64, false),
+    )
+    .expect("starts");
+    t.run(&f.lm.model, &mut cold, &mut |_| true).expect("runs");
+    assert_eq!(warm, t.answer());
+
+    // Another picture in the second one's place (same size, another identity): nothing from
+    // it on is reused.
+    let mut other = f.images.clone();
+    other[1].key = [0xAB; 32];
+    let mut t =
+        Turn::start_with(&mut session, next, other.clone(), options(64, false)).expect("starts");
+    assert_ne!(t.stats().reuse, Reuse::ExactPrefix);
+    assert!(t.stats().reused_tokens <= other[1].at);
+    t.run(&f.lm.model, &mut session, &mut |_| true)
+        .expect("runs");
+}
+
+#[test]
+fn generate_takes_ids_and_pictures() {
+    let dir = &fixtures()[0];
+    let bytes = std::fs::read(dir.join("reference.safetensors")).expect("reference");
+    let st = SafeTensors::deserialize(&bytes).expect("reference parses");
+    let prompt = ids(&st, "prompt_ids");
+    let want = f32s(&st, "logits");
+    let list: Vec<String> = prompt.iter().map(u32::to_string).collect();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dump = tmp.path().join("logits.safetensors");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gemma-chat"))
+        .args(["generate", "--model"])
+        .arg(dir)
+        .args([
+            "--ids",
+            &list.join(","),
+            "--max-new-tokens",
+            "3",
+            "--image-tokens",
+            "70",
+        ])
+        .arg("--image")
+        .arg(dir.join("a.png"))
+        .arg("--image")
+        .arg(dir.join("b.png"))
+        .arg("--dump-logits")
+        .arg(&dump)
+        .output()
+        .expect("runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got = std::fs::read(&dump).expect("dump");
+    let got = SafeTensors::deserialize(&got).expect("parses");
+    let d = max_abs_diff(&f32s(&got, "logits"), &want);
+    assert!(d < 2e-3, "generate --image: logits differ by {d}");
+
+    // The pictures in the other order: the runs' lengths no longer match, named.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gemma-chat"))
+        .args(["generate", "--model"])
+        .arg(dir)
+        .args(["--ids", &list.join(","), "--image-tokens", "70"])
+        .arg("--image")
+        .arg(dir.join("b.png"))
+        .arg("--image")
+        .arg(dir.join("a.png"))
+        .output()
+        .expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("is 60 long") && err.contains("66 soft tokens"),
+        "{err}"
+    );
+}
