@@ -155,6 +155,19 @@ fn image_prompts_match_transformers() {
     }
 }
 
+/// One turn answering `prompt` with `images`: its answer and what it cost.
+fn answer_turn(
+    f: &Fixture,
+    session: &mut Session,
+    prompt: &[u32],
+    images: Vec<Image>,
+) -> (Vec<u32>, gemma_engine::protocol::TurnStats) {
+    let mut t =
+        Turn::start_with(session, prompt.to_vec(), images, options(64, false)).expect("starts");
+    t.run(&f.lm.model, session, &mut |_| true).expect("runs");
+    (t.answer().to_vec(), t.stats())
+}
+
 #[test]
 fn a_follow_up_reuses_the_pictures_and_another_picture_does_not() {
     let dir = &fixtures()[1];
@@ -167,40 +180,20 @@ fn a_follow_up_reuses_the_pictures_and_another_picture_does_not() {
     next.extend(&answer);
     next.extend([7, 8, 9]);
     let held = session.position();
-    let mut t = Turn::start_with(
-        &mut session,
-        next.clone(),
-        f.images.clone(),
-        options(64, false),
-    )
-    .expect("starts");
-    t.run(&f.lm.model, &mut session, &mut |_| true)
-        .expect("runs");
-    assert_eq!(t.stats().reuse, Reuse::ExactPrefix);
-    assert_eq!(t.stats().reused_tokens, held);
-    let warm = t.answer().to_vec();
+    let (warm, stats) = answer_turn(&f, &mut session, &next, f.images.clone());
+    assert_eq!(stats.reuse, Reuse::ExactPrefix);
+    assert_eq!(stats.reused_tokens, held);
     // Cold, for comparison.
-    let mut cold = Session::new(&f.lm.model);
-    let mut t = Turn::start_with(
-        &mut cold,
-        next.clone(),
-        f.images.clone(),
-        options(64, false),
-    )
-    .expect("starts");
-    t.run(&f.lm.model, &mut cold, &mut |_| true).expect("runs");
-    assert_eq!(warm, t.answer());
+    let (cold, _) = answer_turn(&f, &mut Session::new(&f.lm.model), &next, f.images.clone());
+    assert_eq!(warm, cold);
 
     // Another picture in the second one's place (same size, another identity): nothing from
     // it on is reused.
     let mut other = f.images.clone();
     other[1].key = [0xAB; 32];
-    let mut t =
-        Turn::start_with(&mut session, next, other.clone(), options(64, false)).expect("starts");
-    assert_ne!(t.stats().reuse, Reuse::ExactPrefix);
-    assert!(t.stats().reused_tokens <= other[1].at);
-    t.run(&f.lm.model, &mut session, &mut |_| true)
-        .expect("runs");
+    let (_, stats) = answer_turn(&f, &mut session, &next, other.clone());
+    assert_ne!(stats.reuse, Reuse::ExactPrefix);
+    assert!(stats.reused_tokens <= other[1].at);
 }
 
 #[test]

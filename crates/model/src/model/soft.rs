@@ -5,6 +5,7 @@
 //! `use_bidirectional_attention: "vision"` each span is a block whose rows see each other both
 //! ways on sliding layers.
 
+use std::borrow::Cow;
 use std::ops::Range;
 
 use super::Gemma;
@@ -24,7 +25,8 @@ pub struct Soft<'a> {
 /// up, and the bidirectional blocks in absolute positions.
 pub(crate) struct Merge<'a> {
     pub soft: &'a [Soft<'a>],
-    pub ple_ids: Vec<u32>,
+    /// The forward's ids, borrowed when no soft token replaces any.
+    pub ple_ids: Cow<'a, [u32]>,
     pub blocks: Vec<Range<usize>>,
 }
 
@@ -39,12 +41,12 @@ impl Gemma {
     /// Checks `soft` against a forward of `ids` at `pos` and resolves what it changes.
     pub(crate) fn merge<'a>(
         &self,
-        ids: &[u32],
+        ids: &'a [u32],
         soft: &'a [Soft<'a>],
         pos: usize,
     ) -> Result<Merge<'a>> {
         let h = self.config.hidden_size;
-        let mut ple_ids = ids.to_vec();
+        let mut ple_ids = Cow::Borrowed(ids);
         let mut blocks = Vec::new();
         let mut end = 0;
         for s in soft {
@@ -64,7 +66,7 @@ impl Gemma {
                 )));
             }
             end = s.at + n;
-            ple_ids[s.at..end].fill(self.config.pad_token_id);
+            ple_ids.to_mut()[s.at..end].fill(self.config.pad_token_id);
             if self.config.image_blocks != ImageBlocks::Causal {
                 blocks.push(pos + s.at..pos + end);
             }

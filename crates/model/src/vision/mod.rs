@@ -12,9 +12,11 @@ mod vit;
 
 use std::path::Path;
 
-use gemma_kernels::qmatmul::{QMatrix, matmul_many};
+use gemma_kernels::qmatmul::QMatrix;
 
-use crate::model::FUSED_MAX_ROWS;
+use crate::model::fused::host_products;
+use crate::model::host_math::norm_rows;
+use crate::model::ops::RmsNorm;
 
 use self::config::{TowerSpec, VisionSpec};
 use crate::error::{Error, Result};
@@ -91,7 +93,7 @@ impl VisionTower {
         };
         let width = self.projector.cols();
         let mut out = out;
-        rms_rows(&mut out, None, width, self.spec.eps);
+        norm_rows(&norm(None, self.spec.eps), &mut out, width);
         Ok(products(&self.projector, &out, n_rows(&out, width)))
     }
 }
@@ -152,30 +154,17 @@ fn n_rows(x: &[f32], width: usize) -> usize {
     x.len() / width.max(1)
 }
 
-/// `x · Wᵀ` for `t` rows: the packed GEMM for many rows where the CPU has it, else the row
-/// kernels.
+/// `x · Wᵀ` for `t` rows (the fused step's products).
 fn products(w: &QMatrix, x: &[f32], t: usize) -> Vec<f32> {
-    if t > FUSED_MAX_ROWS
-        && let Some(y) = w.gemm(x, t)
-    {
-        return y;
-    }
-    matmul_many(&[w], x, t).remove(0)
+    host_products(&[w], x, t).remove(0)
 }
 
-/// RMSNorm of each row in place: `x / √(mean(x²) + ε) · w` (no weight: `w = 1`).
-fn rms_rows(x: &mut [f32], w: Option<&[f32]>, width: usize, eps: f64) {
-    for row in x.chunks_exact_mut(width) {
-        let ms = row
-            .iter()
-            .map(|&v| f64::from(v) * f64::from(v))
-            .sum::<f64>()
-            / width as f64;
-        let inv = ((ms as f32) + eps as f32).powf(-0.5);
-        match w {
-            Some(w) => row.iter_mut().zip(w).for_each(|(v, w)| *v = *v * inv * w),
-            None => row.iter_mut().for_each(|v| *v *= inv),
-        }
+/// An RMSNorm of `w` (none: weightless) for the host rows ([`norm_rows`]).
+fn norm(w: Option<Vec<f32>>, eps: f64) -> RmsNorm {
+    RmsNorm {
+        weight: None,
+        host: w,
+        eps,
     }
 }
 

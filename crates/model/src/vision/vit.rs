@@ -7,10 +7,12 @@
 //! standardized when the checkpoint says so.
 
 use super::config::{VisionSpec, VitSpec};
-use super::{PatchInput, matrix, products, rms_rows, values};
+use super::{PatchInput, matrix, norm, products, values};
 use crate::error::Result;
 use crate::model::fused::attention::{Heads, attend_groups};
+use crate::model::host_math::norm_rows;
 use crate::model::host_math::{Group, gelu_tanh, rope as turn_half, rope_row};
+use crate::model::ops::RmsNorm;
 use crate::weights::TensorSource;
 use gemma_kernels::qmatmul::QMatrix;
 
@@ -54,16 +56,18 @@ impl Clipped {
 
 #[derive(Debug)]
 struct Layer {
-    input_norm: Vec<f32>,
-    post_attn_norm: Vec<f32>,
-    pre_ffn_norm: Vec<f32>,
-    post_ffn_norm: Vec<f32>,
+    input_norm: RmsNorm,
+    post_attn_norm: RmsNorm,
+    pre_ffn_norm: RmsNorm,
+    post_ffn_norm: RmsNorm,
     q: Clipped,
     k: Clipped,
     v: Clipped,
     o: Clipped,
-    q_norm: Vec<f32>,
-    k_norm: Vec<f32>,
+    q_norm: RmsNorm,
+    k_norm: RmsNorm,
+    /// Weightless.
+    v_norm: RmsNorm,
     gate: Clipped,
     up: Clipped,
     down: Clipped,
@@ -97,7 +101,7 @@ impl Vit {
             &[2, s.positions, h],
         )?;
         let layers = (0..s.layers)
-            .map(|i| Layer::load(src, s, i))
+            .map(|i| Layer::load(src, s, vs.eps, i))
             .collect::<Result<_>>()?;
         let standardize = if s.standardize {
             Some((
@@ -147,7 +151,7 @@ impl Vit {
             })
             .collect();
         for layer in &self.layers {
-            layer.forward(&mut x, n, &self.spec, vs.eps, &rope);
+            layer.forward(&mut x, n, &self.spec, &rope);
         }
         Ok(self.pool(&x, input.positions, vs.pool))
     }
@@ -185,56 +189,60 @@ impl Vit {
 type Rope = ((Vec<f32>, Vec<f32>), (Vec<f32>, Vec<f32>));
 
 impl Layer {
-    fn load(src: &dyn TensorSource, s: &VitSpec, i: usize) -> Result<Self> {
+    fn load(src: &dyn TensorSource, s: &VitSpec, eps: f64, i: usize) -> Result<Self> {
         let p = format!("vision_tower.encoder.layers.{i}");
         let (h, hd) = (s.hidden, s.head_dim);
         let lin = |name: &str, shape: &[usize]| {
             Clipped::load(src, &format!("{p}.{name}"), shape, s.clipped)
         };
-        let norm = |name: &str, n: usize| values(src, &format!("{p}.{name}.weight"), &[n]);
+        let weighted = |name: &str, n: usize| {
+            values(src, &format!("{p}.{name}.weight"), &[n]).map(|w| norm(Some(w), eps))
+        };
         Ok(Self {
-            input_norm: norm("input_layernorm", h)?,
-            post_attn_norm: norm("post_attention_layernorm", h)?,
-            pre_ffn_norm: norm("pre_feedforward_layernorm", h)?,
-            post_ffn_norm: norm("post_feedforward_layernorm", h)?,
+            input_norm: weighted("input_layernorm", h)?,
+            post_attn_norm: weighted("post_attention_layernorm", h)?,
+            pre_ffn_norm: weighted("pre_feedforward_layernorm", h)?,
+            post_ffn_norm: weighted("post_feedforward_layernorm", h)?,
             q: lin("self_attn.q_proj", &[s.heads * hd, h])?,
             k: lin("self_attn.k_proj", &[s.kv_heads * hd, h])?,
             v: lin("self_attn.v_proj", &[s.kv_heads * hd, h])?,
             o: lin("self_attn.o_proj", &[h, s.heads * hd])?,
-            q_norm: norm("self_attn.q_norm", hd)?,
-            k_norm: norm("self_attn.k_norm", hd)?,
+            q_norm: weighted("self_attn.q_norm", hd)?,
+            k_norm: weighted("self_attn.k_norm", hd)?,
+            v_norm: norm(None, eps),
             gate: lin("mlp.gate_proj", &[s.intermediate, h])?,
             up: lin("mlp.up_proj", &[s.intermediate, h])?,
             down: lin("mlp.down_proj", &[h, s.intermediate])?,
         })
     }
 
-    fn forward(&self, x: &mut [f32], n: usize, s: &VitSpec, eps: f64, rope: &[Rope]) {
+    fn forward(&self, x: &mut [f32], n: usize, s: &VitSpec, rope: &[Rope]) {
         let h = s.hidden;
         let mut xn = x.to_vec();
-        rms_rows(&mut xn, Some(&self.input_norm), h, eps);
-        let mut a = self.attention(&xn, n, s, eps, rope);
-        rms_rows(&mut a, Some(&self.post_attn_norm), h, eps);
+        norm_rows(&self.input_norm, &mut xn, h);
+        let mut a = self.attention(&xn, n, s, rope);
+        norm_rows(&self.post_attn_norm, &mut a, h);
         x.iter_mut().zip(&a).for_each(|(x, a)| *x += a);
 
         let mut xn = x.to_vec();
-        rms_rows(&mut xn, Some(&self.pre_ffn_norm), h, eps);
+        norm_rows(&self.pre_ffn_norm, &mut xn, h);
         let mut g = self.gate.forward(&xn, n);
         let u = self.up.forward(&xn, n);
         g.iter_mut()
             .zip(&u)
             .for_each(|(g, u)| *g = gelu_tanh(*g) * u);
         let mut f = self.down.forward(&g, n);
-        rms_rows(&mut f, Some(&self.post_ffn_norm), h, eps);
+        norm_rows(&self.post_ffn_norm, &mut f, h);
         x.iter_mut().zip(&f).for_each(|(x, f)| *x += f);
     }
 
     /// Every patch attends to every patch.
-    fn attention(&self, xn: &[f32], n: usize, s: &VitSpec, eps: f64, rope: &[Rope]) -> Vec<f32> {
+    fn attention(&self, xn: &[f32], n: usize, s: &VitSpec, rope: &[Rope]) -> Vec<f32> {
         let hd = s.head_dim;
-        let turn = |m: &mut [f32], norm: Option<&[f32]>| {
-            rms_rows(m, norm, hd, eps);
-            if norm.is_none() {
+        // Normed per head, then turned by the 2-D RoPE (queries and keys only).
+        let turn = |m: &mut [f32], norm: &RmsNorm, rotate: bool| {
+            norm_rows(norm, m, hd);
+            if !rotate {
                 return;
             }
             let heads = m.len() / (n * hd);
@@ -248,11 +256,11 @@ impl Layer {
             }
         };
         let mut q = self.q.forward(xn, n);
-        turn(&mut q, Some(&self.q_norm));
+        turn(&mut q, &self.q_norm, true);
         let mut k = self.k.forward(xn, n);
-        turn(&mut k, Some(&self.k_norm));
+        turn(&mut k, &self.k_norm, true);
         let mut v = self.v.forward(xn, n);
-        turn(&mut v, None);
+        turn(&mut v, &self.v_norm, false);
         let heads = Heads {
             rows: n,
             nh: s.heads,

@@ -52,14 +52,17 @@ fn host(l: &Linear) -> &QMatrix {
 /// the GEMM for each weight for many.
 fn products(ls: &[&Linear], x: &[f32], rows: usize) -> Vec<Vec<f32>> {
     let qs: Vec<&QMatrix> = ls.iter().map(|l| host(l)).collect();
-    if rows <= FUSED_MAX_ROWS {
-        return matmul_many(&qs, x, rows);
+    host_products(&qs, x, rows)
+}
+
+/// [`products`] of host matrices (also the vision towers'): the row kernels for a few rows or
+/// where the CPU has no GEMM, the GEMM for each matrix otherwise.
+pub(crate) fn host_products(qs: &[&QMatrix], x: &[f32], rows: usize) -> Vec<Vec<f32>> {
+    if rows <= FUSED_MAX_ROWS || !gemm_available() {
+        return matmul_many(qs, x, rows);
     }
     qs.iter()
-        .map(|q| {
-            q.gemm(x, rows)
-                .expect("long chunks run fused only with the GEMM")
-        })
+        .map(|q| q.gemm(x, rows).expect("the GEMM is available"))
         .collect()
 }
 
