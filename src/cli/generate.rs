@@ -90,17 +90,18 @@ pub fn run(
         return chat(&args, common, s, tab, raw);
     }
     let t0 = Instant::now();
-    let (lm, dtype) = load_model(common)?;
+    let (mut lm, dtype) = load_model(common)?;
     let load_s = t0.elapsed().as_secs_f64();
-    let cfg = lm.model.config();
     let prompt_ids = prompt_ids(&args, &lm)?;
     let images = if args.images.images.is_empty() {
         Vec::new()
     } else {
-        let tower = gemma_model::vision::open(&lm.path)?;
+        let mmproj = common.choice(&common.config()?)?.mmproj;
+        let tower = gemma_model::vision::open_for(&mut lm, mmproj.as_deref())?;
         let encoded = super::images::encode(&tower, &args.images)?;
         super::images::place(&prompt_ids, tower.spec(), encoded)?
     };
+    let cfg = lm.model.config();
     let opts = TurnOptions {
         max_new_tokens: args.max_new_tokens,
         sampling: raw_sampling(s),

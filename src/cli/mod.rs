@@ -190,6 +190,10 @@ pub struct ModelArgs {
     /// fetched on first use).
     #[arg(long, env = "GEMMA_CHAT_MODEL", global = true)]
     model: Option<PathBuf>,
+    /// The vision tower of a .gguf model: llama.cpp's mmproj GGUF (default: the config's
+    /// `model.mmproj`, then an mmproj*.gguf beside the model).
+    #[arg(long, env = "GEMMA_CHAT_MMPROJ", global = true, value_name = "FILE")]
+    mmproj: Option<PathBuf>,
     /// Compute dtype: f32, f16 or bf16 (default: the config's `model.dtype`).
     #[arg(long, env = "GEMMA_CHAT_DTYPE", global = true)]
     dtype: Option<ComputeDtype>,
@@ -207,6 +211,8 @@ pub struct ModelArgs {
 pub struct ModelChoice {
     /// The model path; `None` is the demo model.
     pub model: Option<PathBuf>,
+    /// The mmproj file named by the flag or the config; `None`: one beside the model, if any.
+    pub mmproj: Option<PathBuf>,
     /// Compute dtype; `None` (`auto`) lets the device choose ([`backend::preferred_dtype`]).
     pub dtype: Option<ComputeDtype>,
     /// Backend name.
@@ -231,8 +237,12 @@ impl ModelArgs {
             (None, gemma_app::config::Dtype::Auto) => None,
             (None, d) => Some(d.as_str().parse().map_err(|e: String| anyhow::anyhow!(e))?),
         };
+        let file_mmproj = Some(config.model.mmproj.trim())
+            .filter(|p| !p.is_empty())
+            .map(PathBuf::from);
         Ok(ModelChoice {
             model: self.model.clone().or(file_model),
+            mmproj: self.mmproj.clone().or(file_mmproj),
             dtype,
             backend: self
                 .backend

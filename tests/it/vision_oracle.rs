@@ -253,3 +253,123 @@ fn generate_takes_ids_and_pictures() {
         "{err}"
     );
 }
+
+/// `generate --ids … --image … --dump-logits` on `model`, with `extra` arguments: the logits.
+fn generate_logits(model: &Path, pictures: &Path, prompt: &[u32], extra: &[&Path]) -> Vec<f32> {
+    let list: Vec<String> = prompt.iter().map(u32::to_string).collect();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dump = tmp.path().join("logits.safetensors");
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_gemma-chat"));
+    cmd.args(["generate", "--model"]).arg(model);
+    for e in extra {
+        cmd.arg("--mmproj").arg(e);
+    }
+    let out = cmd
+        .args(["--ids", &list.join(","), "--max-new-tokens", "1"])
+        .args(["--image-tokens", "70", "--image"])
+        .arg(pictures.join("a.png"))
+        .arg("--image")
+        .arg(pictures.join("b.png"))
+        .arg("--dump-logits")
+        .arg(&dump)
+        .output()
+        .expect("runs");
+    assert!(
+        out.status.success(),
+        "{}: {}",
+        model.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got = std::fs::read(&dump).expect("dump");
+    f32s(&SafeTensors::deserialize(&got).expect("parses"), "logits")
+}
+
+#[test]
+fn an_mmproj_gguf_gives_the_safetensors_logits() {
+    for dir in fixtures() {
+        let bytes = std::fs::read(dir.join("reference.safetensors")).expect("reference");
+        let st = SafeTensors::deserialize(&bytes).expect("reference parses");
+        let (prompt, want) = (ids(&st, "prompt_ids"), f32s(&st, "logits"));
+        let model = dir.join("gguf/model.gguf");
+        // Found beside the model, then named.
+        for extra in [vec![], vec![dir.join("gguf/mmproj-model.gguf")]] {
+            let extra: Vec<&Path> = extra.iter().map(PathBuf::as_path).collect();
+            let got = generate_logits(&model, &dir, &prompt, &extra);
+            let d = max_abs_diff(&got, &want);
+            println!("{} (GGUF + mmproj): max |Δlogits| = {d:.2e}", dir.display());
+            assert_eq!(got.len(), want.len());
+            assert!(
+                d < 2e-3,
+                "{}: GGUF + mmproj logits differ by {d}",
+                dir.display()
+            );
+        }
+    }
+}
+
+#[test]
+fn the_mmproj_tower_is_the_safetensors_tower() {
+    for dir in fixtures() {
+        let f = open(&dir);
+        let model = dir.join("gguf/model.gguf");
+        let mut lm = load(&model, &Device::flex(), ComputeDtype::F32, &mut |_, _| {})
+            .unwrap_or_else(|e| panic!("{}: {e}", model.display()));
+        let tower = gemma_model::vision::open_for(&mut lm, None).expect("the mmproj beside it");
+        // GGUF stores ε as an f32.
+        let mut spec = tower.spec().clone();
+        assert!((spec.eps - f.tower.spec().eps).abs() < 1e-12);
+        spec.eps = f.tower.spec().eps;
+        assert_eq!(&spec, f.tower.spec(), "{}", dir.display());
+        assert_eq!(
+            lm.model.config().image_blocks,
+            f.lm.model.config().image_blocks,
+            "{}: the image mask the mmproj implies",
+            dir.display()
+        );
+        let file = std::fs::read(dir.join("a.png")).expect("picture");
+        let picture = gemma_media::Picture::decode(&file, "a.png").expect("decodes");
+        let side = tower.spec().input_side() as u32;
+        let p = gemma_media::patches_of(&picture.rgb, BUDGET, side).expect("budget");
+        let input = PatchInput {
+            values: &p.values,
+            positions: &p.positions,
+        };
+        let (ours, theirs) = (tower.encode(input), f.tower.encode(input));
+        assert_eq!(ours.expect("encodes"), theirs.expect("encodes"));
+    }
+}
+
+#[test]
+fn a_gguf_without_its_mmproj_says_where_to_find_one() {
+    let dir = &fixtures()[0];
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let model = tmp.path().join("model.gguf");
+    std::fs::copy(dir.join("gguf/model.gguf"), &model).expect("copy");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gemma-chat"))
+        .args(["generate", "--model"])
+        .arg(&model)
+        .args(["--ids", "2,500,501,502", "--image"])
+        .arg(dir.join("a.png"))
+        .output()
+        .expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("--mmproj") && err.contains("mmproj*.gguf"),
+        "{err}"
+    );
+
+    // Two beside it: which one is not guessed.
+    for name in ["mmproj-a.gguf", "mmproj-b.gguf"] {
+        std::fs::copy(dir.join("gguf/mmproj-model.gguf"), tmp.path().join(name)).expect("copy");
+    }
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gemma-chat"))
+        .args(["generate", "--model"])
+        .arg(&model)
+        .args(["--ids", "2,500,501,502", "--image"])
+        .arg(dir.join("a.png"))
+        .output()
+        .expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("2 mmproj files"), "{err}");
+}

@@ -134,6 +134,9 @@ impl Backend {
 pub struct ModelConfig {
     /// Model directory or .gguf file; empty for the demo model.
     pub path: String,
+    /// The vision tower of a GGUF model: llama.cpp's mmproj file; empty: an `mmproj*.gguf`
+    /// beside the model, if any.
+    pub mmproj: String,
     /// The compute dtype.
     pub dtype: Dtype,
     /// The backend.

@@ -127,7 +127,11 @@ fn common_keys(m: &Meta) -> Result<Map<String, Json>> {
     if let Some(v) = m.f64("attention.logit_softcapping") {
         c.insert("attn_logit_softcapping".into(), json!(v));
     }
-    for (k, id) in [("bos_token_id", "bos"), ("eos_token_id", "eos")] {
+    for (k, id) in [
+        ("bos_token_id", "bos"),
+        ("eos_token_id", "eos"),
+        ("pad_token_id", "padding"),
+    ] {
         if let Some(v) = m
             .file
             .get(&format!("tokenizer.ggml.{id}_token_id"))

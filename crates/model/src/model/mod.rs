@@ -121,6 +121,12 @@ impl Gemma {
         &self.config
     }
 
+    /// Sets how image positions are masked: a GGUF text file does not say, its mmproj does
+    /// ([`crate::vision::mmproj::Mmproj::image_blocks`]).
+    pub fn set_image_blocks(&mut self, rule: config::ImageBlocks) {
+        self.config.image_blocks = rule;
+    }
+
     /// The compute device.
     pub fn device(&self) -> &Device {
         &self.device

@@ -7,10 +7,11 @@
 //! step), weights in their stored type, in place.
 
 pub mod config;
+pub mod mmproj;
 mod unified;
 mod vit;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use gemma_kernels::qmatmul::QMatrix;
 
@@ -19,6 +20,8 @@ use crate::model::host_math::norm_rows;
 use crate::model::ops::RmsNorm;
 
 use self::config::{TowerSpec, VisionSpec};
+use self::mmproj::{ImageIds, Mmproj};
+use crate::checkpoint::LoadedModel;
 use crate::error::{Error, Result};
 use crate::weights::TensorSource;
 
@@ -98,17 +101,14 @@ impl VisionTower {
     }
 }
 
-/// The vision tower of the checkpoint at `path` (its directory or a file in it), with a clear
-/// error when it has none.
+/// The vision tower of the Hugging Face checkpoint at `path` (its directory or a file in it),
+/// with a clear error when it has none.
 pub fn open(path: &Path) -> Result<VisionTower> {
-    if path
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("gguf"))
-    {
+    if is_gguf(path) {
         return Err(Error::Invalid(format!(
-            "{} is a GGUF file: gemma-chat reads vision towers from the Hugging Face \
-             safetensors checkpoint for now (an mmproj GGUF is not read yet); point --model at \
-             the checkpoint's directory",
+            "{} is a GGUF file, which holds the text tower only: its vision tower is the mmproj \
+             GGUF that llama.cpp's converter writes with --mmproj; pass it with --mmproj FILE, \
+             set model.mmproj in the config, or put it beside the model as mmproj*.gguf",
             path.display()
         )));
     }
@@ -122,6 +122,102 @@ pub fn open(path: &Path) -> Result<VisionTower> {
     })?;
     let src = crate::weights::safetensors::SafetensorsSource::open(&dir)?;
     VisionTower::load(spec, &src)
+}
+
+/// The vision tower for the model `lm`: the mmproj file `mmproj` names, else an
+/// `mmproj*.gguf` beside a GGUF model (or in a checkpoint directory without a
+/// `vision_config`), else the checkpoint's own. A GGUF decoder takes its image masking from the
+/// mmproj, since its text file does not carry it.
+pub fn open_for(lm: &mut LoadedModel, mmproj: Option<&Path>) -> Result<VisionTower> {
+    let found = match mmproj {
+        Some(p) => Some(p.to_path_buf()),
+        None => beside(&lm.path)?,
+    };
+    let Some(file) = found else {
+        return open(&lm.path);
+    };
+    let m = Mmproj::open(&file, lm.model.config().hidden_size, image_ids(lm)?)?;
+    if is_gguf(&lm.path) {
+        lm.model.set_image_blocks(m.image_blocks());
+    }
+    VisionTower::load(m.spec().clone(), &m)
+}
+
+/// The one `mmproj*.gguf` in the model's directory, when the model does not carry its own tower.
+fn beside(model: &Path) -> Result<Option<PathBuf>> {
+    let dir = crate::weights::model_dir(model);
+    if !is_gguf(model) && spec_of(&dir)?.is_some() {
+        return Ok(None);
+    }
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Ok(None);
+    };
+    let mut found: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            let lower = name.to_ascii_lowercase();
+            lower.starts_with("mmproj") && lower.ends_with(".gguf") && p.is_file()
+        })
+        .collect();
+    found.sort();
+    match found.len() {
+        0 | 1 => Ok(found.pop()),
+        _ => Err(Error::Invalid(format!(
+            "{} mmproj files lie beside the model ({}): choose one with --mmproj FILE or \
+             model.mmproj",
+            found.len(),
+            found
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+    }
+}
+
+/// The image ids of `lm`'s prompts: its checkpoint's `config.json`, else its tokenizer's
+/// `<|image|>`, `<|image>` and `<image|>`, else Gemma 4's; each checked against the vocabulary.
+fn image_ids(lm: &LoadedModel) -> Result<ImageIds> {
+    let dir = crate::weights::model_dir(&lm.path);
+    let from_config = if is_gguf(&lm.path) {
+        None
+    } else {
+        spec_of(&dir)?.map(|s| ImageIds {
+            image: s.image_token_id,
+            boi: s.boi_token_id,
+            eoi: s.eoi_token_id,
+        })
+    };
+    let tok = |t: &str| lm.tokenizer.as_ref().and_then(|k| k.token_id(t));
+    let from_vocab = || {
+        Some(ImageIds {
+            image: tok("<|image|>")?,
+            boi: tok("<|image>")?,
+            eoi: tok("<image|>")?,
+        })
+    };
+    let ids = from_config.or_else(from_vocab).unwrap_or(ImageIds {
+        image: 258_880,
+        boi: 255_999,
+        eoi: 258_882,
+    });
+    let vocab = lm.model.config().vocab_size;
+    if [ids.image, ids.boi, ids.eoi]
+        .iter()
+        .any(|&i| i as usize >= vocab)
+    {
+        return Err(Error::Invalid(format!(
+            "the model's vocabulary ({vocab} ids) has no image tokens (<|image|>, <|image>, \
+             <image|>): it is not an image-and-text model"
+        )));
+    }
+    Ok(ids)
+}
+
+fn is_gguf(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("gguf"))
 }
 
 /// The vision side of the checkpoint in `dir` (its `config.json`), `None` when it has none.
