@@ -28,6 +28,8 @@ pub fn engine_options(config: &Config, data: Option<&Path>) -> EngineOptions {
             config::ThinkingPolicy::Strip => ThinkingPolicy::Strip,
         },
         inject_failure: None,
+        // The flag's or the config's, set with the model choice ([`spawn_engine`]).
+        mmproj: None,
         kv_dir: data.map(|_| config::cache_dir().join("sessions")),
         convo_dir: data.map(|d| d.join("conversations")),
         kv_disk_bytes: if data.is_some() {
@@ -49,6 +51,10 @@ pub fn spawn_engine(
     if let Some(r) = remote {
         return spawn_remote(r);
     }
+    let options = EngineOptions {
+        mmproj: choice.mmproj.clone(),
+        ..options
+    };
     spawn(options, move |progress| {
         let device = backend::device(&choice.backend)?;
         let dtype = choice.dtype_on(&device);

@@ -79,14 +79,6 @@ pub fn run(
     raw: bool,
 ) -> anyhow::Result<()> {
     if args.chat {
-        if !args.images.images.is_empty() {
-            return Err(super::Refused(
-                "--image goes with --ids for now (each picture on a run of image placeholders); \
-                 pictures in a chat turn come with the image attachments of the chat"
-                    .into(),
-            )
-            .into());
-        }
         return chat(&args, common, s, tab, raw);
     }
     let t0 = Instant::now();
@@ -207,11 +199,12 @@ fn chat(
         .prompt
         .as_deref()
         .context("--chat needs --prompt TEXT")?;
+    let images = args.images.attachments()?;
     let t0 = Instant::now();
     let mut chat = Headless::open(common, s, tab, Some(args.max_new_tokens), raw)?;
     let load_s = t0.elapsed().as_secs_f64();
     chat.echo = !args.json;
-    let a = chat.turn(prompt)?;
+    let a = chat.turn_with(prompt, images)?;
     if args.json {
         let st = &a.stats;
         let obj = json!({

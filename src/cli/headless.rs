@@ -13,7 +13,7 @@ use clap::Args;
 use gemma_app::app::TurnSettings;
 use gemma_app::config::Config;
 use gemma_app::config::sampling::SamplingLayer;
-use gemma_engine::protocol::{Command, Event, ProgressUnit, TabId, TurnEnd, TurnStats};
+use gemma_engine::protocol::{Attachment, Command, Event, ProgressUnit, TabId, TurnEnd, TurnStats};
 use gemma_engine::{EngineHandle, RemoteOptions};
 use gemma_model::demo::{self, Fetch};
 
@@ -186,9 +186,15 @@ impl Headless {
 
     /// Answers `text`, streaming the answer to stdout when `echo`.
     pub fn turn(&mut self, text: &str) -> anyhow::Result<Answer> {
+        self.turn_with(text, Vec::new())
+    }
+
+    /// Answers `text` shown after `images`.
+    pub fn turn_with(&mut self, text: &str, images: Vec<Attachment>) -> anyhow::Result<Answer> {
         self.engine.send(Command::Submit {
             tab: self.tab,
             text: text.to_string(),
+            images,
         });
         let mut out = std::io::stdout();
         let mut answer = String::new();
@@ -291,11 +297,11 @@ pub fn once(
     sampling: &SamplingArgs,
     tab: &TabArgs,
     max_new: Option<usize>,
-    prompt: &str,
+    (prompt, images): (&str, Vec<Attachment>),
     raw: bool,
 ) -> anyhow::Result<()> {
     let mut chat = Headless::open(common, sampling, tab, max_new, raw)?;
-    let answer = chat.turn(prompt)?;
+    let answer = chat.turn_with(prompt, images)?;
     errln!("{}", chat.describe(&answer.stats));
     Ok(())
 }

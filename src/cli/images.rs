@@ -1,16 +1,16 @@
-//! `--image FILE` on the command line: each picture read within limits, cut into the patches of
-//! the checkpoint's tower at the `--image-tokens` budget, encoded, and placed on a run of
-//! image placeholders of the prompt's ids.
+//! `--image FILE` on the command line: for a chat turn, the attachments sent with it; for
+//! `generate --ids`, each picture encoded by the checkpoint's tower at the `--image-tokens`
+//! budget ([`pictures::encode`]) and placed on a run of image placeholders of the prompt's ids.
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
-use gemma_engine::images::{Image, image_key};
-use gemma_media::{Picture, picture::MAX_FILE};
+use gemma_engine::images::Image;
+use gemma_engine::pictures::{self, Encoded};
+use gemma_engine::protocol::Attachment;
+use gemma_model::vision::VisionTower;
 use gemma_model::vision::config::VisionSpec;
-use gemma_model::vision::{PatchInput, VisionTower};
 
 use super::Refused;
 
@@ -25,57 +25,41 @@ pub struct ImageArgs {
     pub image_tokens: usize,
 }
 
-/// One picture, encoded.
-pub struct Encoded {
-    /// Its file, for messages.
-    pub path: PathBuf,
-    /// Its identity.
-    pub key: gemma_engine::images::ImageKey,
-    /// Its soft tokens, `n × text hidden`.
-    pub rows: Arc<Vec<f32>>,
-    /// `n`.
-    pub tokens: usize,
+impl ImageArgs {
+    /// The pictures for a chat turn, the budget checked first.
+    pub fn attachments(&self) -> anyhow::Result<Vec<Attachment>> {
+        check_budget(self.image_tokens)?;
+        Ok(self
+            .images
+            .iter()
+            .map(|path| Attachment {
+                path: path.clone(),
+                tokens: self.image_tokens,
+            })
+            .collect())
+    }
+}
+
+fn check_budget(tokens: usize) -> anyhow::Result<()> {
+    if gemma_media::BUDGETS.contains(&tokens) {
+        return Ok(());
+    }
+    Err(Refused(format!(
+        "--image-tokens {tokens} is not a budget Gemma 4 takes: use 70, 140, 280, 560 or 1120"
+    ))
+    .into())
 }
 
 /// Reads, cuts and encodes each picture with `tower`.
 pub fn encode(tower: &VisionTower, args: &ImageArgs) -> anyhow::Result<Vec<Encoded>> {
-    if !gemma_media::BUDGETS.contains(&args.image_tokens) {
-        return Err(Refused(format!(
-            "--image-tokens {} is not a budget Gemma 4 takes: use 70, 140, 280, 560 or 1120",
-            args.image_tokens
-        ))
-        .into());
-    }
-    let spec = tower.spec();
+    check_budget(args.image_tokens)?;
     args.images
         .iter()
-        .map(|path| encode_one(tower, spec, path, args.image_tokens))
-        .collect()
-}
-
-fn encode_one(
-    tower: &VisionTower,
-    spec: &VisionSpec,
-    path: &Path,
-    budget: usize,
-) -> anyhow::Result<Encoded> {
-    let bytes = gemma_files::read_limited(path, MAX_FILE)
-        .with_context(|| format!("reading the picture {}", path.display()))?;
-    let picture = Picture::decode(&bytes, &path.display().to_string())?;
-    let side = spec.input_side() as u32;
-    let patches = gemma_media::patches_of(&picture.rgb, budget, side)?;
-    let rows = tower
-        .encode(PatchInput {
-            values: &patches.values,
-            positions: &patches.positions,
+        .map(|path| {
+            pictures::encode(tower, path, args.image_tokens)
+                .with_context(|| format!("encoding {}", path.display()))
         })
-        .with_context(|| format!("encoding {}", path.display()))?;
-    Ok(Encoded {
-        path: path.to_path_buf(),
-        key: image_key(&bytes, budget),
-        tokens: rows.len() / spec.text_hidden,
-        rows: Arc::new(rows),
-    })
+        .collect()
 }
 
 /// Places each picture, in order, on the next run of image placeholders (between a

@@ -58,6 +58,8 @@ pub struct Cli {
     #[arg(long)]
     prompt: Option<String>,
     #[command(flatten)]
+    images: images::ImageArgs,
+    #[command(flatten)]
     common: ModelArgs,
     /// Most tokens per answer, 1 or more (default: the config's `sampling.max_new_tokens`).
     #[arg(long, env = "GEMMA_CHAT_MAX_NEW_TOKENS", value_parser = MAX_NEW_TOKENS.parse_u64())]
@@ -349,7 +351,16 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         && std::io::IsTerminal::is_terminal(&std::io::stdout());
     let (common, sampling, tab) = (&cli.common, &cli.sampling, &cli.tab);
     match cli.prompt {
-        Some(prompt) => headless::once(common, sampling, tab, max_new, &prompt, cli.raw),
+        Some(prompt) => {
+            let images = cli.images.attachments()?;
+            headless::once(common, sampling, tab, max_new, (&prompt, images), cli.raw)
+        }
+        None if !cli.images.images.is_empty() => Err(Refused(
+            "--image goes with --prompt TEXT (in the app, /attach PATH adds a picture to the next \
+             message)"
+                .into(),
+        )
+        .into()),
         None if interactive => {
             let mut config = common.config()?;
             tab.for_tui(&mut config)?;

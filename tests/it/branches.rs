@@ -24,6 +24,7 @@ fn turn(h: &EngineHandle, tab: TabId, text: &str) -> (String, TurnStats) {
     h.send(Command::Submit {
         tab,
         text: text.into(),
+        images: Vec::new(),
     });
     let mut answer = String::new();
     loop {

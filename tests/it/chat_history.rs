@@ -39,6 +39,7 @@ fn turn(h: &EngineHandle, dir: &Path, tab: TabId, text: &str) -> Turn {
     h.send(Command::Submit {
         tab,
         text: text.into(),
+        images: Vec::new(),
     });
     let mut committed = None;
     loop {
@@ -397,6 +398,7 @@ fn a_template_that_outgrows_its_memory_is_refused_and_the_builtin_layout_answers
     h.send(Command::Submit {
         tab: 1,
         text: "Again".into(),
+        images: Vec::new(),
     });
     let (mut warned, mut finished) = (Vec::new(), false);
     while !finished {
@@ -431,6 +433,7 @@ fn turn_with_fallback(h: &EngineHandle, tab: TabId, text: &str) {
     h.send(Command::Submit {
         tab,
         text: text.into(),
+        images: Vec::new(),
     });
     loop {
         match h
@@ -506,6 +509,7 @@ fn a_slow_render_is_stopped_by_a_cancel() {
     h.send(Command::Submit {
         tab: 1,
         text: "slow, please".into(),
+        images: Vec::new(),
     });
     // The render takes minutes (its sandbox's 10 s limit would end it as a refusal); the cancel
     // comes while it runs.

@@ -96,6 +96,7 @@ fn tabs_interleave_without_bleed_and_follow_ups_stay_warm() {
     h.send(Command::Submit {
         tab: 1,
         text: "Name three colours.".into(),
+        images: Vec::new(),
     });
     let alone = run_until_finished(&h, &[1]).remove(0);
     assert_eq!(alone.2.reuse, Reuse::New);
@@ -107,10 +108,12 @@ fn tabs_interleave_without_bleed_and_follow_ups_stay_warm() {
     h.send(Command::Submit {
         tab: 2,
         text: "Name three colours.".into(),
+        images: Vec::new(),
     });
     h.send(Command::Submit {
         tab: 3,
         text: "Count to five.".into(),
+        images: Vec::new(),
     });
     let both = run_until_finished(&h, &[2, 3]);
     assert_eq!(both[0].0, alone.0, "tab 2 must answer as tab 1 did alone");
@@ -119,6 +122,7 @@ fn tabs_interleave_without_bleed_and_follow_ups_stay_warm() {
     h.send(Command::Submit {
         tab: 4,
         text: "Count to five.".into(),
+        images: Vec::new(),
     });
     let solo = run_until_finished(&h, &[4]).remove(0);
     assert!(!solo.0.is_empty());
@@ -129,6 +133,7 @@ fn tabs_interleave_without_bleed_and_follow_ups_stay_warm() {
     h.send(Command::Submit {
         tab: 1,
         text: "And three more?".into(),
+        images: Vec::new(),
     });
     let follow = run_until_finished(&h, &[1]).remove(0);
     assert_eq!(follow.2.reuse, Reuse::ExactPrefix);
@@ -152,6 +157,7 @@ fn stop_and_close_take_effect_within_a_step() {
     h.send(Command::Submit {
         tab: 7,
         text: "Tell me a very long story.".into(),
+        images: Vec::new(),
     });
     // Wait for the first token, then stop.
     loop {
@@ -174,12 +180,14 @@ fn stop_and_close_take_effect_within_a_step() {
     h.send(Command::Submit {
         tab: 7,
         text: "Another long story, please.".into(),
+        images: Vec::new(),
     });
     h.send(Command::CloseTab { tab: 7 });
     greedy(&h, 8, 3);
     h.send(Command::Submit {
         tab: 8,
         text: "Hi".into(),
+        images: Vec::new(),
     });
     let mut finished = false;
     while !finished {
@@ -202,6 +210,7 @@ fn stop_and_close_take_effect_within_a_step() {
     h.send(Command::Submit {
         tab: 7,
         text: "Hi".into(),
+        images: Vec::new(),
     });
     let fresh = run_until_finished(&h, &[7]).remove(0);
     assert_eq!(fresh.2.reuse, Reuse::New);
@@ -214,6 +223,7 @@ fn a_stop_string_ends_the_answer_and_never_shows() {
     h.send(Command::Submit {
         tab: 1,
         text: "Write a short poem about the sea.".into(),
+        images: Vec::new(),
     });
     let full = run_until_finished(&h, &[1]).remove(0).0;
     let chars: Vec<char> = full.chars().collect();
@@ -236,6 +246,7 @@ fn a_stop_string_ends_the_answer_and_never_shows() {
     h.send(Command::Submit {
         tab: 2,
         text: "Write a short poem about the sea.".into(),
+        images: Vec::new(),
     });
     let (text, end, _) = run_until_finished(&h, &[2]).remove(0);
     assert_eq!(end, TurnEnd::StopString);
@@ -247,6 +258,7 @@ fn a_stop_string_ends_the_answer_and_never_shows() {
     h.send(Command::Submit {
         tab: 2,
         text: "Another one.".into(),
+        images: Vec::new(),
     });
     let next = run_until_finished(&h, &[2]).remove(0);
     assert_eq!(next.2.reuse, Reuse::ExactPrefix, "{:?}", next.2);
@@ -266,6 +278,7 @@ fn alternating_tabs_never_re_prefill_and_a_budget_of_one_swaps_through_ram() {
             h.send(Command::Submit {
                 tab,
                 text: "Hello".into(),
+                images: Vec::new(),
             });
             run_until_finished(&h, &[tab]);
         }
@@ -274,6 +287,7 @@ fn alternating_tabs_never_re_prefill_and_a_budget_of_one_swaps_through_ram() {
                 h.send(Command::Submit {
                     tab,
                     text: format!("Round {round}."),
+                    images: Vec::new(),
                 });
                 let (mut out, tiers) = run_collecting_tiers(&h, &[tab]);
                 let stats = out.remove(0).2;
@@ -302,6 +316,7 @@ fn a_failed_turn_is_reported_and_the_next_one_starts_over_from_intact_history() 
         h.send(Command::Submit {
             tab: 4,
             text: text.into(),
+            images: Vec::new(),
         });
     }
     // The second submit is refused while the first runs; wait, then send it again.
@@ -320,6 +335,7 @@ fn a_failed_turn_is_reported_and_the_next_one_starts_over_from_intact_history() 
     h.send(Command::Submit {
         tab: 4,
         text: "And another one?".into(),
+        images: Vec::new(),
     });
     reference.push(run_until_finished(&h, &[4]).remove(0));
 
@@ -328,6 +344,7 @@ fn a_failed_turn_is_reported_and_the_next_one_starts_over_from_intact_history() 
     h.send(Command::Submit {
         tab: 3,
         text: "Name a colour.".into(),
+        images: Vec::new(),
     });
     let error = loop {
         match h
@@ -345,12 +362,14 @@ fn a_failed_turn_is_reported_and_the_next_one_starts_over_from_intact_history() 
     h.send(Command::Submit {
         tab: 3,
         text: "Name a colour.".into(),
+        images: Vec::new(),
     });
     let first = run_until_finished(&h, &[3]).remove(0);
     assert_eq!(first.2.reuse, Reuse::Dirty);
     h.send(Command::Submit {
         tab: 3,
         text: "And another one?".into(),
+        images: Vec::new(),
     });
     let second = run_until_finished(&h, &[3]).remove(0);
     assert_eq!(second.2.reuse, Reuse::ExactPrefix);
@@ -375,6 +394,7 @@ fn a_failed_turn_is_reported_and_the_next_one_starts_over_from_intact_history() 
     h.send(Command::Submit {
         tab: 9,
         text: "A message longer than eight tokens, surely.".into(),
+        images: Vec::new(),
     });
     match h
         .events
@@ -404,7 +424,11 @@ fn stop_during_a_long_prefill_lands_within_one_chunk() {
     let h = engine();
     greedy(&h, 1, 4);
     let long = "The quick brown fox jumps over the lazy dog. ".repeat(120);
-    h.send(Command::Submit { tab: 1, text: long });
+    h.send(Command::Submit {
+        tab: 1,
+        text: long,
+        images: Vec::new(),
+    });
     // The first chunk's progress: the prefill is under way.
     match h
         .events
@@ -448,6 +472,7 @@ fn stop_during_a_long_prefill_lands_within_one_chunk() {
     h.send(Command::Submit {
         tab: 1,
         text: "The quick brown fox jumps over the lazy dog. ".repeat(120),
+        images: Vec::new(),
     });
     let again = run_until_finished(&h, &[1]).remove(0);
     assert_eq!(again.2.reuse, Reuse::ExactPrefix);
@@ -480,6 +505,7 @@ fn a_warm_restart_continues_a_long_chat_without_a_prefill() {
         h.send(Command::Submit {
             tab: 1,
             text: story.repeat(72),
+            images: Vec::new(),
         });
         let mut committed = None;
         loop {
@@ -509,6 +535,7 @@ fn a_warm_restart_continues_a_long_chat_without_a_prefill() {
         h.send(Command::Submit {
             tab,
             text: "And then?".into(),
+            images: Vec::new(),
         });
         run_until_finished(h, &[tab]).remove(0)
     };

@@ -27,4 +27,5 @@ mod remote_hostile;
 mod sessions;
 mod templates;
 mod tui_e2e;
+mod vision_chat;
 mod vision_oracle;

@@ -84,6 +84,7 @@ fn turn(h: &EngineHandle, tab: TabId, text: &str, mut on_token: impl FnMut()) ->
     h.send(Command::Submit {
         tab,
         text: text.into(),
+        images: Vec::new(),
     });
     let (mut answer, mut tokens, mut first) = (String::new(), 0, true);
     loop {

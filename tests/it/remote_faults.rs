@@ -153,6 +153,7 @@ fn turn(h: &EngineHandle, text: &str) -> Vec<Event> {
     h.send(Command::Submit {
         tab: 1,
         text: text.into(),
+        images: Vec::new(),
     });
     let mut seen = Vec::new();
     loop {

@@ -111,7 +111,7 @@ fn send(app: &mut App, text: &str) -> u64 {
     type_text(app, text);
     let cmds = app.update(key(KeyCode::Enter));
     match cmds.as_slice() {
-        [Command::Submit { tab, text: t }] => {
+        [Command::Submit { tab, text: t, .. }] => {
             assert_eq!(t, text);
             *tab
         }
@@ -939,6 +939,7 @@ fn the_version_switcher_edits_switches_and_branches() {
             Command::Submit {
                 tab,
                 text: "Tell me a pun".into(),
+                images: Vec::new(),
             },
         ]
     );

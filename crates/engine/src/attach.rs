@@ -20,6 +20,8 @@ pub(super) enum Origin {
     Legacy,
     /// Rebuilt from the transcript's text.
     Rebuilt,
+    /// Rebuilt from the transcript's text, without the pictures the saved one held.
+    WithoutPictures,
 }
 
 /// What the UI asked for: see [`super::protocol::Command::Attach`].
@@ -86,6 +88,7 @@ pub(super) fn attach(
     });
     t.session.reset();
     t.convo = convo.ids;
+    t.images.clear();
     t.header = t.convo[1..1 + convo.header].to_vec();
     t.last_answer = convo.last_answer;
     // With a snapshot that verifies, the tab is warm (in host memory) at once; one saved by an
@@ -110,7 +113,14 @@ fn conversation(
     legacy: Option<LegacyConvo>,
     setting: &Setting,
 ) -> Result<Option<(SavedConvo, Origin)>> {
-    if let Some(saved) = store.and_then(|s| s.load(chat)).filter(|c| fits(lm, c)) {
+    // Pictures are not saved with the ids: a conversation that held one is rebuilt from its
+    // text, never fed placeholders without their picture.
+    let picture = lm.tokenizer.as_ref().and_then(|t| t.token_id("<|image|>"));
+    let saved = store.and_then(|s| s.load(chat)).filter(|c| fits(lm, c));
+    let had_pictures = saved
+        .as_ref()
+        .is_some_and(|c| picture.is_some_and(|p| c.ids.contains(&p)));
+    if let Some(saved) = saved.filter(|_| !had_pictures) {
         return Ok(Some((saved, Origin::Saved)));
     }
     if let Some(old) = legacy.and_then(|l| normalize(lm, end_ids, l)) {
@@ -128,7 +138,12 @@ fn conversation(
         ids: r.ids,
         header: r.header,
     };
-    Ok(fits(lm, &convo).then_some((convo, Origin::Rebuilt)))
+    let origin = if had_pictures {
+        Origin::WithoutPictures
+    } else {
+        Origin::Rebuilt
+    };
+    Ok(fits(lm, &convo).then_some((convo, origin)))
 }
 
 /// Tokens a chat turn's markers take at least (Gemma's `<start_of_turn>user\n` … `<end_of_turn>\n`,
@@ -180,7 +195,7 @@ fn normalize(lm: &LoadedModel, end_ids: &[u32], old: LegacyConvo) -> Option<Save
     if c.ids.len() > 1 + c.header && c.ids.last().is_some_and(|i| end_ids.contains(i)) {
         c.ids.pop();
     }
-    let opening = lm.user_turn(&[], 0, None, false, "").ok()?.header;
+    let opening = lm.user_turn(&[], 0, None, false, "", 0).ok()?.header;
     let after = c.ids.get(1 + c.header..)?;
     if !opening.is_empty() && after.starts_with(&opening) {
         c.header += opening.len();

@@ -66,6 +66,7 @@ pub(super) fn render(
             setting.system,
             setting.thinking,
             &ex.user,
+            0,
         )?;
         if into.template_error.is_none() {
             into.template_error = turn.template_error;

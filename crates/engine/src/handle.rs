@@ -116,7 +116,7 @@ fn serve<F>(
     let progress = Progress {
         events: event_tx.clone(),
     };
-    let lm = match load(&progress) {
+    let mut lm = match load(&progress) {
         Ok(lm) => lm,
         Err(e) => {
             let _ = event_tx.send(Event::LoadFailed {
@@ -125,6 +125,9 @@ fn serve<F>(
             return;
         }
     };
+    // The vision tower, when the model has one: why not is told when a picture comes.
+    let tower = gemma_model::vision::open_for(&mut lm, options.mmproj.as_deref())
+        .map_err(|e| e.to_string());
     let Some(tok) = lm.tokenizer.as_ref() else {
         let _ = event_tx.send(Event::LoadFailed {
             error: "this model has no tokenizer, so it cannot chat".into(),
@@ -164,5 +167,6 @@ fn serve<F>(
         .map(|dir| ConvoStore::new(dir, fingerprint(&lm.path)));
     let stores = Stores { kv, convos };
     Worker::new(&lm, tok, event_tx, options, context, stores, channels)
+        .with_tower(tower)
         .run(command_rx, &interrupts);
 }

@@ -5,6 +5,7 @@
 use std::sync::mpsc::Sender;
 
 use super::branch::Held;
+use super::images::Image;
 use super::protocol::{Event, TabId, TurnEnd};
 use super::reply::{Piece, Reply};
 use super::session::Session;
@@ -29,6 +30,8 @@ pub(super) struct Job {
     pub exchange: Option<(Vec<Held>, String)>,
     /// The answer's text as the UI was sent it.
     pub answer_text: String,
+    /// The pictures of the prompt: the tab's once the turn commits.
+    pub images: Vec<Image>,
 }
 
 /// What a job needs from the engine for one step.

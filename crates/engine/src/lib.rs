@@ -18,6 +18,7 @@ pub mod images;
 mod job;
 pub mod kv_store;
 mod options;
+pub mod pictures;
 pub mod remote;
 pub mod reply;
 pub mod session;

@@ -23,6 +23,9 @@ pub struct EngineOptions {
     /// Where the conversations of attached chats are saved, in ids (`None`: not saved; an
     /// attached chat is rebuilt from its transcript).
     pub convo_dir: Option<std::path::PathBuf>,
+    /// The vision tower of a GGUF model (llama.cpp's mmproj); `None`: one beside the model, or
+    /// the checkpoint's own.
+    pub mmproj: Option<std::path::PathBuf>,
     /// Most bytes of disk for those snapshots.
     pub kv_disk_bytes: u64,
     /// What a finished turn keeps of its thought (Gemma 4 thinking).

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use super::branch::Held;
 use super::convo_store::ConvoStore;
+use super::images::Image;
 use super::job::Job;
 use super::kv_store::KvStore;
 use super::protocol::{TabId, Tier};
@@ -32,6 +33,8 @@ pub(super) struct TabState {
     pub convo: Vec<u32>,
     /// The ids of the conversation header in `convo`, right after BOS.
     pub header: Vec<u32>,
+    /// The pictures in `convo`, each on its run of placeholders.
+    pub images: Vec<Image>,
     /// Where the last model answer starts in `convo`, for regenerate.
     pub last_answer: Option<usize>,
     /// The exchanges in `convo`, with their texts (`None`: not known, e.g. a conversation
@@ -68,6 +71,7 @@ impl Tabs {
             chat: None,
             convo: Vec::new(),
             header: Vec::new(),
+            images: Vec::new(),
             last_answer: None,
             held: Some(Vec::new()),
             sampling: SamplingParams::greedy(),

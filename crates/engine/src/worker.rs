@@ -10,10 +10,12 @@ use std::sync::mpsc::{Receiver, Sender, TryRecvError};
 
 use super::branch::Held;
 use super::convo_store::ConvoStore;
+use super::images::Image;
 use super::job::{CHUNK, Ctx, Job};
 use super::kv_store::KvStore;
 use super::options::EngineOptions;
-use super::protocol::{Command, Event, Interrupts, TabId, TurnEnd};
+use super::pictures::{self, Encoded};
+use super::protocol::{Attachment, Command, Event, Interrupts, TabId, TurnEnd};
 use super::reply::Reply;
 use super::tabs::{Stores, TabState, Tabs};
 use super::thinking::{self, Channels, ThinkingPolicy};
@@ -23,6 +25,7 @@ use gemma_model::error::{Error, Result};
 use gemma_model::tokenizer::Tokenizer;
 use gemma_model::tokenizer::template::TemplateError;
 use gemma_model::tokenizer::template::sandbox::Interrupt;
+use gemma_model::vision::VisionTower;
 
 mod paths;
 
@@ -48,6 +51,8 @@ pub(super) struct Worker<'a> {
     template_warned: bool,
     /// The tab whose turn the chat template renders now (for its interrupt).
     rendering: Arc<AtomicU64>,
+    /// The vision tower, or why the model has none.
+    tower: std::result::Result<VisionTower, String>,
 }
 
 impl<'a> Worker<'a> {
@@ -74,7 +79,14 @@ impl<'a> Worker<'a> {
             context,
             template_warned: false,
             rendering: Arc::default(),
+            tower: Err("this model reads text only".into()),
         }
+    }
+
+    /// The model's vision tower, or why it has none (told when a picture comes).
+    pub fn with_tower(mut self, tower: std::result::Result<VisionTower, String>) -> Self {
+        self.tower = tower;
+        self
     }
 
     /// Serves `commands` until shutdown; a render of the chat template for a tab whose stop is
@@ -141,7 +153,7 @@ impl<'a> Worker<'a> {
 
     fn apply(&mut self, c: Command) -> Result<()> {
         match c {
-            Command::Submit { tab, text } => self.submit(tab, &text)?,
+            Command::Submit { tab, text, images } => self.submit(tab, &text, &images)?,
             Command::Regenerate { tab } => self.regenerate(tab)?,
             Command::Cancel { tab } => {
                 if let Some(job) = self.tabs.get_mut(tab).and_then(|t| t.job.as_mut()) {
@@ -217,8 +229,12 @@ impl<'a> Worker<'a> {
         Ok(t)
     }
 
-    fn submit(&mut self, tab: TabId, text: &str) -> Result<()> {
+    fn submit(&mut self, tab: TabId, text: &str, attachments: &[Attachment]) -> Result<()> {
         let lm = self.lm;
+        self.idle_tab(tab)?;
+        let encoded = self.encode(tab, attachments)?;
+        let spec = self.tower.as_ref().ok().map(|t| t.spec().clone());
+        let hidden = lm.model.config().hidden_size;
         let t = self.idle_tab(tab)?;
         // A changed header rewinds the session to it, and the turn says so.
         let turn = lm.user_turn(
@@ -227,7 +243,24 @@ impl<'a> Worker<'a> {
             t.system.as_deref(),
             t.thinking,
             text,
+            encoded.len(),
         )?;
+        let (old_base, new_base) = (1 + t.header.len(), 1 + turn.header.len());
+        let mut images = pictures::carry(
+            &t.images,
+            hidden,
+            (&t.convo, old_base),
+            (&turn.prompt, new_base),
+        );
+        let prompt = match spec.filter(|_| !encoded.is_empty()) {
+            None => turn.prompt,
+            Some(spec) => {
+                let from = new_base + t.convo.len().saturating_sub(old_base);
+                let (ids, placed) = pictures::expand(&turn.prompt, from, &spec, &encoded)?;
+                images.extend(placed);
+                ids
+            }
+        };
         let exchange = t.held.clone().map(|h| (h, text.to_string()));
         if let Some(e) = turn.template_error {
             self.template_failed(tab, e);
@@ -235,7 +268,33 @@ impl<'a> Worker<'a> {
         if let Some(text) = turn.template_slow {
             self.emit(Event::Notice { tab, text });
         }
-        self.start(tab, turn.prompt, turn.header, exchange)
+        self.start(tab, prompt, turn.header, exchange, images)
+    }
+
+    /// Each attached picture encoded by the model's tower, the tab told as each one starts.
+    fn encode(&self, tab: TabId, attachments: &[Attachment]) -> Result<Vec<Encoded>> {
+        if attachments.is_empty() {
+            return Ok(Vec::new());
+        }
+        let tower = self
+            .tower
+            .as_ref()
+            .map_err(|why| Error::Invalid(format!("this model cannot take pictures: {why}")))?;
+        attachments
+            .iter()
+            .map(|a| {
+                let name = a.path.file_name().unwrap_or(a.path.as_os_str());
+                self.emit(Event::Notice {
+                    tab,
+                    text: format!(
+                        "encoding {} ({} image tokens at most)",
+                        name.display(),
+                        a.tokens
+                    ),
+                });
+                pictures::encode(tower, &a.path, a.tokens)
+            })
+            .collect()
     }
 
     /// The checkpoint's template failed and the built-in layout stood in: said once, in full.
@@ -256,12 +315,13 @@ impl<'a> Worker<'a> {
             .ok_or_else(|| Error::Invalid("there is no answer to regenerate yet".into()))?;
         let prompt = t.convo[..at].to_vec();
         let header = t.header.clone();
+        let images = t.images.clone();
         // The last exchange is answered again.
         let exchange = t.held.clone().and_then(|mut h| {
             let last = h.pop()?;
             Some((h, last.user))
         });
-        self.start(tab, prompt, header, exchange)
+        self.start(tab, prompt, header, exchange, images)
     }
 
     /// Starts a turn whose whole conversation is `prompt`; `exchange` is what the tab's
@@ -272,6 +332,7 @@ impl<'a> Worker<'a> {
         prompt: Vec<u32>,
         header: Vec<u32>,
         exchange: Option<(Vec<Held>, String)>,
+        images: Vec<Image>,
     ) -> Result<()> {
         let inject = self
             .options
@@ -293,7 +354,7 @@ impl<'a> Worker<'a> {
             boundary_snapshot: true,
             prompt_logits: false,
         };
-        let turn = Turn::start(&mut t.session, prompt, opts)?;
+        let turn = Turn::start_with(&mut t.session, prompt, images.clone(), opts)?;
         if let Some(n) = inject {
             t.session.fail_after(n);
         }
@@ -304,6 +365,7 @@ impl<'a> Worker<'a> {
             quiet: false,
             exchange,
             answer_text: String::new(),
+            images,
         });
         self.enforce_budget(tab);
         Ok(())
@@ -385,6 +447,7 @@ impl<'a> Worker<'a> {
                 held
             });
             t.convo = convo;
+            t.images = std::mem::take(&mut job.images);
             t.last_answer = Some(at);
         }
         if let Some(ids) = settle {
@@ -394,12 +457,13 @@ impl<'a> Worker<'a> {
                 ..TurnOptions::greedy(0, usize::MAX)
             };
             t.job = Some(Job {
-                turn: Turn::start(&mut t.session, ids, opts)?,
+                turn: Turn::start_with(&mut t.session, ids, t.images.clone(), opts)?,
                 reply: Reply::new(None, Vec::new()),
                 header: t.header.clone(),
                 quiet: true,
                 exchange: None,
                 answer_text: String::new(),
+                images: t.images.clone(),
             });
         }
         // The conversation as it now stands (unchanged when the prompt was not all prefilled):

@@ -91,11 +91,13 @@ impl LoadedModel {
         system: Option<&str>,
         thinking: bool,
         text: &str,
+        images: usize,
     ) -> Result<UserTurn> {
         let c = Conversation {
             system,
             thinking,
             continues: !history.is_empty(),
+            images,
         };
         let (turn, template_error) = self.next_turn(&c, text)?;
         let template_slow = self.chat.take_slow();

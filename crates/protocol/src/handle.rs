@@ -129,6 +129,7 @@ mod tests {
         i.raise(&Command::Submit {
             tab: 3,
             text: "hi".into(),
+            images: Vec::new(),
         });
         assert!(i.raised(2) && !i.raised(3));
         i.lower(&Command::Cancel { tab: 2 });

@@ -150,15 +150,26 @@ pub enum ProgressUnit {
 /// A conversation tab, numbered by the UI.
 pub type TabId = u64;
 
+/// A picture sent with a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attachment {
+    /// Its file.
+    pub path: std::path::PathBuf,
+    /// Soft tokens at most: 70, 140, 280, 560 or 1120.
+    pub tokens: usize,
+}
+
 /// UI → engine.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Command {
-    /// The user sent `text` in `tab`: answer it.
+    /// The user sent `text` in `tab`, with `images` before it: answer it.
     Submit {
         /// The tab.
         tab: TabId,
         /// The user's message.
         text: String,
+        /// Pictures, in order; the model sees them before the text, as Google advises.
+        images: Vec<Attachment>,
     },
     /// Cancel the tab's running turn within one prefill chunk or decode step.
     Cancel {

@@ -21,12 +21,16 @@ pub fn root() -> &'static Path {
 /// A copy of a Gemma 4 oracle fixture with the tiny Gemma 4 tokenizer and, if given, a
 /// `chat_template.jinja`.
 pub fn fixture(name: &str, template: Option<&str>) -> tempfile::TempDir {
+    fixture_at(&root().join("tests/fixtures/oracle").join(name), template)
+}
+
+/// [`fixture`] of the checkpoint in `from` (its files, not its folders).
+pub fn fixture_at(from: &Path, template: Option<&str>) -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tmp");
-    let from = root().join("tests/fixtures/oracle").join(name);
-    for e in std::fs::read_dir(&from).expect("fixture") {
+    for e in std::fs::read_dir(from).expect("fixture") {
         let p = e.expect("entry").path();
         let n = p.file_name().expect("name").to_string_lossy().into_owned();
-        if !n.starts_with("reference") {
+        if !n.starts_with("reference") && p.is_file() {
             std::fs::copy(&p, dir.path().join(&n)).expect("copy");
         }
     }

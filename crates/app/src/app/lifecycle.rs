@@ -94,7 +94,11 @@ impl App {
         t.pin = None;
         t.new_output = false;
         t.push(Message::new(Role::User, text.trim_end()));
-        cmds.push(Command::Submit { tab: t.id, text });
+        cmds.push(Command::Submit {
+            tab: t.id,
+            text,
+            images: Vec::new(),
+        });
         if self.model.ready {
             cmds
         } else {

@@ -210,7 +210,17 @@ async fn announce(
 impl Server {
     async fn apply(&mut self, c: Command) {
         match c {
-            Command::Submit { tab, text } => self.submit(tab, text),
+            Command::Submit { tab, text, images } => {
+                if images.is_empty() {
+                    self.submit(tab, text)
+                } else {
+                    self.fail(
+                        tab,
+                        "the remote engine does not send pictures yet: attach them with the \
+                         model in this process",
+                    )
+                }
+            }
             Command::Regenerate { tab } => {
                 let t = self.tabs.entry(tab).or_default();
                 match t.history.pop() {

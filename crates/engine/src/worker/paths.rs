@@ -37,6 +37,14 @@ impl Worker<'_> {
         if origin != attach::Origin::Saved {
             self.save_convo(tab);
         }
+        if origin == attach::Origin::WithoutPictures {
+            self.emit(Event::Notice {
+                tab,
+                text: "this chat's pictures are not kept across restarts yet: it goes on from \
+                       its text, without them"
+                    .into(),
+            });
+        }
         let tokens = self.tabs.get_mut(tab).map_or(0, |t| t.convo.len());
         self.emit(Event::Committed { tab, tokens });
         self.report_tiers();
@@ -78,9 +86,17 @@ impl Worker<'_> {
             src.header.clone(),
             src.last_answer,
             src.held.clone(),
+            src.images.clone(),
         );
         let t = self.idle_tab(tab)?;
-        (t.session, t.convo, t.header, t.last_answer, t.held) = copy;
+        (
+            t.session,
+            t.convo,
+            t.header,
+            t.last_answer,
+            t.held,
+            t.images,
+        ) = copy;
         self.enforce_budget(tab);
         Ok(())
     }
@@ -103,6 +119,13 @@ impl Worker<'_> {
             &setting,
         )?;
         t.last_answer = r.last_answer();
+        // The pictures of the exchanges the two paths share keep their place.
+        t.images = crate::pictures::carry(
+            &t.images,
+            lm.model.config().hidden_size,
+            (&t.convo, 1 + t.header.len()),
+            (&r.ids, 1 + r.header),
+        );
         t.header = r.ids.get(1..1 + r.header).unwrap_or_default().to_vec();
         t.convo = r.ids;
         t.held = Some(r.held);

@@ -18,6 +18,9 @@ pub struct Conversation<'a> {
     pub thinking: bool,
     /// Whether earlier exchanges (a user message and an answer) come before this turn.
     pub continues: bool,
+    /// Pictures in this turn's message, before its text (the template writes `<|image|>` for
+    /// each, as transformers' `{"type": "image"}` content items).
+    pub images: usize,
 }
 
 /// A new user turn's text.
@@ -36,8 +39,9 @@ fn mark(i: usize) -> String {
     format!("\u{E000}{i}\u{E001}")
 }
 
-/// The messages of `c` with placeholders for its earlier exchange and `user` last.
-fn messages(c: &Conversation, user: &str) -> serde_json::Value {
+/// The messages of `c` with placeholders for its earlier exchange and `user` last, after
+/// `images` pictures.
+fn messages(c: &Conversation, user: &str, images: usize) -> serde_json::Value {
     let mut m = Vec::new();
     if let Some(s) = c.system {
         m.push(json!({"role": "system", "content": s}));
@@ -46,7 +50,13 @@ fn messages(c: &Conversation, user: &str) -> serde_json::Value {
         m.push(json!({"role": "user", "content": mark(0)}));
         m.push(json!({"role": "assistant", "content": mark(1)}));
     }
-    m.push(json!({"role": "user", "content": user}));
+    if images == 0 {
+        m.push(json!({"role": "user", "content": user}));
+    } else {
+        let mut content = vec![json!({"type": "image"}); images];
+        content.push(json!({"type": "text", "text": user}));
+        m.push(json!({"role": "user", "content": content}));
+    }
     serde_json::Value::Array(m)
 }
 
@@ -54,12 +64,13 @@ impl ChatTemplate {
     /// The text of a new user turn `user` in the conversation `c`.
     pub fn next_turn(&self, c: &Conversation, user: &str) -> Result<TurnText, TemplateError> {
         let shape = mark(if c.continues { 2 } else { 0 });
-        let placeholders = self.render_after_bos(&messages(c, &shape), true, Some(c.thinking))?;
+        let placeholders =
+            self.render_after_bos(&messages(c, &shape, 0), true, Some(c.thinking))?;
         let first = placeholders
             .find(&mark(0))
             .ok_or_else(|| self.fault("does not write the user's message"))?;
         let header = placeholders[..first].to_string();
-        let real = self.render_after_bos(&messages(c, user), true, Some(c.thinking))?;
+        let real = self.render_after_bos(&messages(c, user, c.images), true, Some(c.thinking))?;
         let turn = if c.continues {
             let answer = mark(1);
             let end = real
@@ -250,6 +261,7 @@ mod tests {
             system,
             thinking,
             continues,
+            images: 0,
         };
         let (t, err) = f
             .next_turn(&c, "  Why is the sky blue? \n")
@@ -268,6 +280,7 @@ mod tests {
             system: None,
             thinking: false,
             continues: false,
+            images: 0,
         };
         for n in 1..SLOW_STRIKES {
             let (_, err) = f.next_turn(&c, "hi").expect("renders");
@@ -329,6 +342,7 @@ mod tests {
             system: None,
             thinking: false,
             continues: false,
+            images: 0,
         };
         for bad in [
             "{{ messages[0].nope.deeper }}",
