@@ -546,3 +546,50 @@ fn an_edited_message_rewinds_to_what_the_versions_share() {
     );
     quit_and_check_restored(&t);
 }
+
+#[test]
+fn a_picture_is_attached_shown_and_answered() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let model = dir.path().join("vision");
+    std::fs::create_dir_all(&model).expect("dir");
+    let src = fixtures().join("vision/e2b_style");
+    for f in ["config.json", "generation_config.json", "model.safetensors"] {
+        std::fs::copy(src.join(f), model.join(f)).expect("copy");
+    }
+    std::fs::copy(
+        fixtures().join("tiny_chat_gemma4/tokenizer.json"),
+        model.join("tokenizer.json"),
+    )
+    .expect("copy");
+    let cfg = config(dir.path(), 8);
+    let (m, c) = (model.to_string_lossy(), cfg.to_string_lossy());
+    let data = dir.path().join("data");
+    let t = Tmux::start(
+        "gemma-e2e-vision",
+        &data,
+        &["--model", &m, "--config", &c],
+        100,
+        30,
+    );
+    t.wait("the model to load", 60, |s| s.contains("Ready"));
+    // A file that is no picture is refused, and nothing is attached.
+    t.type_text(&format!("/attach {}", src.join("config.json").display()));
+    t.keys(&["Enter"]);
+    t.wait("the refusal", 10, |s| s.contains("cannot attach"));
+    t.type_text("/image-tokens 70");
+    t.keys(&["Enter"]);
+    t.type_text(&format!("/attach {}", src.join("a.png").display()));
+    t.keys(&["Enter"]);
+    let chip = "[img a.png";
+    let s = t.wait("the chip in the input", 10, |s| s.contains(chip));
+    assert!(s.contains("· 60 tok]"), "{s}");
+    t.type_text("What is in it?");
+    t.keys(&["Enter"]);
+    let s = t.wait("the answer", 60, |s| s.contains("prefilled"));
+    assert!(s.contains(chip) && s.contains("What is in it?"), "{s}");
+    // A follow-up keeps the picture warm.
+    t.type_text("And?");
+    t.keys(&["Enter"]);
+    t.wait("a warm follow-up", 60, |s| s.contains("exact_prefix"));
+    quit_and_check_restored(&t);
+}

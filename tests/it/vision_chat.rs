@@ -7,7 +7,6 @@
 
 use std::path::Path;
 use std::process::Command as Process;
-use std::sync::Arc;
 
 use burn::tensor::Device;
 use gemma_engine::EngineHandle;

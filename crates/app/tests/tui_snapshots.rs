@@ -1072,3 +1072,57 @@ fn search_finds_a_closed_chat_and_reopens_it() {
     );
     assert!(app.closed.is_empty());
 }
+
+#[test]
+fn pictures_are_attached_shown_removed_and_sent() {
+    let (mut app, _) = new_app();
+    ready(&mut app);
+    let pictures = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/vision/e2b_style");
+    let a = pictures.join("a.png");
+    // A bad budget and a file that is no picture change nothing.
+    type_text(&mut app, "/image-tokens 100");
+    app.update(key(KeyCode::Enter));
+    assert!(
+        app.flash
+            .as_deref()
+            .is_some_and(|f| f.contains("70, 140, 280"))
+    );
+    type_text(
+        &mut app,
+        &format!("/attach {}", pictures.join("config.json").display()),
+    );
+    app.update(key(KeyCode::Enter));
+    assert!(
+        app.flash
+            .as_deref()
+            .is_some_and(|f| f.starts_with("cannot attach"))
+    );
+    // Attached, shown in the input, removed, attached again by a pasted path.
+    type_text(&mut app, &format!("/attach {}", a.display()));
+    app.update(key(KeyCode::Enter));
+    let screen = format!("{:?}", draw(&mut app, 100, 20).backend().buffer());
+    assert!(screen.contains("[img a.png 150×100 · 260 tok]"), "{screen}");
+    type_text(&mut app, "/detach");
+    app.update(key(KeyCode::Enter));
+    assert!(app.tab().is_some_and(|t| t.attachments.is_empty()));
+    app.update(Msg::Paste(format!("'{}'\n", a.display())));
+    assert_eq!(app.tab().map(|t| t.attachments.len()), Some(1));
+    assert_eq!(app.tab().map(|t| t.editor.text()), Some(String::new()));
+    // Sent with the message, shown on it, gone from the input.
+    type_text(&mut app, "What is it?");
+    let cmds = app.update(key(KeyCode::Enter));
+    match cmds.as_slice() {
+        [Command::Submit { images, text, .. }] => {
+            assert_eq!(text, "What is it?");
+            assert_eq!(images.len(), 1);
+            assert_eq!(images[0].path, a);
+            assert_eq!(images[0].tokens, 280);
+        }
+        other => panic!("expected one submit, got {other:?}"),
+    }
+    let t = app.tab().expect("tab");
+    assert!(t.attachments.is_empty());
+    let last = t.messages.last().expect("the message");
+    assert_eq!(last.images[0].label(), "[img a.png 150×100 · 260 tok]");
+}

@@ -82,47 +82,11 @@ impl Picture {
 
     /// Decodes `bytes`; `what` names them in errors.
     pub fn decode(bytes: &[u8], what: &str) -> Result<Self, PictureError> {
+        let (mut decoder, format) = header(bytes, what)?;
         let damaged = |e: image::ImageError| PictureError::Damaged {
             what: what.to_string(),
             cause: e.to_string(),
         };
-        let mut reader = ImageReader::new(Cursor::new(bytes))
-            .with_guessed_format()
-            .map_err(|e| damaged(e.into()))?;
-        let format = match reader.format() {
-            Some(
-                f @ (ImageFormat::Png | ImageFormat::Jpeg | ImageFormat::WebP | ImageFormat::Gif),
-            ) => f,
-            _ => {
-                return Err(PictureError::Format {
-                    what: what.to_string(),
-                });
-            }
-        };
-        let mut limits = image::Limits::default();
-        limits.max_image_width = Some(MAX_SIDE);
-        limits.max_image_height = Some(MAX_SIDE);
-        limits.max_alloc = Some(MAX_ALLOC);
-        reader.limits(limits);
-        let mut decoder = reader.into_decoder().map_err(|e| match e {
-            image::ImageError::Limits(_) => PictureError::TooLarge {
-                what: what.to_string(),
-                width: 0,
-                height: 0,
-            },
-            e => damaged(e),
-        })?;
-        let (width, height) = decoder.dimensions();
-        if width > MAX_SIDE
-            || height > MAX_SIDE
-            || u64::from(width) * u64::from(height) > MAX_PIXELS
-        {
-            return Err(PictureError::TooLarge {
-                what: what.to_string(),
-                width,
-                height,
-            });
-        }
         let orientation = decoder.orientation().map_err(damaged)?;
         let mut image = DynamicImage::from_decoder(decoder).map_err(damaged)?;
         image.apply_orientation(orientation);
@@ -131,4 +95,68 @@ impl Picture {
             format,
         })
     }
+
+    /// The upright width and height of the picture file at `path`, from its header: what
+    /// [`Picture::open`] refuses is refused, but no pixel is decoded.
+    pub fn probe(path: &Path) -> Result<(u32, u32), PictureError> {
+        let what = path.display().to_string();
+        let bytes =
+            gemma_files::read_limited(path, MAX_FILE).map_err(|cause| PictureError::Read {
+                path: what.clone(),
+                cause,
+            })?;
+        let (mut decoder, _) = header(&bytes, &what)?;
+        let (w, h) = decoder.dimensions();
+        let turned = decoder.orientation().is_ok_and(|o| {
+            use image::metadata::Orientation::*;
+            matches!(o, Rotate90 | Rotate270 | Rotate90FlipH | Rotate270FlipH)
+        });
+        Ok(if turned { (h, w) } else { (w, h) })
+    }
+}
+
+/// A decoder for `bytes` once its header shows a picture gemma-chat reads, within the limits.
+fn header<'a>(
+    bytes: &'a [u8],
+    what: &str,
+) -> Result<(Box<dyn ImageDecoder + 'a>, ImageFormat), PictureError> {
+    let damaged = |e: image::ImageError| PictureError::Damaged {
+        what: what.to_string(),
+        cause: e.to_string(),
+    };
+    let mut reader = ImageReader::new(Cursor::new(bytes))
+        .with_guessed_format()
+        .map_err(|e| damaged(e.into()))?;
+    let format = match reader.format() {
+        Some(f @ (ImageFormat::Png | ImageFormat::Jpeg | ImageFormat::WebP | ImageFormat::Gif)) => {
+            f
+        }
+        _ => {
+            return Err(PictureError::Format {
+                what: what.to_string(),
+            });
+        }
+    };
+    let mut limits = image::Limits::default();
+    limits.max_image_width = Some(MAX_SIDE);
+    limits.max_image_height = Some(MAX_SIDE);
+    limits.max_alloc = Some(MAX_ALLOC);
+    reader.limits(limits);
+    let decoder = reader.into_decoder().map_err(|e| match e {
+        image::ImageError::Limits(_) => PictureError::TooLarge {
+            what: what.to_string(),
+            width: 0,
+            height: 0,
+        },
+        e => damaged(e),
+    })?;
+    let (width, height) = decoder.dimensions();
+    if width > MAX_SIDE || height > MAX_SIDE || u64::from(width) * u64::from(height) > MAX_PIXELS {
+        return Err(PictureError::TooLarge {
+            what: what.to_string(),
+            width,
+            height,
+        });
+    }
+    Ok((Box::new(decoder), format))
 }

@@ -3,9 +3,12 @@
 
 use std::collections::HashSet;
 
+use super::attachments::Chip;
 use super::tab::Branch;
 use super::tab::{Message, Role, Tab};
-use crate::chats::{SavedBranch, SavedChat, SavedMessage, SavedSampling, SavedStats, VERSION};
+use crate::chats::{
+    SavedBranch, SavedChat, SavedImage, SavedMessage, SavedSampling, SavedStats, VERSION,
+};
 use gemma_protocol::{Reuse, TurnStats};
 
 fn role_name(r: Role) -> &'static str {
@@ -46,6 +49,15 @@ fn saved_message(m: &Message, parent: Option<u64>) -> SavedMessage {
             decode_tok_s: s.decode_tok_s,
             ttft_s: s.ttft_s,
         }),
+        images: m
+            .images
+            .iter()
+            .map(|c| SavedImage {
+                path: c.path.to_string_lossy().into_owned(),
+                tokens: c.tokens,
+                size: c.size,
+            })
+            .collect(),
     }
 }
 
@@ -54,6 +66,15 @@ fn message(m: SavedMessage) -> Message {
     out.id = m.id;
     out.thought = m.thought;
     out.footer = m.footer;
+    out.images = m
+        .images
+        .into_iter()
+        .map(|i| Chip {
+            path: i.path.into(),
+            tokens: i.tokens,
+            size: i.size,
+        })
+        .collect();
     out.stats = m.stats.map(|s| TurnStats {
         reuse: Reuse::parse(&s.reuse).unwrap_or(Reuse::New),
         reused_tokens: s.reused_tokens,

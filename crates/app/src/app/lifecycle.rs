@@ -4,7 +4,7 @@
 
 use super::tab::{Message, Phase, Role, Tab};
 use super::{App, persist};
-use gemma_protocol::{Command, TabId};
+use gemma_protocol::{Attachment, Command, TabId};
 
 impl App {
     pub(super) fn open_tab(&mut self) -> Vec<Command> {
@@ -63,7 +63,7 @@ impl App {
             return Vec::new();
         };
         let text = t.editor.text();
-        if text.trim().is_empty() {
+        if text.trim().is_empty() && t.attachments.is_empty() {
             return Vec::new();
         }
         if t.phase.busy() {
@@ -93,11 +93,21 @@ impl App {
         t.phase = Phase::Waiting;
         t.pin = None;
         t.new_output = false;
-        t.push(Message::new(Role::User, text.trim_end()));
+        let chips = std::mem::take(&mut t.attachments);
+        let images = chips
+            .iter()
+            .map(|c| Attachment {
+                path: c.path.clone(),
+                tokens: c.tokens,
+            })
+            .collect();
+        let mut m = Message::new(Role::User, text.trim_end());
+        m.images = chips;
+        t.push(m);
         cmds.push(Command::Submit {
             tab: t.id,
             text,
-            images: Vec::new(),
+            images,
         });
         if self.model.ready {
             cmds

@@ -2,6 +2,7 @@
 //! events) goes through [`App::update`], which changes the state and returns the commands for
 //! the engine. It sees the engine only through `gemma_protocol`, and draws nothing.
 
+pub mod attachments;
 pub mod chat_tree;
 pub mod editor;
 mod events;
@@ -242,7 +243,8 @@ impl App {
     pub fn input_height(&self) -> u16 {
         let w = self.size.0.saturating_sub(2) as usize;
         let rows = self.tab().map_or(1, |t| t.editor.layout(w).0.len()) as u16;
-        rows.clamp(1, INPUT_ROWS) + 2
+        let chips = u16::from(self.tab().is_some_and(|t| !t.attachments.is_empty()));
+        rows.clamp(1, INPUT_ROWS) + 2 + chips
     }
 
     /// Lines of transcript visible: the screen less the tab bar, the input and the status line.
@@ -285,7 +287,9 @@ impl App {
                 match &mut self.overlay {
                     Overlay::Rename(e) => e.insert(&text.replace(['\n', '\r'], " ")),
                     _ => {
-                        if let Some(t) = self.tab_mut() {
+                        if !self.pasted_picture(&text)
+                            && let Some(t) = self.tab_mut()
+                        {
                             t.editor.insert(&text);
                         }
                     }

@@ -1,6 +1,7 @@
 //! Commands typed in the input (`/rename NAME`, `/copy [N]`, `/think on|off`, `/system [TEXT]`,
-//! `/export [md|json] [PATH]`, `/help`) and what they do to the app: copying the last answer or a
-//! numbered code block, thinking and the system prompt per tab, exporting the tab.
+//! `/export [md|json] [PATH]`, `/attach PATH`, `/detach [N]`, `/image-tokens N`, `/help`) and
+//! what they do to the app: copying the last answer or a numbered code block, thinking and the
+//! system prompt per tab, exporting the tab, pictures for the next message.
 
 use super::tab::{Message, Role};
 use super::{App, Overlay, fences};
@@ -36,10 +37,14 @@ impl App {
             "export" => self.export_tab(arg),
             "preset" => out = self.preset_command(arg),
             "system" => out = self.set_system(Some(arg.to_string()).filter(|a| !a.is_empty())),
+            "attach" => self.attach(arg),
+            "detach" => self.detach(arg),
+            "image-tokens" => self.set_image_tokens(arg),
             _ => {
                 self.flash = Some(format!(
                     "unknown command /{name}: try /rename NAME, /copy [N], /think on|off, \
-                     /system [TEXT], /preset NAME, /export [md|json] [PATH], /help"
+                     /system [TEXT], /preset NAME, /export [md|json] [PATH], /attach PATH, \
+                     /detach [N], /image-tokens N, /help"
                 ));
                 return out;
             }

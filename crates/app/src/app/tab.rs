@@ -4,6 +4,7 @@
 
 use std::time::Instant;
 
+use super::attachments::Chip;
 use super::editor::Editor;
 use crate::config::sampling::SamplingLayer;
 use gemma_protocol::{TabId, Tier, TurnStats};
@@ -52,6 +53,8 @@ pub struct Message {
     pub versions: Option<(usize, usize)>,
     /// What the answer cost, once it is finished.
     pub stats: Option<TurnStats>,
+    /// The pictures sent with it (a user message).
+    pub images: Vec<Chip>,
 }
 
 impl Message {
@@ -66,6 +69,7 @@ impl Message {
             id: 0,
             versions: None,
             stats: None,
+            images: Vec::new(),
         }
     }
 }
@@ -156,6 +160,10 @@ pub struct Tab {
     pub selected: Option<usize>,
     /// The user message whose new version the input holds: sending makes a branch.
     pub editing: Option<usize>,
+    /// Pictures attached to the next message.
+    pub attachments: Vec<Chip>,
+    /// Soft tokens per picture at most, for pictures attached from now on.
+    pub image_tokens: usize,
     /// The next message id.
     pub next_msg: u64,
     /// Edits so far: a changed message takes the next number as its revision.
@@ -191,6 +199,8 @@ impl Tab {
             branches: Vec::new(),
             selected: None,
             editing: None,
+            attachments: Vec::new(),
+            image_tokens: super::attachments::DEFAULT_TOKENS,
             next_msg: 1,
             edits: 0,
         }

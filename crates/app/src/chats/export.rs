@@ -64,7 +64,16 @@ pub fn markdown(chat: &SavedChat) -> String {
     for m in &chat.messages {
         match m.role.as_str() {
             "system" => out.push_str(&format!("## System prompt\n\n{}\n\n", m.text.trim_end())),
-            "user" => out.push_str(&format!("## You\n\n{}\n\n", m.text.trim_end())),
+            "user" => {
+                out.push_str("## You\n\n");
+                for i in &m.images {
+                    let name = std::path::Path::new(&i.path)
+                        .file_name()
+                        .map_or_else(|| i.path.clone(), |n| n.to_string_lossy().into_owned());
+                    out.push_str(&format!("![{name}](<{}>)\n\n", i.path));
+                }
+                out.push_str(&format!("{}\n\n", m.text.trim_end()));
+            }
             "model" => {
                 out.push_str("## Gemma\n\n");
                 if !m.thought.trim().is_empty() {

@@ -69,6 +69,20 @@ pub struct SavedMessage {
     /// What the answer cost, if it is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stats: Option<SavedStats>,
+    /// The pictures sent with it: where they were, their budget and size.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<SavedImage>,
+}
+
+/// A picture sent with a message, by reference.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct SavedImage {
+    /// Its file when it was sent.
+    pub path: String,
+    /// Soft tokens at most.
+    pub tokens: usize,
+    /// Width and height in pixels.
+    pub size: (u32, u32),
 }
 
 impl SavedMessage {

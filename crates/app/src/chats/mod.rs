@@ -12,7 +12,9 @@ pub mod saver;
 
 use std::path::Path;
 
-pub use format::{SavedBranch, SavedChat, SavedMessage, SavedSampling, SavedStats, VERSION};
+pub use format::{
+    SavedBranch, SavedChat, SavedImage, SavedMessage, SavedSampling, SavedStats, VERSION,
+};
 pub use saver::{SaveJob, saver};
 
 /// The largest chat file read back (a long chat is a few MiB).

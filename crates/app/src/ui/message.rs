@@ -1,5 +1,6 @@
-//! One message as styled lines: its name (with ‹n/m› when its turn has versions), its thought
-//! (folded or not), its markdown body with numbered code fences, and its footer.
+//! One message as styled lines: its name (with ‹n/m› when its turn has versions), the chips of
+//! its pictures, its thought (folded or not), its markdown body with numbered code fences, and
+//! its footer.
 
 use ratatui::text::{Line, Span};
 
@@ -21,6 +22,16 @@ pub fn message_lines(
     match m.role {
         Role::User => {
             lines.push(name_line("You", theme.user, m, theme));
+            if !m.images.is_empty() {
+                let chips: Vec<String> = m.images.iter().map(|c| c.label()).collect();
+                lines.extend(markdown::plain(
+                    &chips.join(" "),
+                    width,
+                    "",
+                    "",
+                    theme.accent,
+                ));
+            }
             lines.extend(markdown::plain(&m.text, width, "", "", Default::default()));
         }
         Role::Model => {

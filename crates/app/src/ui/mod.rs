@@ -177,14 +177,24 @@ fn input(f: &mut Frame, area: Rect, app: &App) {
     let Some(t) = app.tab() else { return };
     let inner_w = area.width.saturating_sub(2) as usize;
     let (rows, (cx, cy)) = t.editor.layout(inner_w);
-    let visible = area.height.saturating_sub(2) as usize;
+    let chips = usize::from(!t.attachments.is_empty());
+    let visible = (area.height.saturating_sub(2) as usize).saturating_sub(chips);
     let first = (cy + 1).saturating_sub(visible);
-    let lines: Vec<Line> = rows
-        .iter()
-        .skip(first)
-        .take(visible)
-        .map(|r| Line::from(r.clone()))
-        .collect();
+    let mut lines: Vec<Line> = Vec::with_capacity(visible + chips);
+    if chips > 0 {
+        let labels: Vec<String> = t.attachments.iter().map(|c| c.label()).collect();
+        let mut shown = labels.join(" ");
+        if shown.width() > inner_w {
+            shown = format!("{} pictures attached (/detach removes them)", labels.len());
+        }
+        lines.push(Line::from(Span::styled(shown, theme.accent)));
+    }
+    lines.extend(
+        rows.iter()
+            .skip(first)
+            .take(visible)
+            .map(|r| Line::from(r.clone())),
+    );
     let mut title = match t.editing {
         Some(_) => " Editing: Enter sends a new version, Esc cancels ".to_string(),
         None => " Message ".to_string(),
@@ -203,7 +213,7 @@ fn input(f: &mut Frame, area: Rect, app: &App) {
     f.render_widget(Paragraph::new(lines).block(block), area);
     if matches!(app.overlay, Overlay::None) {
         let x = area.x + 1 + cx as u16;
-        let y = area.y + 1 + (cy - first) as u16;
+        let y = area.y + 1 + (chips + cy - first) as u16;
         if x < area.right() && y < area.bottom() {
             f.set_cursor_position((x, y));
         }
@@ -289,6 +299,7 @@ fn help(f: &mut Frame, app: &App) {
     let footer = [
         "Commands: /rename NAME · /copy [N] (code block N) · /think on|off · /system [TEXT]",
         "          /preset NAME · /export [md|json] [PATH] (this tab to a file)",
+        "          /attach PATH (a picture; or paste its path) · /detach [N] · /image-tokens N",
         "Up/Down scroll · any other key closes this help.",
     ];
     // Two columns when one does not fit the screen's height.
