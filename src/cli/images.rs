@@ -100,6 +100,7 @@ pub fn place(ids: &[u32], spec: &VisionSpec, encoded: Vec<Encoded>) -> anyhow::R
                 at,
                 rows: e.rows,
                 key: e.key,
+                budget: e.budget,
             })
         })
         .collect()

@@ -9,16 +9,16 @@ use std::path::Path;
 use std::process::Command as Process;
 
 use burn::tensor::Device;
-use gemma_engine::EngineHandle;
 use gemma_engine::images::{Image, image_key};
-use gemma_engine::protocol::{Attachment, Command, Event, Reuse, TabId, TurnStats};
+use gemma_engine::protocol::{Attachment, Command, Event, Exchange, Reuse, TabId, TurnStats};
 use gemma_engine::reply::{Piece, Reply};
 use gemma_engine::session::Session;
 use gemma_engine::turn::{Turn, TurnOptions};
+use gemma_engine::{EngineHandle, EngineOptions, spawn};
 use gemma_model::checkpoint::load;
 use gemma_model::model::ComputeDtype;
 
-use crate::common::chat::{engine, fixture_at, open, root};
+use crate::common::chat::{engine, first_after_loading, fixture_at, open, root};
 
 const BUDGET: usize = 70;
 
@@ -77,6 +77,7 @@ fn by_hand(dir: &Path, pictures: &[&Path], text: &str) -> (usize, String) {
             at: prompt.len(),
             rows: e.rows.clone(),
             key: image_key(&std::fs::read(p).expect("picture"), BUDGET),
+            budget: BUDGET,
         });
         prompt.extend(std::iter::repeat_n(501, e.tokens));
         prompt.push(502);
@@ -229,44 +230,114 @@ fn the_headless_front_doors_send_pictures() {
     assert!(err.contains(&format!("prefilled {prompt_len}")), "{err}");
 }
 
-#[test]
-fn a_chat_with_a_picture_comes_back_from_its_text_and_says_so() {
+/// An engine on the fixture copy in `dir` that keeps conversations beside it and, with `kv`,
+/// warm KV snapshots there too.
+fn engine_kept(dir: &Path, kv: bool) -> EngineHandle {
+    let path = dir.to_path_buf();
+    let options = EngineOptions {
+        convo_dir: Some(crate::common::chat::convos(dir)),
+        kv_dir: kv.then(|| dir.join("kv")),
+        kv_disk_bytes: if kv { 1 << 30 } else { 0 },
+        ..EngineOptions::default()
+    };
+    let h = spawn(options, move |progress| {
+        load(&path, &Device::flex(), ComputeDtype::F32, &mut |d, t| {
+            progress.layers(d, t)
+        })
+    });
+    assert!(matches!(first_after_loading(&h), Event::Ready { .. }));
+    h
+}
+
+/// A chat with a picture (from a file deleted once it is sent) and a follow-up; after a restart
+/// (with `kv`: warm), the chat answers the follow-up again: its reuse, and whether the answer
+/// is the one given before the restart.
+fn restart_with_picture(kv: bool, lose_copies: bool) -> (Done, bool, TurnStats) {
     let dir = vision_fixture();
-    let picture = root().join("tests/fixtures/vision/e2b_style/a.png");
-    let h = engine(dir.path());
+    let tmp = tempfile::tempdir().expect("tmp");
+    let picture = tmp.path().join("photo.png");
+    std::fs::copy(
+        root().join("tests/fixtures/vision/e2b_style/a.png"),
+        &picture,
+    )
+    .expect("copy");
+    let h = engine_kept(dir.path(), kv);
     open(&h, 1);
     let attach = vec![Attachment {
-        path: picture,
+        path: picture.clone(),
         tokens: BUDGET,
     }];
-    let first = submit(&h, 1, "What is it?", attach);
-    let with_picture = first.stats.reused_tokens + first.stats.prefilled_tokens;
+    let first = submit(&h, 1, "What is it?", attach.clone());
+    std::fs::remove_file(&picture).expect("the original goes");
     h.send(Command::Shutdown);
     drop(h);
-
-    // Restarted: the saved ids held a picture the engine no longer has.
-    let h = engine(dir.path());
+    // The same two turns without a restart, for comparison.
+    let other = vision_fixture();
+    let h = engine(other.path());
+    open(&h, 1);
+    std::fs::copy(
+        root().join("tests/fixtures/vision/e2b_style/a.png"),
+        &picture,
+    )
+    .expect("copy");
+    submit(&h, 1, "What is it?", attach);
+    let warm = submit(&h, 1, "And?", Vec::new());
+    h.send(Command::Shutdown);
+    drop(h);
+    if lose_copies {
+        std::fs::remove_dir_all(crate::common::chat::convos(dir.path()).join("pictures"))
+            .expect("the kept copies go");
+    }
+    let h = engine_kept(dir.path(), kv);
     h.send(Command::Attach {
         tab: 1,
         chat: crate::common::chat::chat(1),
-        history: vec![gemma_engine::protocol::Exchange {
+        history: vec![Exchange {
             user: "What is it?".into(),
             answer: first.answer.clone(),
         }],
         legacy: None,
     });
-    let next = submit(&h, 1, "And?", Vec::new());
-    let tokens = next.stats.reused_tokens + next.stats.prefilled_tokens;
+    h.send(Command::SetSampling {
+        tab: 1,
+        sampling: gemma_model::sampling::SamplingParams::greedy(),
+        max_new_tokens: 6,
+        stop: Vec::new(),
+    });
+    let again = submit(&h, 1, "And?", Vec::new());
+    h.send(Command::Shutdown);
+    let same = again.answer == warm.answer;
+    (again, same, first.stats)
+}
+
+#[test]
+fn a_restart_brings_a_chat_back_with_its_picture() {
+    // From the kept copy, the original gone: the whole chat prefilled once, the same answer.
+    let (again, same, _) = restart_with_picture(false, false);
+    assert_eq!(again.stats.reuse, Reuse::Restored, "{:?}", again.stats);
+    assert!(same, "the follow-up answers as it did before the restart");
+    assert!(again.notices.is_empty(), "{:?}", again.notices);
+    // Warm: the snapshot holds the picture's keys and values, only the new turn is prefilled.
+    let (again, same, first) = restart_with_picture(true, false);
+    assert_eq!(again.stats.reuse, Reuse::ExactPrefix, "{:?}", again.stats);
+    let answered = first.reused_tokens + first.prefilled_tokens + first.generated_tokens;
     assert!(
-        tokens < with_picture,
-        "{tokens} ≥ {with_picture}: placeholders came back"
+        again.stats.reused_tokens + 1 >= answered,
+        "{again:?} after {first:?}",
+        again = again.stats
     );
+    assert!(same);
+}
+
+#[test]
+fn a_chat_whose_pictures_are_gone_comes_back_from_its_text_and_says_so() {
+    let (again, _, _) = restart_with_picture(false, true);
     assert!(
-        next.notices
+        again
+            .notices
             .iter()
             .any(|n| n.contains("not kept across restarts")),
         "{:?}",
-        next.notices
+        again.notices
     );
-    h.send(Command::Shutdown);
 }

@@ -88,6 +88,7 @@ fn open(dir: &Path) -> Fixture {
             at,
             rows: Arc::new(rows),
             key: image_key(&file, BUDGET),
+            budget: BUDGET,
         });
     }
     Fixture {

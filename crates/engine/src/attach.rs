@@ -5,11 +5,14 @@
 
 use super::branch::{self, Held, Rendered, Setting};
 use super::convo_store::{self, ConvoStore, SavedConvo};
+use super::images::{Image, key_hex};
+use super::pictures;
 use super::protocol::{Exchange, LegacyConvo};
 use super::tabs::Stores;
 use super::tabs::TabState;
 use gemma_model::checkpoint::LoadedModel;
 use gemma_model::error::{Error, Result};
+use gemma_model::vision::VisionTower;
 
 /// Where a conversation came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,11 +27,13 @@ pub(super) enum Origin {
     WithoutPictures,
 }
 
-/// What the UI asked for: see [`super::protocol::Command::Attach`].
-pub(super) struct Request {
+/// What the UI asked for (see [`super::protocol::Command::Attach`]), and the model's vision
+/// tower, which a saved conversation's pictures need.
+pub(super) struct Request<'a> {
     pub chat: String,
     pub history: Vec<Exchange>,
     pub legacy: Option<LegacyConvo>,
+    pub tower: Option<&'a VisionTower>,
 }
 
 /// Ties tab `t` to `r.chat` and brings its conversation back: warm when a KV snapshot of it
@@ -39,7 +44,7 @@ pub(super) fn attach(
     lm: &LoadedModel,
     end_ids: &[u32],
     stores: &Stores,
-    r: Request,
+    r: Request<'_>,
 ) -> Result<Option<Origin>> {
     if !convo_store::valid_name(&r.chat) {
         return Err(Error::Invalid(format!(
@@ -58,8 +63,11 @@ pub(super) fn attach(
         thinking: t.thinking,
     };
     let store = stores.convos.as_ref();
-    let found = conversation(lm, end_ids, store, &r.chat, &r.history, r.legacy, &setting)?;
-    let Some((convo, origin)) = found else {
+    let sources = (store, r.tower);
+    let found = conversation(
+        lm, end_ids, sources, &r.chat, &r.history, r.legacy, &setting,
+    )?;
+    let Some((convo, origin, images)) = found else {
         return Ok(None);
     };
     // The exchanges' texts are the transcript's; where they lie in the ids is known for a
@@ -88,7 +96,7 @@ pub(super) fn attach(
     });
     t.session.reset();
     t.convo = convo.ids;
-    t.images.clear();
+    t.images = images;
     t.header = t.convo[1..1 + convo.header].to_vec();
     t.last_answer = convo.last_answer;
     // With a snapshot that verifies, the tab is warm (in host memory) at once; one saved by an
@@ -107,24 +115,24 @@ pub(super) fn attach(
 fn conversation(
     lm: &LoadedModel,
     end_ids: &[u32],
-    store: Option<&ConvoStore>,
+    (store, tower): (Option<&ConvoStore>, Option<&VisionTower>),
     chat: &str,
     history: &[Exchange],
     legacy: Option<LegacyConvo>,
     setting: &Setting,
-) -> Result<Option<(SavedConvo, Origin)>> {
-    // Pictures are not saved with the ids: a conversation that held one is rebuilt from its
-    // text, never fed placeholders without their picture.
-    let picture = lm.tokenizer.as_ref().and_then(|t| t.token_id("<|image|>"));
+) -> Result<Option<(SavedConvo, Origin, Vec<Image>)>> {
+    // A saved conversation's pictures are encoded again from their kept copies; one whose
+    // pictures cannot be is rebuilt from its text, never fed placeholders without them.
     let saved = store.and_then(|s| s.load(chat)).filter(|c| fits(lm, c));
-    let had_pictures = saved
-        .as_ref()
-        .is_some_and(|c| picture.is_some_and(|p| c.ids.contains(&p)));
-    if let Some(saved) = saved.filter(|_| !had_pictures) {
-        return Ok(Some((saved, Origin::Saved)));
+    let mut had_pictures = false;
+    if let (Some(saved), Some(store)) = (saved, store) {
+        match pictures_of(lm, &saved, store, tower) {
+            Some(images) => return Ok(Some((saved, Origin::Saved, images))),
+            None => had_pictures = true,
+        }
     }
     if let Some(old) = legacy.and_then(|l| normalize(lm, end_ids, l)) {
-        return Ok(Some((old, Origin::Legacy)));
+        return Ok(Some((old, Origin::Legacy, Vec::new())));
     }
     if history.is_empty() {
         return Ok(None);
@@ -137,13 +145,52 @@ fn conversation(
         exchanges: spans(&r.held),
         ids: r.ids,
         header: r.header,
+        pictures: Vec::new(),
     };
     let origin = if had_pictures {
         Origin::WithoutPictures
     } else {
         Origin::Rebuilt
     };
-    Ok(fits(lm, &convo).then_some((convo, origin)))
+    Ok(fits(lm, &convo).then_some((convo, origin, Vec::new())))
+}
+
+/// The pictures of a saved conversation, encoded again from the store's copies: `None` when one
+/// cannot be (no tower, a copy gone or changed) or when they do not cover every placeholder.
+fn pictures_of(
+    lm: &LoadedModel,
+    c: &SavedConvo,
+    store: &ConvoStore,
+    tower: Option<&VisionTower>,
+) -> Option<Vec<Image>> {
+    let placeholder = lm.tokenizer.as_ref().and_then(|t| t.token_id("<|image|>"));
+    let held = placeholder.map_or(0, |p| c.ids.iter().filter(|&&i| i == p).count());
+    if held == 0 && c.pictures.is_empty() {
+        return Some(Vec::new());
+    }
+    let tower = tower?;
+    let spec = tower.spec();
+    let mut images = Vec::with_capacity(c.pictures.len());
+    for p in &c.pictures {
+        let bytes = store.picture(&p.key)?;
+        let e = pictures::encode_bytes(tower, bytes, "a kept picture", p.budget).ok()?;
+        let run = c.ids.get(p.at.checked_sub(1)?..p.at + e.tokens + 1)?;
+        let placed = key_hex(&e.key) == p.key
+            && run[0] == spec.boi_token_id
+            && run[run.len() - 1] == spec.eoi_token_id
+            && run[1..run.len() - 1]
+                .iter()
+                .all(|&i| i == spec.image_token_id);
+        placed.then_some(())?;
+        images.push(Image {
+            at: p.at,
+            rows: e.rows,
+            key: e.key,
+            budget: p.budget,
+        });
+    }
+    let covered: usize = images.iter().map(|i| i.span(spec.text_hidden).len()).sum();
+    (covered == held).then_some(images)
 }
 
 /// Tokens a chat turn's markers take at least (Gemma's `<start_of_turn>user\n` … `<end_of_turn>\n`,
@@ -188,6 +235,7 @@ fn normalize(lm: &LoadedModel, end_ids: &[u32], old: LegacyConvo) -> Option<Save
         header: old.header,
         last_answer: old.last_answer,
         exchanges: Vec::new(),
+        pictures: Vec::new(),
     };
     if !fits(lm, &c) {
         return None;

@@ -3,7 +3,8 @@
 //! the end of the last answer), written atomically whenever a turn commits, and read back when
 //! the chat is attached again. The ids belong to one model: a file names the fingerprint of the
 //! weights and tokenizer it was written with, and one for other weights is not used (the engine
-//! rebuilds the conversation from the transcript's text instead).
+//! rebuilds the conversation from the transcript's text instead). The pictures in a conversation
+//! are kept beside it, one private copy per picture named by its key, and referenced from it.
 
 use std::path::PathBuf;
 
@@ -14,6 +15,8 @@ use gemma_model::error::{Error, Result};
 
 /// The file format's version.
 const VERSION: u32 = 1;
+/// The folder of the kept pictures, in the store's.
+const PICTURES: &str = "pictures";
 
 /// One chat's conversation in ids.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -28,6 +31,22 @@ pub struct SavedConvo {
     /// header); empty when not known (files of earlier releases).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub exchanges: Vec<[usize; 2]>,
+    /// The pictures in `ids`, each kept in the store under its key.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pictures: Vec<SavedPicture>,
+}
+
+/// A picture of a saved conversation: where its placeholders start, its identity (the key of
+/// its bytes and budget, [`crate::images::image_key`], as hex: the stored copy's name) and its
+/// budget.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SavedPicture {
+    /// Its first placeholder's position in the ids.
+    pub at: usize,
+    /// Its key, in hex.
+    pub key: String,
+    /// Soft tokens at most.
+    pub budget: usize,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -92,6 +111,34 @@ impl ConvoStore {
         (file.version == VERSION && file.model == self.model).then_some(file.convo)
     }
 
+    /// Keeps a copy of a picture's `bytes` under `key` (hex), private to the user, so that the
+    /// conversation can encode it again whatever becomes of the file it came from.
+    pub fn keep_picture(&self, key: &str, bytes: &[u8]) -> Result<()> {
+        let path = self.picture_path(key)?;
+        if path.is_file() {
+            return Ok(());
+        }
+        let dir = self.dir.join(PICTURES);
+        gemma_files::create_private_dir(&dir).map_err(|e| Error::io(&dir, e))?;
+        write_atomic(&path, bytes).map_err(|e| Error::io(&path, e))
+    }
+
+    /// The bytes of the picture kept under `key`, if they are there.
+    pub fn picture(&self, key: &str) -> Option<Vec<u8>> {
+        gemma_files::read_limited(
+            &self.picture_path(key).ok()?,
+            gemma_media::picture::MAX_FILE,
+        )
+        .ok()
+    }
+
+    fn picture_path(&self, key: &str) -> Result<PathBuf> {
+        if key.len() != 64 || !key.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(Error::Invalid(format!("`{key}` is not a picture's key")));
+        }
+        Ok(self.dir.join(PICTURES).join(key))
+    }
+
     /// Forgets `chat`'s conversation (its tab was closed).
     pub fn remove(&self, chat: &str) {
         if let Ok(path) = self.path(chat) {
@@ -113,6 +160,7 @@ mod tests {
             header: 1,
             last_answer: Some(3),
             exchanges: vec![[1, 2]],
+            pictures: Vec::new(),
         };
         store.save("chat-1", &convo).expect("save");
         assert_eq!(store.load("chat-1"), Some(convo.clone()));

@@ -167,6 +167,6 @@ fn serve<F>(
         .map(|dir| ConvoStore::new(dir, fingerprint(&lm.path)));
     let stores = Stores { kv, convos };
     Worker::new(&lm, tok, event_tx, options, context, stores, channels)
-        .with_tower(tower)
+        .with_tower(tower.as_ref().map_err(Clone::clone))
         .run(command_rx, &interrupts);
 }

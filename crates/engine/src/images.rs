@@ -14,6 +14,11 @@ use sha2::{Digest, Sha256};
 /// What identifies an image's keys and values: SHA-256 of its file's bytes and its budget.
 pub type ImageKey = [u8; 32];
 
+/// A key as lowercase hex (a stored picture's file name).
+pub fn key_hex(key: &ImageKey) -> String {
+    key.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// The identity of a picture's bytes at a token budget.
 pub fn image_key(bytes: &[u8], budget: usize) -> ImageKey {
     let mut h = Sha256::new();
@@ -32,6 +37,8 @@ pub struct Image {
     pub rows: Arc<Vec<f32>>,
     /// Its identity.
     pub key: ImageKey,
+    /// The budget it was encoded at (soft tokens at most).
+    pub budget: usize,
 }
 
 impl Image {
@@ -42,7 +49,7 @@ impl Image {
 }
 
 /// An image the session holds: its positions and identity.
-pub(crate) type Held = (Range<usize>, ImageKey);
+pub type Held = (Range<usize>, ImageKey);
 
 /// How much of `common` (the ids the session and the prompt share) may be reused: up to the
 /// first image either side has there that the other lacks (another picture, or a different
@@ -113,6 +120,7 @@ mod tests {
             at,
             rows: Arc::new(vec![0.0; n * 2]),
             key: [key; 32],
+            budget: 70,
         }
     }
 

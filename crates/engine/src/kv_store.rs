@@ -12,6 +12,7 @@ use burn::tensor::{DType, TensorData};
 use safetensors::tensor::{Dtype as StDtype, SafeTensors, TensorView};
 use sha2::{Digest, Sha256};
 
+use super::images::Held;
 use super::session::Session;
 use gemma_files::write_atomic;
 use gemma_model::error::{Error, Result};
@@ -170,7 +171,7 @@ impl KvStore {
     /// Saves `session` (whose conversation is `convo`) if it fits in what is left of the cap;
     /// returns the bytes written.
     pub fn save(&self, convo: &[u32], session: &Session, used: u64) -> Result<u64> {
-        let Some((host, resident)) = session.export() else {
+        let Some((host, resident, images)) = session.export() else {
             return Ok(0);
         };
         if host.bytes() as u64 + used > self.cap {
@@ -192,6 +193,19 @@ impl KvStore {
         let ids_view = TensorView::new(StDtype::U32, vec![resident.len()], &ids)
             .map_err(|e| Error::Invalid(format!("resident ids: {e}")))?;
         views.push(("ids".into(), ids_view));
+        // The pictures among the ids (start, end, key), so that a follow-up reuses them.
+        let pictures: Vec<u8> = images
+            .iter()
+            .flat_map(|(span, key)| {
+                let ends = [span.start as u64, span.end as u64];
+                ends.into_iter().flat_map(u64::to_le_bytes).chain(*key)
+            })
+            .collect();
+        if !pictures.is_empty() {
+            let view = TensorView::new(StDtype::U8, vec![pictures.len()], &pictures)
+                .map_err(|e| Error::Invalid(format!("pictures: {e}")))?;
+            views.push(("pictures".into(), view));
+        }
         let data_sha = data_hash(views.iter().map(|(n, v)| (n.as_str(), v.data())));
         let meta: HashMap<String, String> = [
             ("data_sha256", data_sha),
@@ -218,7 +232,7 @@ impl KvStore {
             return false;
         };
         self.decode(&bytes, convo, model.config(), model.dtype())
-            .is_some_and(|(host, ids)| session.import(host, ids))
+            .is_some_and(|(host, ids, images)| session.import(host, ids, images))
     }
 
     fn decode(
@@ -227,7 +241,7 @@ impl KvStore {
         convo: &[u32],
         cfg: &ModelConfig,
         dtype: DType,
-    ) -> Option<(HostKv, Vec<u32>)> {
+    ) -> Option<(HostKv, Vec<u32>, Vec<Held>)> {
         let (_, meta) = SafeTensors::read_metadata(bytes).ok()?;
         let meta = meta.metadata().as_ref()?;
         let get = |k: &str| meta.get(k).map(String::as_str);
@@ -275,8 +289,26 @@ impl KvStore {
             *layers.get_mut(i)? = Some((tensor("k")?, tensor("v")?, start));
         }
         let host = HostKv::from_layers(cfg, layers, len)?;
-        Some((host, ids))
+        let images = match st.tensor("pictures") {
+            Ok(t) => pictures(t.data())?,
+            Err(_) => Vec::new(),
+        };
+        Some((host, ids, images))
     }
+}
+
+/// The pictures a snapshot lists: 48 bytes each (start, end, key).
+fn pictures(bytes: &[u8]) -> Option<Vec<Held>> {
+    if !bytes.len().is_multiple_of(48) {
+        return None;
+    }
+    bytes
+        .chunks_exact(48)
+        .map(|c| {
+            let n = |b: &[u8]| usize::try_from(u64::from_le_bytes(b.try_into().ok()?)).ok();
+            Some((n(&c[..8])?..n(&c[8..16])?, c[16..].try_into().ok()?))
+        })
+        .collect()
 }
 
 #[cfg(test)]

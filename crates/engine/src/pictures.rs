@@ -25,6 +25,10 @@ pub struct Encoded {
     pub rows: Arc<Vec<f32>>,
     /// Soft tokens.
     pub tokens: usize,
+    /// The budget it was encoded at.
+    pub budget: usize,
+    /// The file's bytes, for the engine's copy.
+    pub bytes: Arc<Vec<u8>>,
 }
 
 /// Reads, cuts and encodes the picture at `path` with `tower` at `budget` soft tokens at most.
@@ -37,7 +41,20 @@ pub fn encode(tower: &VisionTower, path: &Path, budget: usize) -> Result<Encoded
     let name = path.display().to_string();
     let bytes = gemma_files::read_limited(path, MAX_FILE)
         .map_err(|e| Error::Invalid(format!("cannot read the picture {name}: {e}")))?;
-    let picture = Picture::decode(&bytes, &name).map_err(|e| Error::Invalid(e.to_string()))?;
+    encode_bytes(tower, bytes, &name, budget).map(|e| Encoded {
+        path: path.to_path_buf(),
+        ..e
+    })
+}
+
+/// [`encode`] of a picture's `bytes`; `name` names it in errors.
+pub fn encode_bytes(
+    tower: &VisionTower,
+    bytes: Vec<u8>,
+    name: &str,
+    budget: usize,
+) -> Result<Encoded> {
+    let picture = Picture::decode(&bytes, name).map_err(|e| Error::Invalid(e.to_string()))?;
     let spec = tower.spec();
     let patches = gemma_media::patches_of(&picture.rgb, budget, spec.input_side() as u32)
         .map_err(|e| Error::Invalid(format!("{name}: {e}")))?;
@@ -46,10 +63,12 @@ pub fn encode(tower: &VisionTower, path: &Path, budget: usize) -> Result<Encoded
         positions: &patches.positions,
     })?;
     Ok(Encoded {
-        path: path.to_path_buf(),
+        path: PathBuf::from(name),
         key: image_key(&bytes, budget),
         tokens: rows.len() / spec.text_hidden.max(1),
         rows: Arc::new(rows),
+        budget,
+        bytes: Arc::new(bytes),
     })
 }
 
@@ -88,6 +107,7 @@ pub fn expand(
             at: out.len(),
             rows: e.rows.clone(),
             key: e.key,
+            budget: e.budget,
         });
         out.extend(std::iter::repeat_n(image, e.tokens));
         out.push(spec.eoi_token_id);
@@ -147,6 +167,8 @@ mod tests {
             key: [key; 32],
             rows: Arc::new(vec![0.5; n]),
             tokens: n,
+            budget: 70,
+            bytes: Arc::default(),
         }
     }
 
@@ -170,6 +192,7 @@ mod tests {
             at: 3,
             rows: Arc::new(vec![0.0; 2]),
             key: [1; 32],
+            budget: 70,
         }];
         // A header one id longer: the picture moves with it.
         let new = [2, 4, 4, 8, 9, 9, 7, 5];

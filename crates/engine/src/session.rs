@@ -119,7 +119,7 @@ impl Session {
     }
 
     /// A host copy of the KV state and the resident ids, to save to disk (`None` when empty).
-    pub fn export(&self) -> Option<(HostKv, &[u32])> {
+    pub fn export(&self) -> Option<(HostKv, &[u32], &[Held])> {
         if self.resident.is_empty() {
             return None;
         }
@@ -127,19 +127,21 @@ impl Session {
             Some(h) => h.clone(),
             None => self.cache.to_host(),
         };
-        Some((host, &self.resident))
+        Some((host, &self.resident, &self.images))
     }
 
-    /// Takes a saved KV state whose positions hold `resident`, in host memory until the next
-    /// turn uses it (then it moves to the device without a prefill).
-    pub fn import(&mut self, host: HostKv, resident: Vec<u32>) -> bool {
-        if host.len() != resident.len() || resident.is_empty() {
+    /// Takes a saved KV state whose positions hold `resident`, with the pictures `images`
+    /// among them, in host memory until the next turn uses it (then it moves to the device
+    /// without a prefill).
+    pub fn import(&mut self, host: HostKv, resident: Vec<u32>, images: Vec<Held>) -> bool {
+        let n = resident.len();
+        if host.len() != n || n == 0 || images.iter().any(|(s, _)| s.start >= s.end || s.end > n) {
             return false;
         }
         self.reset();
         self.host = Some(host);
         self.resident = resident;
-        self.images.clear();
+        self.images = images;
         true
     }
 

@@ -10,7 +10,7 @@ use std::sync::mpsc::{Receiver, Sender, TryRecvError};
 
 use super::branch::Held;
 use super::convo_store::ConvoStore;
-use super::images::Image;
+use super::images::{Image, key_hex};
 use super::job::{CHUNK, Ctx, Job};
 use super::kv_store::KvStore;
 use super::options::EngineOptions;
@@ -52,7 +52,7 @@ pub(super) struct Worker<'a> {
     /// The tab whose turn the chat template renders now (for its interrupt).
     rendering: Arc<AtomicU64>,
     /// The vision tower, or why the model has none.
-    tower: std::result::Result<VisionTower, String>,
+    tower: std::result::Result<&'a VisionTower, String>,
 }
 
 impl<'a> Worker<'a> {
@@ -84,7 +84,7 @@ impl<'a> Worker<'a> {
     }
 
     /// The model's vision tower, or why it has none (told when a picture comes).
-    pub fn with_tower(mut self, tower: std::result::Result<VisionTower, String>) -> Self {
+    pub fn with_tower(mut self, tower: std::result::Result<&'a VisionTower, String>) -> Self {
         self.tower = tower;
         self
     }
@@ -292,7 +292,18 @@ impl<'a> Worker<'a> {
                         a.tokens
                     ),
                 });
-                pictures::encode(tower, &a.path, a.tokens)
+                let e = pictures::encode(tower, &a.path, a.tokens)?;
+                // A copy for the conversation, so that it comes back whatever becomes of the
+                // file.
+                if let Some(store) = &self.convos
+                    && let Err(why) = store.keep_picture(&key_hex(&e.key), &e.bytes)
+                {
+                    self.emit(Event::Notice {
+                        tab,
+                        text: format!("the picture is not kept with the chat: {why}"),
+                    });
+                }
+                Ok(e)
             })
             .collect()
     }

@@ -6,7 +6,8 @@
 use super::Worker;
 use crate::attach;
 use crate::branch::{self, Setting};
-use crate::convo_store::SavedConvo;
+use crate::convo_store::{SavedConvo, SavedPicture};
+use crate::images::key_hex;
 use crate::protocol::{Event, Exchange, LegacyConvo, TabId};
 use crate::tabs::Stores;
 use gemma_model::error::Result;
@@ -21,6 +22,7 @@ impl Worker<'_> {
         legacy: Option<LegacyConvo>,
     ) -> Result<()> {
         let (lm, end_ids) = (self.lm, self.end_ids.clone());
+        let tower = self.tower.as_ref().ok().copied();
         let stores = Stores {
             kv: self.kv.clone(),
             convos: self.convos.clone(),
@@ -30,6 +32,7 @@ impl Worker<'_> {
             chat,
             history,
             legacy,
+            tower,
         };
         let Some(origin) = attach::attach(t, lm, &end_ids, &stores, request)? else {
             return Ok(());
@@ -66,6 +69,15 @@ impl Worker<'_> {
             header: t.header.len(),
             last_answer: t.last_answer,
             exchanges: t.held.as_deref().map(attach::spans).unwrap_or_default(),
+            pictures: t
+                .images
+                .iter()
+                .map(|i| SavedPicture {
+                    at: i.at,
+                    key: key_hex(&i.key),
+                    budget: i.budget,
+                })
+                .collect(),
         };
         if let Err(e) = store.save(&chat, &convo) {
             self.emit(Event::Failed {
