@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::common::llama::{Proc, free_port, llama_bin, llama_server, wait_healthy};
-use gemma_engine::protocol::{Command, Event, Reuse, TabId, TurnEnd, TurnStats};
+use gemma_engine::protocol::{Attachment, Command, Event, Reuse, TabId, TurnEnd, TurnStats};
 use gemma_engine::{EngineHandle, RemoteOptions, spawn_remote};
 use gemma_model::demo;
 use gemma_model::sampling::SamplingParams;
@@ -328,4 +328,105 @@ fn headless_chat_through_the_server() {
         "{answers}"
     );
     assert!(log.contains("[exact_prefix · reused"), "{log}");
+}
+
+/// The `(prompt tokens, answer)` of a turn on `tab` with `images`, by the server's count.
+fn turn_with(h: &EngineHandle, tab: TabId, text: &str, images: Vec<Attachment>) -> Done {
+    h.send(Command::Submit {
+        tab,
+        text: text.into(),
+        images,
+    });
+    loop {
+        match h
+            .events
+            .recv_timeout(Duration::from_secs(180))
+            .expect("event")
+        {
+            Event::Finished {
+                tab: t, end, stats, ..
+            } if t == tab => {
+                return Done {
+                    answer: String::new(),
+                    outcome: Ok((end, stats)),
+                    tokens: 0,
+                };
+            }
+            Event::Failed { tab: t, error } if t == tab => {
+                return Done {
+                    answer: String::new(),
+                    outcome: Err(error),
+                    tokens: 0,
+                };
+            }
+            _ => {}
+        }
+    }
+}
+
+#[test]
+fn pictures_go_to_a_llama_server_with_an_mmproj() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let fixture = root.join("tests/fixtures/vision/e2b_style");
+    let (mmproj, template) = (
+        fixture.join("gguf/mmproj-model.gguf"),
+        root.join("assets/templates/gemma4.jinja"),
+    );
+    let dir = tempfile::tempdir().expect("tmp");
+    let port = free_port();
+    let extra = [
+        "--mmproj",
+        &mmproj.to_string_lossy(),
+        "--chat-template-file",
+        &template.to_string_lossy(),
+    ];
+    let model = fixture.join("gguf/model.gguf");
+    let _server = llama_server(&model, port, 1, &extra, &dir.path().join("server.log"));
+    let h = spawn_remote(options(port));
+    loop {
+        match h
+            .events
+            .recv_timeout(Duration::from_secs(120))
+            .expect("ready")
+        {
+            Event::Ready { .. } => break,
+            Event::Loading { .. } => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    for tab in [1, 2] {
+        h.send(Command::SetSampling {
+            tab,
+            sampling: SamplingParams::greedy(),
+            max_new_tokens: 3,
+            stop: Vec::new(),
+        });
+    }
+    let plain = turn_with(&h, 1, "What is it?", Vec::new());
+    let prompt = |d: &Done| {
+        let s = stats(d);
+        s.reused_tokens + s.prefilled_tokens
+    };
+    let picture = vec![Attachment {
+        path: fixture.join("a.png"),
+        tokens: 70,
+    }];
+    let seen = turn_with(&h, 2, "What is it?", picture);
+    // The server counted the picture's tokens (llama.cpp's own budget, 40 at least).
+    assert!(
+        prompt(&seen) >= prompt(&plain) + 40,
+        "{seen:?} vs {plain:?}"
+    );
+    // A follow-up sends the conversation again with its picture.
+    let next = turn_with(&h, 2, "And?", Vec::new());
+    assert!(prompt(&next) > prompt(&seen), "{next:?} after {seen:?}");
+    // A file that is no picture fails in its tab, with the reason.
+    let bad = vec![Attachment {
+        path: fixture.join("config.json"),
+        tokens: 70,
+    }];
+    let err = turn_with(&h, 1, "And this?", bad)
+        .outcome
+        .expect_err("refused");
+    assert!(err.contains("not a PNG"), "{err}");
 }

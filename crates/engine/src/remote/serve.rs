@@ -22,6 +22,10 @@ use gemma_model::sampling::{SamplingLayer, SamplingParams};
 /// A tab as the remote engine keeps it.
 struct RemoteTab {
     history: Vec<Exchange>,
+    /// Each exchange's pictures, as data URLs (unknown for a history the UI sent: none).
+    pictures: Vec<Vec<String>>,
+    /// The running turn's pictures, which join `pictures` when it ends.
+    pending: Vec<String>,
     system: Option<String>,
     thinking: bool,
     sampling: SamplingParams,
@@ -37,6 +41,8 @@ impl Default for RemoteTab {
     fn default() -> Self {
         Self {
             history: Vec::new(),
+            pictures: Vec::new(),
+            pending: Vec::new(),
             system: None,
             thinking: false,
             sampling: SamplingParams::greedy(),
@@ -211,14 +217,11 @@ impl Server {
     async fn apply(&mut self, c: Command) {
         match c {
             Command::Submit { tab, text, images } => {
-                if images.is_empty() {
-                    self.submit(tab, text)
-                } else {
-                    self.fail(
-                        tab,
-                        "the remote engine does not send pictures yet: attach them with the \
-                         model in this process",
-                    )
+                let urls: Result<Vec<String>, String> =
+                    images.iter().map(|a| wire::data_url(&a.path)).collect();
+                match urls {
+                    Ok(urls) => self.submit(tab, text, urls),
+                    Err(why) => self.fail(tab, &why),
                 }
             }
             Command::Regenerate { tab } => {
@@ -226,7 +229,9 @@ impl Server {
                 match t.history.pop() {
                     Some(last) if t.running.is_none() => {
                         // Its answer is replaced by the new one.
-                        self.submit(tab, last.user);
+                        t.pictures.truncate(t.history.len() + 1);
+                        let urls = t.pictures.pop().unwrap_or_default();
+                        self.submit(tab, last.user, urls);
                     }
                     Some(last) => {
                         t.history.push(last);
@@ -274,7 +279,8 @@ impl Server {
                 let messages = {
                     let t = self.tabs.entry(tab).or_default();
                     t.history = history;
-                    wire::messages(t.system.as_deref(), &t.history, None)
+                    t.pictures.clear();
+                    wire::messages(t.system.as_deref(), &t.history, &[], None)
                 };
                 let tokens = if messages.is_empty() {
                     Some(0)
@@ -320,7 +326,7 @@ impl Server {
         Some(pick)
     }
 
-    fn submit(&mut self, tab: TabId, text: String) {
+    fn submit(&mut self, tab: TabId, text: String, urls: Vec<String>) {
         if self.tabs.get(&tab).is_some_and(|t| t.running.is_some()) {
             return self.fail(tab, "a turn is still running in this tab; stop it first");
         }
@@ -340,7 +346,8 @@ impl Server {
             model: &self.info.model,
             system: t.system.as_deref(),
             history: &t.history,
-            user: &text,
+            pictures: &t.pictures,
+            user: (&text, &urls),
             sampling: &sampling,
             max_tokens: t.max_new_tokens,
             stop: &t.stop,
@@ -348,7 +355,13 @@ impl Server {
             slot,
             kind: self.info.kind,
         });
-        let mut messages_after = wire::messages(t.system.as_deref(), &t.history, Some(&text));
+        let mut messages_after = wire::messages(
+            t.system.as_deref(),
+            &t.history,
+            &t.pictures,
+            Some((&text, &urls)),
+        );
+        t.pending = urls;
         messages_after.push(serde_json::json!({"role": "assistant", "content": ""}));
         let (cancel_tx, cancel_rx) = tokio::sync::oneshot::channel();
         t.running = Some(cancel_tx);
@@ -381,6 +394,8 @@ impl Server {
         let had_history = !t.history.is_empty();
         // The history mirrors the transcript the user sees: the message, and what came of it
         // (a cut-off answer, or none when the turn failed at once).
+        t.pictures.resize(t.history.len(), Vec::new());
+        t.pictures.push(std::mem::take(&mut t.pending));
         t.history.push(Exchange {
             user: d.user.clone(),
             answer: d.answer.clone(),

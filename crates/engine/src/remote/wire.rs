@@ -28,8 +28,10 @@ pub struct TurnRequest<'a> {
     pub system: Option<&'a str>,
     /// Earlier exchanges, answers exactly as received (thoughts left out, as Gemma asks).
     pub history: &'a [Exchange],
-    /// The new user message.
-    pub user: &'a str,
+    /// The pictures of each earlier exchange's message, as data URLs (fewer: none).
+    pub pictures: &'a [Vec<String>],
+    /// The new user message, and its pictures.
+    pub user: (&'a str, &'a [String]),
     /// Sampling.
     pub sampling: &'a SamplingParams,
     /// Most answer tokens.
@@ -44,20 +46,77 @@ pub struct TurnRequest<'a> {
     pub kind: ServerKind,
 }
 
-/// The messages of a conversation as the chat API takes them.
-pub fn messages(system: Option<&str>, history: &[Exchange], user: Option<&str>) -> Vec<Value> {
+/// The messages of a conversation as the chat API takes them; `pictures[i]` go with the `i`th
+/// exchange's message (as `image_url` parts before its text, as Google advises).
+pub fn messages(
+    system: Option<&str>,
+    history: &[Exchange],
+    pictures: &[Vec<String>],
+    user: Option<(&str, &[String])>,
+) -> Vec<Value> {
     let mut m = Vec::with_capacity(history.len() * 2 + 2);
     if let Some(s) = system {
         m.push(json!({"role": "system", "content": s}));
     }
-    for e in history {
-        m.push(json!({"role": "user", "content": e.user}));
+    for (i, e) in history.iter().enumerate() {
+        let urls = pictures.get(i).map_or(&[][..], Vec::as_slice);
+        m.push(json!({"role": "user", "content": content(&e.user, urls)}));
         m.push(json!({"role": "assistant", "content": e.answer}));
     }
-    if let Some(u) = user {
-        m.push(json!({"role": "user", "content": u}));
+    if let Some((text, urls)) = user {
+        m.push(json!({"role": "user", "content": content(text, urls)}));
     }
     m
+}
+
+/// A user message's content: its text, or its pictures then its text.
+fn content(text: &str, urls: &[String]) -> Value {
+    if urls.is_empty() {
+        return json!(text);
+    }
+    let mut parts: Vec<Value> = urls
+        .iter()
+        .map(|u| json!({"type": "image_url", "image_url": {"url": u}}))
+        .collect();
+    parts.push(json!({"type": "text", "text": text}));
+    Value::Array(parts)
+}
+
+/// A picture file as a `data:` URL, checked first as the local engine checks it (a picture
+/// format gemma-chat reads, within the size limits).
+pub fn data_url(path: &std::path::Path) -> Result<String, String> {
+    use base64::Engine;
+    gemma_media::Picture::probe(path).map_err(|e| e.to_string())?;
+    let bytes = gemma_files::read_limited(path, gemma_media::picture::MAX_FILE)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let mime = match bytes.as_slice() {
+        [0x89, b'P', b'N', b'G', ..] => "image/png",
+        [0xFF, 0xD8, ..] => "image/jpeg",
+        [b'G', b'I', b'F', b'8', ..] => "image/gif",
+        [
+            b'R',
+            b'I',
+            b'F',
+            b'F',
+            _,
+            _,
+            _,
+            _,
+            b'W',
+            b'E',
+            b'B',
+            b'P',
+            ..,
+        ] => "image/webp",
+        _ => {
+            return Err(format!(
+                "{}: not a PNG, JPEG, WebP or GIF picture",
+                path.display()
+            ));
+        }
+    };
+    let b64 = base64::engine::general_purpose::STANDARD.encode(&bytes);
+    Ok(format!("data:{mime};base64,{b64}"))
 }
 
 /// The JSON body of a turn's request.
@@ -65,7 +124,7 @@ pub fn body(r: &TurnRequest) -> Value {
     let s = r.sampling;
     let mut b = json!({
         "model": r.model,
-        "messages": messages(r.system, r.history, Some(r.user)),
+        "messages": messages(r.system, r.history, r.pictures, Some(r.user)),
         "stream": true,
         "stream_options": {"include_usage": true},
         "max_tokens": r.max_tokens,

@@ -18,7 +18,8 @@ fn a_turn_resends_the_conversation_with_the_tabs_settings() {
         model: "gemma",
         system: Some("Be brief."),
         history: &history,
-        user: "Why?",
+        pictures: &[],
+        user: ("Why?", &[]),
         sampling: &sampling,
         max_tokens: 64,
         stop: &stop,
@@ -117,4 +118,38 @@ fn an_error_mid_stream_and_nonsense_are_errors() {
         parse(r#"{"choices":7}"#),
         Err(WireError::Malformed(_))
     ));
+}
+
+#[test]
+fn pictures_go_before_their_message_text_as_data_urls() {
+    let history = [Exchange {
+        user: "What is it?".into(),
+        answer: "A square.".into(),
+    }];
+    let urls = vec!["data:image/png;base64,AAAA".to_string()];
+    let m = messages(
+        None,
+        &history,
+        std::slice::from_ref(&urls),
+        Some(("And this?", &urls)),
+    );
+    let want = json!([
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+        {"type": "text", "text": "What is it?"}
+    ]);
+    assert_eq!(m[0]["content"], want);
+    assert_eq!(m[1]["content"], "A square.");
+    assert_eq!(m[2]["content"][1]["text"], "And this?");
+    // Without pictures, a message is its text.
+    let m = messages(None, &history, &[], Some(("And this?", &[])));
+    assert_eq!(m[0]["content"], "What is it?");
+
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures");
+    let url = data_url(&root.join("vision/e2b_style/a.png")).expect("a picture");
+    assert!(
+        url.starts_with("data:image/png;base64,iVBORw0KGgo"),
+        "{url:.40}"
+    );
+    let err = data_url(&root.join("vision/e2b_style/config.json")).expect_err("not a picture");
+    assert!(err.contains("not a PNG"), "{err}");
 }
