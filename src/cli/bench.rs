@@ -2,7 +2,8 @@
 //! 2,000-token history and for a warm 20-token follow-up on it (and on an empty history), and
 //! memory: peak RSS of load + prefill + decode (the figure to hold against llama-bench's on the
 //! same file), weight bytes per GGML type, mapped in place against owned, and RSS with one and
-//! with eight open sessions. Text, or one JSON object with `--json`. `benches/compare.py`
+//! with eight open sessions; with `--image FILE`, the picture's preprocessing and encoding by the
+//! vision tower. Text, or one JSON object with `--json`. `benches/compare.py`
 //! measures llama.cpp on the same file, prompt and thread count.
 
 use std::time::Instant;
@@ -40,6 +41,10 @@ pub struct BenchArgs {
     /// Also time decode after a history of this many tokens (llama-bench's `-d`).
     #[arg(long, default_value_t = 0)]
     depth: usize,
+    /// With `--image FILE`: also time the picture's preprocessing and its encoding by the
+    /// model's vision tower at `--image-tokens`.
+    #[command(flatten)]
+    images: super::images::ImageArgs,
 }
 
 /// The same English text the llama.cpp script uses, repeated to the length asked.
@@ -95,8 +100,9 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// Runs `bench`.
 pub fn run(args: BenchArgs, common: &ModelArgs) -> anyhow::Result<()> {
     let t0 = Instant::now();
-    let (lm, dtype) = load_model(common)?;
+    let (mut lm, dtype) = load_model(common)?;
     let load_s = t0.elapsed().as_secs_f64();
+    let vision = encode_figures(&mut lm, common, &args.images)?;
     let weights = lm.model.weight_stats();
     let m = &lm.model;
 
@@ -138,6 +144,9 @@ pub fn run(args: BenchArgs, common: &ModelArgs) -> anyhow::Result<()> {
         "weights_owned_mb": mb(weights.owned),
         "host_matrices": weights.host_matrices,
     });
+    if let (Some(o), serde_json::Value::Object(v)) = (out.as_object_mut(), vision) {
+        o.extend(v);
+    }
     if let (Some(v), Some(o)) = (depth_tok_s, out.as_object_mut()) {
         o.insert("depth_tokens".into(), json!(args.depth));
         o.insert("decode_at_depth_tok_s".into(), json!(v));
@@ -151,6 +160,48 @@ pub fn run(args: BenchArgs, common: &ModelArgs) -> anyhow::Result<()> {
         print_text(&out)?;
     }
     Ok(())
+}
+
+/// The first `--image`'s figures: its preprocessing (decode, resize, patches) and its encoding
+/// by the tower, each the median of three runs.
+fn encode_figures(
+    lm: &mut gemma_model::checkpoint::LoadedModel,
+    common: &ModelArgs,
+    args: &super::images::ImageArgs,
+) -> anyhow::Result<serde_json::Value> {
+    let Some(path) = args.images.first() else {
+        return Ok(json!({}));
+    };
+    args.attachments()?;
+    let t0 = Instant::now();
+    let mmproj = common.choice(&common.config()?)?.mmproj;
+    let tower = gemma_model::vision::open_for(lm, mmproj.as_deref())?;
+    let tower_load_s = t0.elapsed().as_secs_f64();
+    let bytes = gemma_files::read_limited(path, gemma_media::picture::MAX_FILE)
+        .with_context(|| format!("reading {}", path.display()))?;
+    let side = tower.spec().input_side() as u32;
+    let (mut pre, mut enc, mut tokens) = (Vec::new(), Vec::new(), 0);
+    for _ in 0..3 {
+        let t = Instant::now();
+        let picture = gemma_media::Picture::decode(&bytes, &path.display().to_string())?;
+        let p = gemma_media::patches_of(&picture.rgb, args.image_tokens, side)?;
+        pre.push(t.elapsed().as_secs_f64());
+        let t = Instant::now();
+        let rows = tower.encode(gemma_model::vision::PatchInput {
+            values: &p.values,
+            positions: &p.positions,
+        })?;
+        enc.push(t.elapsed().as_secs_f64());
+        tokens = rows.len() / tower.spec().text_hidden.max(1);
+    }
+    Ok(json!({
+        "image": path.display().to_string(),
+        "image_budget": args.image_tokens,
+        "image_tokens": tokens,
+        "tower_load_s": tower_load_s,
+        "image_preprocess_ms": median(pre) * 1e3,
+        "image_encode_ms": median(enc) * 1e3,
+    }))
 }
 
 /// Time to first token, cold and warm, and memory with one and eight open sessions, added to
@@ -255,6 +306,16 @@ fn print_text(out: &serde_json::Value) -> std::io::Result<()> {
         "peak memory      {:.0} MiB (load, prefill, decode)",
         f("peak_rss_mb")
     )?;
+    if out.get("image_encode_ms").is_some() {
+        outln!(
+            "image            {} tokens (budget {}): preprocess {:.1} ms, encode {:.1} ms (tower loaded in {:.2} s)",
+            n("image_tokens"),
+            n("image_budget"),
+            f("image_preprocess_ms"),
+            f("image_encode_ms"),
+            f("tower_load_s")
+        )?;
+    }
     if out.get("ttft_cold_ms").is_none() {
         return Ok(());
     }
