@@ -11,8 +11,8 @@ transformers' `Gemma4VisionConfig` defaults (768 wide, 16 layers, 12 heads, MLP 
 with clipped linears, under a two-layer text decoder of E2B's width (1536) for the projector.
 Speed does not depend on the values. It is written once with transformers (torch needed, as for
 the oracle fixtures) and converted by llama.cpp's own converter (the llama-cpp-python sdist) into
-a text GGUF and an mmproj GGUF, cached in ~/.cache/gemma-chat/bench/. llama-mtmd-cli is built by
-scripts/llama-cpp.sh. Both sides encode the same 1024 × 768 picture at `--tokens`
+a text GGUF and an mmproj GGUF, cached in ~/.cache/gemma-chat/bench/. llama-mtmd-cli is built
+once into the llama.cpp tree scripts/llama-cpp.sh caches. Both sides encode the same 1024 × 768 picture at `--tokens`
 (llama-mtmd-cli: --image-min-tokens = --image-max-tokens); llama.cpp's figure is its own
 "mtmd batch encoding done in N ms" (the tower), set beside gemma-chat's `image_encode_ms` (the
 tower alone, the preprocessing reported apart).
@@ -35,6 +35,20 @@ def llama_bin():
     out = subprocess.run([str(ROOT / "scripts/llama-cpp.sh")], check=True, capture_output=True,
                          text=True).stdout
     return Path(out.strip().splitlines()[-1])
+
+
+def mtmd_cli():
+    """llama-mtmd-cli, built once into the cached llama.cpp tree beside the other tools."""
+    import shutil
+    bin_dir = llama_bin()
+    tool = bin_dir / "llama-mtmd-cli"
+    if not tool.exists():
+        cmake = shutil.which("cmake") or str(CACHE / "tools/bin/cmake")
+        build = bin_dir.parent / "build"
+        subprocess.run([cmake, "--build", str(build), "--target", "llama-mtmd-cli", "-j",
+                        str(os.cpu_count())], check=True)
+        shutil.copy(build / "bin/llama-mtmd-cli", tool)
+    return tool
 
 
 def make_tower(out, outtype):
@@ -135,7 +149,7 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     text, mmproj = make_tower(out, a.outtype)
     picture = make_picture(out / "picture.png")
-    mtmd = llama_bin() / "llama-mtmd-cli"
+    mtmd = mtmd_cli()
     ours_ms, theirs_ms = [], []
     for _ in range(a.rounds):
         ms, our_tokens = ours(text, mmproj, picture, a.tokens, a.threads)

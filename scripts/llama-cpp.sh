@@ -20,7 +20,7 @@ case "$SIMD" in
   *) echo "LLAMA_SIMD must be avx2 (or unset)" >&2; exit 2 ;;
 esac
 BIN="$DIR/bin"
-TOOLS=(llama-quantize llama-bench llama-server ggml-rpc-server llama-mtmd-cli)
+TOOLS=(llama-quantize llama-bench llama-server ggml-rpc-server)
 have=1
 for t in "${TOOLS[@]}"; do [ -x "$BIN/$t" ] || have=0; done
 if [ "$have" = 1 ]; then
