@@ -3,8 +3,9 @@
 //! names a crate it should not; this test reads every manifest and fails on a dependency (normal,
 //! dev or target-specific) that points up or sideways. Bottom to top:
 //!
-//! protocol, files, media → kernels → model → engine; app (protocol and files only: the front end
-//! never sees the engine or the model) → the `gemma-chat` binary on top of everything.
+//! protocol, files, media → kernels → model → engine; app (protocol, files and media only: the
+//! front end never sees the engine or the model; it reads a picture's header for its chip) → the
+//! `gemma-chat` binary on top of everything.
 
 use std::path::Path;
 
@@ -17,9 +18,17 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("gemma-model", &["gemma-protocol", "gemma-kernels"]),
     (
         "gemma-engine",
-        &["gemma-protocol", "gemma-files", "gemma-model"],
+        &[
+            "gemma-protocol",
+            "gemma-files",
+            "gemma-media",
+            "gemma-model",
+        ],
     ),
-    ("gemma-app", &["gemma-protocol", "gemma-files"]),
+    (
+        "gemma-app",
+        &["gemma-protocol", "gemma-files", "gemma-media"],
+    ),
 ];
 
 /// The workspace crates a manifest's dependency tables name.

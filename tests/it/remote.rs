@@ -32,6 +32,19 @@ fn options(port: u16) -> RemoteOptions {
 
 /// The engine on the server at `port`, ready, with `tabs` set up (greedy, `max` tokens).
 fn engine(port: u16, tabs: &[TabId], max: usize) -> EngineHandle {
+    let (h, model, context_length) = ready(port);
+    assert!(
+        model.contains("gemma-3-270m") && model.contains("llama-server"),
+        "{model}"
+    );
+    assert!(model.contains("tokens counted by the server"), "{model}");
+    assert_eq!(context_length, 2048, "a slot's context");
+    greedy(&h, tabs, max);
+    h
+}
+
+/// The engine on the server at `port` once ready: the model it names and its context.
+fn ready(port: u16) -> (EngineHandle, String, usize) {
     let h = spawn_remote(options(port));
     loop {
         match h
@@ -44,18 +57,14 @@ fn engine(port: u16, tabs: &[TabId], max: usize) -> EngineHandle {
                 model,
                 context_length,
                 ..
-            } => {
-                assert!(
-                    model.contains("gemma-3-270m") && model.contains("llama-server"),
-                    "{model}"
-                );
-                assert!(model.contains("tokens counted by the server"), "{model}");
-                assert_eq!(context_length, 2048, "a slot's context");
-                break;
-            }
+            } => return (h, model, context_length),
             other => panic!("unexpected {other:?}"),
         }
     }
+}
+
+/// `tabs` set up greedy, answers of at most `max` tokens.
+fn greedy(h: &EngineHandle, tabs: &[TabId], max: usize) {
     for &tab in tabs {
         h.send(Command::SetSampling {
             tab,
@@ -67,7 +76,6 @@ fn engine(port: u16, tabs: &[TabId], max: usize) -> EngineHandle {
             stop: Vec::new(),
         });
     }
-    h
 }
 
 /// How a turn went.
@@ -382,26 +390,9 @@ fn pictures_go_to_a_llama_server_with_an_mmproj() {
     ];
     let model = fixture.join("gguf/model.gguf");
     let _server = llama_server(&model, port, 1, &extra, &dir.path().join("server.log"));
-    let h = spawn_remote(options(port));
-    loop {
-        match h
-            .events
-            .recv_timeout(Duration::from_secs(120))
-            .expect("ready")
-        {
-            Event::Ready { .. } => break,
-            Event::Loading { .. } => {}
-            other => panic!("unexpected {other:?}"),
-        }
-    }
-    for tab in [1, 2] {
-        h.send(Command::SetSampling {
-            tab,
-            sampling: SamplingParams::greedy(),
-            max_new_tokens: 3,
-            stop: Vec::new(),
-        });
-    }
+    // The model's own context (1,024) bounds the slot.
+    let (h, _, _) = ready(port);
+    greedy(&h, &[1, 2], 3);
     let plain = turn_with(&h, 1, "What is it?", Vec::new());
     let prompt = |d: &Done| {
         let s = stats(d);

@@ -204,37 +204,10 @@ fn generate_takes_ids_and_pictures() {
     let st = SafeTensors::deserialize(&bytes).expect("reference parses");
     let prompt = ids(&st, "prompt_ids");
     let want = f32s(&st, "logits");
-    let list: Vec<String> = prompt.iter().map(u32::to_string).collect();
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let dump = tmp.path().join("logits.safetensors");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gemma-chat"))
-        .args(["generate", "--model"])
-        .arg(dir)
-        .args([
-            "--ids",
-            &list.join(","),
-            "--max-new-tokens",
-            "3",
-            "--image-tokens",
-            "70",
-        ])
-        .arg("--image")
-        .arg(dir.join("a.png"))
-        .arg("--image")
-        .arg(dir.join("b.png"))
-        .arg("--dump-logits")
-        .arg(&dump)
-        .output()
-        .expect("runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let got = std::fs::read(&dump).expect("dump");
-    let got = SafeTensors::deserialize(&got).expect("parses");
-    let d = max_abs_diff(&f32s(&got, "logits"), &want);
+    let got = generate_logits(dir, dir, &prompt, &[]);
+    let d = max_abs_diff(&got, &want);
     assert!(d < 2e-3, "generate --image: logits differ by {d}");
+    let list: Vec<String> = prompt.iter().map(u32::to_string).collect();
 
     // The pictures in the other order: the runs' lengths no longer match, named.
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_gemma-chat"))

@@ -10,11 +10,10 @@ use std::sync::mpsc::{Receiver, Sender, TryRecvError};
 
 use super::branch::Held;
 use super::convo_store::ConvoStore;
-use super::images::{Image, key_hex};
+use super::images::Image;
 use super::job::{CHUNK, Ctx, Job};
 use super::kv_store::KvStore;
 use super::options::EngineOptions;
-use super::pictures::{self, Encoded};
 use super::protocol::{Attachment, Command, Event, Interrupts, TabId, TurnEnd};
 use super::reply::Reply;
 use super::tabs::{Stores, TabState, Tabs};
@@ -28,6 +27,9 @@ use gemma_model::tokenizer::template::sandbox::Interrupt;
 use gemma_model::vision::VisionTower;
 
 mod paths;
+mod pictures;
+
+use self::pictures::place;
 
 pub(super) struct Worker<'a> {
     lm: &'a LoadedModel,
@@ -245,22 +247,7 @@ impl<'a> Worker<'a> {
             text,
             encoded.len(),
         )?;
-        let (old_base, new_base) = (1 + t.header.len(), 1 + turn.header.len());
-        let mut images = pictures::carry(
-            &t.images,
-            hidden,
-            (&t.convo, old_base),
-            (&turn.prompt, new_base),
-        );
-        let prompt = match spec.filter(|_| !encoded.is_empty()) {
-            None => turn.prompt,
-            Some(spec) => {
-                let from = new_base + t.convo.len().saturating_sub(old_base);
-                let (ids, placed) = pictures::expand(&turn.prompt, from, &spec, &encoded)?;
-                images.extend(placed);
-                ids
-            }
-        };
+        let (prompt, images) = place(t, &turn, spec.as_ref(), hidden, &encoded)?;
         let exchange = t.held.clone().map(|h| (h, text.to_string()));
         if let Some(e) = turn.template_error {
             self.template_failed(tab, e);
@@ -269,43 +256,6 @@ impl<'a> Worker<'a> {
             self.emit(Event::Notice { tab, text });
         }
         self.start(tab, prompt, turn.header, exchange, images)
-    }
-
-    /// Each attached picture encoded by the model's tower, the tab told as each one starts.
-    fn encode(&self, tab: TabId, attachments: &[Attachment]) -> Result<Vec<Encoded>> {
-        if attachments.is_empty() {
-            return Ok(Vec::new());
-        }
-        let tower = self
-            .tower
-            .as_ref()
-            .map_err(|why| Error::Invalid(format!("this model cannot take pictures: {why}")))?;
-        attachments
-            .iter()
-            .map(|a| {
-                let name = a.path.file_name().unwrap_or(a.path.as_os_str());
-                self.emit(Event::Notice {
-                    tab,
-                    text: format!(
-                        "encoding {} ({} image tokens at most)",
-                        name.display(),
-                        a.tokens
-                    ),
-                });
-                let e = pictures::encode(tower, &a.path, a.tokens)?;
-                // A copy for the conversation, so that it comes back whatever becomes of the
-                // file.
-                if let Some(store) = &self.convos
-                    && let Err(why) = store.keep_picture(&key_hex(&e.key), &e.bytes)
-                {
-                    self.emit(Event::Notice {
-                        tab,
-                        text: format!("the picture is not kept with the chat: {why}"),
-                    });
-                }
-                Ok(e)
-            })
-            .collect()
     }
 
     /// The checkpoint's template failed and the built-in layout stood in: said once, in full.

@@ -71,12 +71,7 @@ pub struct Picture {
 impl Picture {
     /// Reads and decodes the picture file at `path` (a regular file of at most [`MAX_FILE`]).
     pub fn open(path: &Path) -> Result<Self, PictureError> {
-        let what = path.display().to_string();
-        let bytes =
-            gemma_files::read_limited(path, MAX_FILE).map_err(|cause| PictureError::Read {
-                path: what.clone(),
-                cause,
-            })?;
+        let (bytes, what) = read(path)?;
         Self::decode(&bytes, &what)
     }
 
@@ -99,12 +94,7 @@ impl Picture {
     /// The upright width and height of the picture file at `path`, from its header: what
     /// [`Picture::open`] refuses is refused, but no pixel is decoded.
     pub fn probe(path: &Path) -> Result<(u32, u32), PictureError> {
-        let what = path.display().to_string();
-        let bytes =
-            gemma_files::read_limited(path, MAX_FILE).map_err(|cause| PictureError::Read {
-                path: what.clone(),
-                cause,
-            })?;
+        let (bytes, what) = read(path)?;
         let (mut decoder, _) = header(&bytes, &what)?;
         let (w, h) = decoder.dimensions();
         let turned = decoder.orientation().is_ok_and(|o| {
@@ -113,6 +103,17 @@ impl Picture {
         });
         Ok(if turned { (h, w) } else { (w, h) })
     }
+}
+
+/// The bytes of the picture file at `path` (a regular file of at most [`MAX_FILE`]), and its
+/// name for messages.
+fn read(path: &Path) -> Result<(Vec<u8>, String), PictureError> {
+    let what = path.display().to_string();
+    let bytes = gemma_files::read_limited(path, MAX_FILE).map_err(|cause| PictureError::Read {
+        path: what.clone(),
+        cause,
+    })?;
+    Ok((bytes, what))
 }
 
 /// A decoder for `bytes` once its header shows a picture gemma-chat reads, within the limits.
