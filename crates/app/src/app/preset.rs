@@ -80,6 +80,9 @@ impl App {
         t.preset = Some(name.to_string());
         t.overrides = p.sampling_layer();
         t.max_new_tokens = p.max_new_tokens;
+        if let Some(n) = p.image_tokens {
+            t.image_tokens = n;
+        }
         if let Some(on) = p
             .thinking
             .filter(|_| self.model.thinking || !self.model.ready)
@@ -126,6 +129,9 @@ fn describe(p: &Preset) -> String {
     }
     if let Some(s) = p.seed {
         parts.push(format!("seed {s}"));
+    }
+    if let Some(n) = p.image_tokens {
+        parts.push(format!("pictures up to {n} tokens"));
     }
     if let Some(on) = p.thinking {
         parts.push(format!("thinking {}", if on { "on" } else { "off" }));

@@ -282,6 +282,15 @@ mod tests {
         assert!(e.contains("u.toml:2:"), "{e}");
         let e = err("[presets.a]\ntop_p = 0\n");
         assert!(e.contains("`presets.a.top_p`: 0 is out of range"), "{e}");
+        let e = err("[presets.a]\nimage_tokens = 300\n");
+        assert!(e.contains("70, 140, 280, 560 or 1120"), "{e}");
+        assert_eq!(
+            load("[presets.a]\nimage_tokens = 560\n")
+                .expect("valid")
+                .presets["a"]
+                .image_tokens,
+            Some(560)
+        );
         let e = err("[engine]\nconnect_timeout_s = 0\n");
         assert!(e.contains("u.toml:2:21") && e.contains("1 or more"), "{e}");
         let e = err("[ui.keys]\nquit = [\"ctrl+q\"]\nfly = [\"f9\"]\n");

@@ -224,6 +224,9 @@ pub struct Preset {
     /// Most tokens per answer.
     #[serde(default, deserialize_with = "knob::max_new_tokens")]
     pub max_new_tokens: Option<usize>,
+    /// Soft tokens per attached picture at most: 70, 140, 280, 560 or 1120.
+    #[serde(default, deserialize_with = "knob::image_tokens")]
+    pub image_tokens: Option<usize>,
 }
 
 /// `[sessions]`: memory for warm tabs.
@@ -309,6 +312,16 @@ mod knob {
     /// `max_new_tokens` in a preset.
     pub fn max_new_tokens<'de, D: Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
         read(d, &sampling::MAX_NEW_TOKENS).map(|v| Some(v as usize))
+    }
+    /// `image_tokens` in a preset: one of Gemma 4's budgets.
+    pub fn image_tokens<'de, D: Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
+        let n = u64::deserialize(d)?;
+        match usize::try_from(n) {
+            Ok(n) if gemma_media::BUDGETS.contains(&n) => Ok(Some(n)),
+            _ => Err(serde::de::Error::custom(format!(
+                "image_tokens = {n} is not a budget Gemma 4 takes: use 70, 140, 280, 560 or 1120"
+            ))),
+        }
     }
 }
 

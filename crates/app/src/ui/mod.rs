@@ -101,12 +101,17 @@ pub fn render(f: &mut Frame, app: &App, view: &mut View) -> Option<Measured> {
                     Span::styled(format!(" from {}", source.as_str()), theme.dim),
                 ]));
             }
+            let budget = app.tab().map_or(0, |t| t.image_tokens);
+            lines.push(Line::from(Span::styled(
+                format!(" pictures up to {budget} tokens (/image-tokens N)"),
+                theme.dim,
+            )));
             lines.push(Line::default());
             lines.push(Line::from(Span::styled(
                 " ←/→ change · r inherit · Enter apply · Esc cancel",
                 theme.dim,
             )));
-            popup(f, app, " This tab's sampling ", lines, 54, 8);
+            popup(f, app, " This tab's sampling ", lines, 54, 9);
         }
         Overlay::Search(s) => search_popup(f, app, s),
         Overlay::Rename(e) => {
