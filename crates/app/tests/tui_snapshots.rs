@@ -1125,4 +1125,14 @@ fn pictures_are_attached_shown_removed_and_sent() {
     assert!(t.attachments.is_empty());
     let last = t.messages.last().expect("the message");
     assert_eq!(last.images[0].label(), "[img a.png 150×100 · 260 tok]");
+    // Editing the message brings its picture back to the input; cancelling drops it.
+    let tab = t.id;
+    answer(&mut app, tab, "A square.", stats(0, 280, 3));
+    app.update(alt(KeyCode::Up));
+    app.update(alt(KeyCode::Up));
+    app.update(key(KeyCode::Enter));
+    let t = app.tab().expect("tab");
+    assert_eq!((t.editing.is_some(), t.attachments.len()), (true, 1));
+    app.update(key(KeyCode::Esc));
+    assert!(app.tab().is_some_and(|t| t.attachments.is_empty()));
 }

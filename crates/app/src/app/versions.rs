@@ -82,6 +82,8 @@ impl App {
         match m.role {
             Role::User => {
                 let text = m.text.clone();
+                // Its pictures go with the new version unless removed (/detach).
+                t.attachments = m.images.clone();
                 t.editor.set(&text);
                 t.editing = Some(i);
                 t.selected = None;
@@ -115,6 +117,7 @@ impl App {
             return false;
         }
         t.editor.take();
+        t.attachments.clear();
         self.flash = Some("edit cancelled".into());
         true
     }
