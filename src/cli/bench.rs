@@ -175,7 +175,7 @@ fn encode_figures(
     args.attachments()?;
     let t0 = Instant::now();
     let mmproj = common.choice(&common.config()?)?.mmproj;
-    let tower = gemma_model::vision::open_for(lm, mmproj.as_deref())?;
+    let tower = gemma_model::vision::open_for(lm, mmproj.as_deref(), None)?;
     let tower_load_s = t0.elapsed().as_secs_f64();
     let bytes = gemma_files::read_limited(path, gemma_media::picture::MAX_FILE)
         .with_context(|| format!("reading {}", path.display()))?;

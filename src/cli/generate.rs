@@ -89,7 +89,8 @@ pub fn run(
         Vec::new()
     } else {
         let mmproj = common.choice(&common.config()?)?.mmproj;
-        let tower = gemma_model::vision::open_for(&mut lm, mmproj.as_deref())?;
+        let hint = gemma_model::vision::infer_ids(&prompt_ids);
+        let tower = gemma_model::vision::open_for(&mut lm, mmproj.as_deref(), hint)?;
         let encoded = super::images::encode(&tower, &args.images)?;
         super::images::place(&prompt_ids, tower.spec(), encoded)?
     };

@@ -65,7 +65,7 @@ fn submit(h: &EngineHandle, tab: TabId, text: &str, images: Vec<Attachment>) -> 
 /// `pictures`: the prompt's length and the answer's text.
 fn by_hand(dir: &Path, pictures: &[&Path], text: &str) -> (usize, String) {
     let mut lm = load(dir, &Device::flex(), ComputeDtype::F32, &mut |_, _| {}).expect("loads");
-    let tower = gemma_model::vision::open_for(&mut lm, None).expect("a tower");
+    let tower = gemma_model::vision::open_for(&mut lm, None, None).expect("a tower");
     let tok = lm.tokenizer.as_ref().expect("tokenizer");
     let mut prompt = vec![2];
     prompt.extend(tok.encode("<|turn>user\n").expect("encodes"));

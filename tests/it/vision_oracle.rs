@@ -288,7 +288,8 @@ fn the_mmproj_tower_is_the_safetensors_tower() {
         let model = dir.join("gguf/model.gguf");
         let mut lm = load(&model, &Device::flex(), ComputeDtype::F32, &mut |_, _| {})
             .unwrap_or_else(|e| panic!("{}: {e}", model.display()));
-        let tower = gemma_model::vision::open_for(&mut lm, None).expect("the mmproj beside it");
+        let tower =
+            gemma_model::vision::open_for(&mut lm, None, None).expect("the mmproj beside it");
         // GGUF stores ε as an f32.
         let mut spec = tower.spec().clone();
         assert!((spec.eps - f.tower.spec().eps).abs() < 1e-12);
@@ -346,4 +347,33 @@ fn a_gguf_without_its_mmproj_says_where_to_find_one() {
         .expect("runs");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("2 mmproj files"), "{err}");
+}
+
+/// A GGUF whose vocabulary does not name the image tokens (a converter's stand-in vocabulary):
+/// `generate --ids` reads them off the prompt's layout, and the logits still match.
+#[test]
+fn image_ids_come_from_the_prompt_when_the_vocabulary_has_none() {
+    let dir = &fixtures()[1];
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let mut gguf = std::fs::read(dir.join("gguf/model.gguf")).expect("gguf");
+    let mut renamed = 0;
+    for at in 0..gguf.len().saturating_sub(5) {
+        if &gguf[at..at + 5] == b"image" {
+            gguf[at..at + 5].copy_from_slice(b"imagf");
+            renamed += 1;
+        }
+    }
+    assert_eq!(renamed, 3, "the three image markers");
+    let model = tmp.path().join("model.gguf");
+    std::fs::write(&model, gguf).expect("write");
+    std::fs::copy(
+        dir.join("gguf/mmproj-model.gguf"),
+        tmp.path().join("mmproj-model.gguf"),
+    )
+    .expect("copy");
+    let bytes = std::fs::read(dir.join("reference.safetensors")).expect("reference");
+    let st = SafeTensors::deserialize(&bytes).expect("reference parses");
+    let got = generate_logits(&model, dir, &ids(&st, "prompt_ids"), &[]);
+    let d = max_abs_diff(&got, &f32s(&st, "logits"));
+    assert!(d < 2e-3, "logits differ by {d}");
 }

@@ -126,7 +126,7 @@ fn serve<F>(
         }
     };
     // The vision tower, when the model has one: why not is told when a picture comes.
-    let tower = gemma_model::vision::open_for(&mut lm, options.mmproj.as_deref())
+    let tower = gemma_model::vision::open_for(&mut lm, options.mmproj.as_deref(), None)
         .map_err(|e| e.to_string());
     let Some(tok) = lm.tokenizer.as_ref() else {
         let _ = event_tx.send(Event::LoadFailed {

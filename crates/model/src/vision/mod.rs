@@ -127,8 +127,13 @@ pub fn open(path: &Path) -> Result<VisionTower> {
 /// The vision tower for the model `lm`: the mmproj file `mmproj` names, else an
 /// `mmproj*.gguf` beside a GGUF model (or in a checkpoint directory without a
 /// `vision_config`), else the checkpoint's own. A GGUF decoder takes its image masking from the
-/// mmproj, since its text file does not carry it.
-pub fn open_for(lm: &mut LoadedModel, mmproj: Option<&Path>) -> Result<VisionTower> {
+/// mmproj, since its text file does not carry it. `hint`: the image ids to take when neither
+/// the checkpoint nor its vocabulary names them (see [`infer_ids`]).
+pub fn open_for(
+    lm: &mut LoadedModel,
+    mmproj: Option<&Path>,
+    hint: Option<ImageIds>,
+) -> Result<VisionTower> {
     let found = match mmproj {
         Some(p) => Some(p.to_path_buf()),
         None => beside(&lm.path)?,
@@ -136,7 +141,7 @@ pub fn open_for(lm: &mut LoadedModel, mmproj: Option<&Path>) -> Result<VisionTow
     let Some(file) = found else {
         return open(&lm.path);
     };
-    let m = Mmproj::open(&file, lm.model.config().hidden_size, image_ids(lm)?)?;
+    let m = Mmproj::open(&file, lm.model.config().hidden_size, image_ids(lm, hint)?)?;
     if is_gguf(&lm.path) {
         lm.model.set_image_blocks(m.image_blocks());
     }
@@ -178,17 +183,14 @@ fn beside(model: &Path) -> Result<Option<PathBuf>> {
 
 /// The image ids of `lm`'s prompts: its checkpoint's `config.json`, else its tokenizer's
 /// `<|image|>`, `<|image>` and `<image|>`, else Gemma 4's; each checked against the vocabulary.
-fn image_ids(lm: &LoadedModel) -> Result<ImageIds> {
+fn image_ids(lm: &LoadedModel, hint: Option<ImageIds>) -> Result<ImageIds> {
     let dir = crate::weights::model_dir(&lm.path);
-    let from_config = if is_gguf(&lm.path) {
-        None
-    } else {
-        spec_of(&dir)?.map(|s| ImageIds {
-            image: s.image_token_id,
-            boi: s.boi_token_id,
-            eoi: s.eoi_token_id,
-        })
-    };
+    // Beside a GGUF, a config.json with a vision_config is the checkpoint it came from.
+    let from_config = spec_of(&dir).ok().flatten().map(|s| ImageIds {
+        image: s.image_token_id,
+        boi: s.boi_token_id,
+        eoi: s.eoi_token_id,
+    });
     let tok = |t: &str| lm.tokenizer.as_ref().and_then(|k| k.token_id(t));
     let from_vocab = || {
         Some(ImageIds {
@@ -197,7 +199,12 @@ fn image_ids(lm: &LoadedModel) -> Result<ImageIds> {
             eoi: tok("<image|>")?,
         })
     };
-    let ids = from_config.or_else(from_vocab).unwrap_or(ImageIds {
+    let named = if is_gguf(&lm.path) {
+        from_vocab().or(from_config)
+    } else {
+        from_config.or_else(from_vocab)
+    };
+    let ids = named.or(hint).unwrap_or(ImageIds {
         image: 258_880,
         boi: 255_999,
         eoi: 258_882,
@@ -213,6 +220,45 @@ fn image_ids(lm: &LoadedModel) -> Result<ImageIds> {
         )));
     }
     Ok(ids)
+}
+
+/// The image ids a prompt's own layout shows, for a model whose vocabulary does not name them:
+/// the id of its longest run (two or more of one id), with the ids just before and after it,
+/// when every run of that id sits between the same two.
+pub fn infer_ids(ids: &[u32]) -> Option<ImageIds> {
+    let runs = |id: u32| {
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < ids.len() {
+            let start = i;
+            while i < ids.len() && ids[i] == ids[start] {
+                i += 1;
+            }
+            if ids[start] == id && i - start >= 2 {
+                out.push((start, i));
+            }
+        }
+        out
+    };
+    let (mut best, mut len) = (None, 1);
+    let mut i = 0;
+    while i < ids.len() {
+        let start = i;
+        while i < ids.len() && ids[i] == ids[start] {
+            i += 1;
+        }
+        if i - start > len {
+            (best, len) = (Some(ids[start]), i - start);
+        }
+    }
+    let image = best?;
+    let found = runs(image);
+    let around = |&(s, e): &(usize, usize)| Some((*ids.get(s.checked_sub(1)?)?, *ids.get(e)?));
+    let (boi, eoi) = around(found.first()?)?;
+    found
+        .iter()
+        .all(|r| around(r) == Some((boi, eoi)))
+        .then_some(ImageIds { image, boi, eoi })
 }
 
 fn is_gguf(path: &Path) -> bool {
@@ -280,4 +326,23 @@ fn matrix(src: &dyn TensorSource, name: &str, shape: &[usize]) -> Result<QMatrix
 /// The stored tensor `name` as f32 values, checked against `shape`.
 fn values(src: &dyn TensorSource, name: &str, shape: &[usize]) -> Result<Vec<f32>> {
     Ok(src.require(name, shape)?.data)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn image_ids_are_read_off_a_prompts_layout() {
+        let ids = [2, 7, 500, 501, 501, 501, 502, 9, 500, 501, 501, 502, 3];
+        let want = ImageIds {
+            image: 501,
+            boi: 500,
+            eoi: 502,
+        };
+        assert_eq!(infer_ids(&ids), Some(want));
+        // Runs of one id between different neighbours say nothing.
+        assert_eq!(infer_ids(&[2, 500, 501, 501, 502, 8, 501, 501, 9]), None);
+        assert_eq!(infer_ids(&[2, 3, 4]), None);
+    }
 }
