@@ -320,32 +320,28 @@ fn a_gguf_without_its_mmproj_says_where_to_find_one() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let model = tmp.path().join("model.gguf");
     std::fs::copy(dir.join("gguf/model.gguf"), &model).expect("copy");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gemma-chat"))
-        .args(["generate", "--model"])
-        .arg(&model)
-        .args(["--ids", "2,500,501,502", "--image"])
-        .arg(dir.join("a.png"))
-        .output()
-        .expect("runs");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
+    // The error `generate --ids … --image` gives on the GGUF in `tmp`.
+    let refused = || {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_gemma-chat"))
+            .args(["generate", "--model"])
+            .arg(&model)
+            .args(["--ids", "2,500,501,502", "--image"])
+            .arg(dir.join("a.png"))
+            .output()
+            .expect("runs");
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = refused();
     assert!(
         err.contains("--mmproj") && err.contains("mmproj*.gguf"),
         "{err}"
     );
-
     // Two beside it: which one is not guessed.
     for name in ["mmproj-a.gguf", "mmproj-b.gguf"] {
         std::fs::copy(dir.join("gguf/mmproj-model.gguf"), tmp.path().join(name)).expect("copy");
     }
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gemma-chat"))
-        .args(["generate", "--model"])
-        .arg(&model)
-        .args(["--ids", "2,500,501,502", "--image"])
-        .arg(dir.join("a.png"))
-        .output()
-        .expect("runs");
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = refused();
     assert!(err.contains("2 mmproj files"), "{err}");
 }
 
