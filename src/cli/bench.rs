@@ -172,7 +172,7 @@ fn encode_figures(
     let Some(path) = args.images.first() else {
         return Ok(json!({}));
     };
-    args.attachments()?;
+    super::images::check_budget(args.image_tokens)?;
     let t0 = Instant::now();
     let mmproj = common.choice(&common.config()?)?.mmproj;
     let tower = gemma_model::vision::open_for(lm, mmproj.as_deref(), None)?;

@@ -40,7 +40,8 @@ impl ImageArgs {
     }
 }
 
-fn check_budget(tokens: usize) -> anyhow::Result<()> {
+/// Refuses (exit 2) a budget Gemma 4 does not take.
+pub fn check_budget(tokens: usize) -> anyhow::Result<()> {
     if gemma_media::BUDGETS.contains(&tokens) {
         return Ok(());
     }

@@ -336,7 +336,7 @@ fn a_chat_whose_pictures_are_gone_comes_back_from_its_text_and_says_so() {
         again
             .notices
             .iter()
-            .any(|n| n.contains("not kept across restarts")),
+            .any(|n| n.contains("pictures could not be brought back")),
         "{:?}",
         again.notices
     );

@@ -126,7 +126,7 @@ fn conversation(
     let saved = store.and_then(|s| s.load(chat)).filter(|c| fits(lm, c));
     let mut had_pictures = false;
     if let (Some(saved), Some(store)) = (saved, store) {
-        match pictures_of(lm, &saved, store, tower) {
+        match pictures_of(&saved, store, tower) {
             Some(images) => return Ok(Some((saved, Origin::Saved, images))),
             None => had_pictures = true,
         }
@@ -158,18 +158,16 @@ fn conversation(
 /// The pictures of a saved conversation, encoded again from the store's copies: `None` when one
 /// cannot be (no tower, a copy gone or changed) or when they do not cover every placeholder.
 fn pictures_of(
-    lm: &LoadedModel,
     c: &SavedConvo,
     store: &ConvoStore,
     tower: Option<&VisionTower>,
 ) -> Option<Vec<Image>> {
-    let placeholder = lm.tokenizer.as_ref().and_then(|t| t.token_id("<|image|>"));
-    let held = placeholder.map_or(0, |p| c.ids.iter().filter(|&&i| i == p).count());
-    if held == 0 && c.pictures.is_empty() {
-        return Some(Vec::new());
-    }
-    let tower = tower?;
+    // A model without a tower never held a picture.
+    let Some(tower) = tower else {
+        return c.pictures.is_empty().then(Vec::new);
+    };
     let spec = tower.spec();
+    let held = c.ids.iter().filter(|&&i| i == spec.image_token_id).count();
     let mut images = Vec::with_capacity(c.pictures.len());
     for p in &c.pictures {
         let bytes = store.picture(&p.key)?;

@@ -235,7 +235,7 @@ impl<'a> Worker<'a> {
         let lm = self.lm;
         self.idle_tab(tab)?;
         let encoded = self.encode(tab, attachments)?;
-        let spec = self.tower.as_ref().ok().map(|t| t.spec().clone());
+        let spec = self.tower.as_ref().ok().map(|t| t.spec());
         let hidden = lm.model.config().hidden_size;
         let t = self.idle_tab(tab)?;
         // A changed header rewinds the session to it, and the turn says so.
@@ -247,7 +247,7 @@ impl<'a> Worker<'a> {
             text,
             encoded.len(),
         )?;
-        let (prompt, images) = place(t, &turn, spec.as_ref(), hidden, &encoded)?;
+        let (prompt, images) = place(t, &turn, spec, hidden, &encoded)?;
         let exchange = t.held.clone().map(|h| (h, text.to_string()));
         if let Some(e) = turn.template_error {
             self.template_failed(tab, e);

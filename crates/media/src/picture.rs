@@ -95,13 +95,21 @@ impl Picture {
     /// [`Picture::open`] refuses is refused, but no pixel is decoded.
     pub fn probe(path: &Path) -> Result<(u32, u32), PictureError> {
         let (bytes, what) = read(path)?;
-        let (mut decoder, _) = header(&bytes, &what)?;
+        Self::probe_bytes(&bytes, &what).map(|(size, _)| size)
+    }
+
+    /// [`Picture::probe`] of a picture's `bytes` (`what` names them in errors), with its format.
+    pub fn probe_bytes(
+        bytes: &[u8],
+        what: &str,
+    ) -> Result<((u32, u32), ImageFormat), PictureError> {
+        let (mut decoder, format) = header(bytes, what)?;
         let (w, h) = decoder.dimensions();
         let turned = decoder.orientation().is_ok_and(|o| {
             use image::metadata::Orientation::*;
             matches!(o, Rotate90 | Rotate270 | Rotate90FlipH | Rotate270FlipH)
         });
-        Ok(if turned { (h, w) } else { (w, h) })
+        Ok((if turned { (h, w) } else { (w, h) }, format))
     }
 }
 

@@ -22,7 +22,8 @@ use gemma_model::sampling::{SamplingLayer, SamplingParams};
 /// A tab as the remote engine keeps it.
 struct RemoteTab {
     history: Vec<Exchange>,
-    /// Each exchange's pictures, as data URLs (unknown for a history the UI sent: none).
+    /// Each exchange's pictures, as data URLs, one entry per `history` entry (none for a history
+    /// the UI sent).
     pictures: Vec<Vec<String>>,
     /// The running turn's pictures, which join `pictures` when it ends.
     pending: Vec<String>,
@@ -229,7 +230,6 @@ impl Server {
                 match t.history.pop() {
                     Some(last) if t.running.is_none() => {
                         // Its answer is replaced by the new one.
-                        t.pictures.truncate(t.history.len() + 1);
                         let urls = t.pictures.pop().unwrap_or_default();
                         self.submit(tab, last.user, urls);
                     }
@@ -278,8 +278,8 @@ impl Server {
             | Command::Fork { tab, history, .. } => {
                 let messages = {
                     let t = self.tabs.entry(tab).or_default();
+                    t.pictures = vec![Vec::new(); history.len()];
                     t.history = history;
-                    t.pictures.clear();
                     wire::messages(t.system.as_deref(), &t.history, &[], None)
                 };
                 let tokens = if messages.is_empty() {
@@ -394,7 +394,6 @@ impl Server {
         let had_history = !t.history.is_empty();
         // The history mirrors the transcript the user sees: the message, and what came of it
         // (a cut-off answer, or none when the turn failed at once).
-        t.pictures.resize(t.history.len(), Vec::new());
         t.pictures.push(std::mem::take(&mut t.pending));
         t.history.push(Exchange {
             user: d.user.clone(),

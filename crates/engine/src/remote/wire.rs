@@ -86,37 +86,13 @@ fn content(text: &str, urls: &[String]) -> Value {
 /// format gemma-chat reads, within the size limits).
 pub fn data_url(path: &std::path::Path) -> Result<String, String> {
     use base64::Engine;
-    gemma_media::Picture::probe(path).map_err(|e| e.to_string())?;
+    let what = path.display().to_string();
     let bytes = gemma_files::read_limited(path, gemma_media::picture::MAX_FILE)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    let mime = match bytes.as_slice() {
-        [0x89, b'P', b'N', b'G', ..] => "image/png",
-        [0xFF, 0xD8, ..] => "image/jpeg",
-        [b'G', b'I', b'F', b'8', ..] => "image/gif",
-        [
-            b'R',
-            b'I',
-            b'F',
-            b'F',
-            _,
-            _,
-            _,
-            _,
-            b'W',
-            b'E',
-            b'B',
-            b'P',
-            ..,
-        ] => "image/webp",
-        _ => {
-            return Err(format!(
-                "{}: not a PNG, JPEG, WebP or GIF picture",
-                path.display()
-            ));
-        }
-    };
+        .map_err(|e| format!("{what}: {e}"))?;
+    let (_, format) =
+        gemma_media::Picture::probe_bytes(&bytes, &what).map_err(|e| e.to_string())?;
     let b64 = base64::engine::general_purpose::STANDARD.encode(&bytes);
-    Ok(format!("data:{mime};base64,{b64}"))
+    Ok(format!("data:{};base64,{b64}", format.to_mime_type()))
 }
 
 /// The JSON body of a turn's request.

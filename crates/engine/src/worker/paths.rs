@@ -43,8 +43,9 @@ impl Worker<'_> {
         if origin == attach::Origin::WithoutPictures {
             self.emit(Event::Notice {
                 tab,
-                text: "this chat's pictures are not kept across restarts yet: it goes on from \
-                       its text, without them"
+                text: "this chat's pictures could not be brought back (their kept copies are \
+                       gone or changed, or this model has no vision tower): it goes on from its \
+                       text, without them"
                     .into(),
             });
         }
