@@ -9,7 +9,9 @@ pub mod handle;
 pub mod messages;
 pub mod sampling;
 pub mod text;
+pub mod tools;
 
 pub use handle::{ENGINE_THREAD, EngineControl, EngineHandle, Interrupts};
 pub use messages::*;
 pub use sampling::{SamplingLayer, SamplingParams};
+pub use tools::*;

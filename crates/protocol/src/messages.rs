@@ -2,6 +2,9 @@
 //! tab.
 
 use crate::sampling::{SamplingLayer, SamplingParams};
+use crate::tools::{
+    ServerInfo, ToolCall, ToolChoice, ToolDecision, ToolInfo, ToolOutcome, ToolSelection,
+};
 
 /// Why a turn prefilled what it did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,8 +75,13 @@ pub struct TurnStats {
     pub decode_tok_s: f64,
     /// Seconds from the start of the turn to the first sampled token.
     pub ttft_s: f64,
-    /// Tokens generated (the stop id excluded).
+    /// Tokens generated (the stop id excluded; tool responses not counted).
     pub generated_tokens: usize,
+    /// Tool calls the model made in the turn.
+    pub tool_calls: usize,
+    /// Tokens of tool responses appended inside the turn (fed warm after the call, never a
+    /// re-prefill of the history).
+    pub tool_tokens: usize,
 }
 
 /// How a turn ended.
@@ -264,6 +272,26 @@ pub enum Command {
         /// Its exchanges, oldest first.
         history: Vec<Exchange>,
     },
+    /// Which tools the tab declares to the model, and whether it may, must or must not call
+    /// them. A change of the declared tools changes the conversation's header (the system
+    /// turn), so the next turn rewinds to it; a change of `choice` alone does not.
+    SetTools {
+        /// The tab.
+        tab: TabId,
+        /// The tools declared.
+        selection: ToolSelection,
+        /// `auto`, `required` or `none`.
+        choice: ToolChoice,
+    },
+    /// The user's answer to [`Event::ToolCall`] `call` of the tab (one that needed approval).
+    DecideTool {
+        /// The tab.
+        tab: TabId,
+        /// The call's id.
+        call: u64,
+        /// Run it (once, for the tab, always) or deny it with a note.
+        decision: ToolDecision,
+    },
     /// End the engine thread.
     Shutdown,
 }
@@ -282,7 +310,9 @@ impl Command {
             | Command::SetContext { tab, .. }
             | Command::Attach { tab, .. }
             | Command::SetPath { tab, .. }
-            | Command::Fork { tab, .. } => Some(*tab),
+            | Command::Fork { tab, .. }
+            | Command::SetTools { tab, .. }
+            | Command::DecideTool { tab, .. } => Some(*tab),
             Command::Shutdown => None,
         }
     }
@@ -401,6 +431,32 @@ pub enum Event {
         /// What happened, and what to do.
         text: String,
     },
+    /// The tools the engine can run, and each server's state: sent after [`Event::Ready`]
+    /// once the servers have started, and again when one fails or comes back.
+    Tools {
+        /// The servers (and `builtin`).
+        servers: Vec<ServerInfo>,
+        /// Their tools.
+        tools: Vec<ToolInfo>,
+    },
+    /// The model called a tool. With `approval`, the turn waits for
+    /// [`Command::DecideTool`] (Esc, [`Command::Cancel`], stops it); without, it runs at once.
+    ToolCall {
+        /// The tab.
+        tab: TabId,
+        /// The call.
+        call: ToolCall,
+        /// The user must decide.
+        approval: bool,
+    },
+    /// A call ended (ran, failed, was denied or stopped); the model has its response and the
+    /// turn goes on.
+    ToolResult {
+        /// The tab.
+        tab: TabId,
+        /// What came back.
+        outcome: ToolOutcome,
+    },
     /// The turn failed; the tab's session is intact or, after a backend failure, empty and
     /// marked to start over.
     Failed {
@@ -424,10 +480,13 @@ impl Event {
             | Event::TabState { tab, .. }
             | Event::TemplateFallback { tab, .. }
             | Event::Notice { tab, .. }
+            | Event::ToolCall { tab, .. }
+            | Event::ToolResult { tab, .. }
             | Event::Failed { tab, .. } => Some(*tab),
             Event::Loading { .. }
             | Event::Ready { .. }
             | Event::EngineStopped { .. }
+            | Event::Tools { .. }
             | Event::LoadFailed { .. } => None,
         }
     }
