@@ -83,7 +83,12 @@ impl LoadedModel {
     /// last answer, with a header of `header_len` ids after BOS; empty for a new conversation):
     /// the one place a conversation turn is assembled. History stays in ids; only the header
     /// (which changes when thinking is toggled or the system prompt changes) and the new turn
-    /// are rendered.
+    /// are rendered. `tools` are the declarations the model may call (the list
+    /// transformers' `apply_chat_template(tools=…)` takes), part of the header.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "each is one part of the turn; the engine passes them from its tab"
+    )]
     pub fn user_turn(
         &self,
         history: &[u32],
@@ -92,12 +97,14 @@ impl LoadedModel {
         thinking: bool,
         text: &str,
         images: usize,
+        tools: Option<&serde_json::Value>,
     ) -> Result<UserTurn> {
         let c = Conversation {
             system,
             thinking,
             continues: !history.is_empty(),
             images,
+            tools,
         };
         let (turn, template_error) = self.next_turn(&c, text)?;
         let template_slow = self.chat.take_slow();

@@ -99,11 +99,63 @@ impl Tokenizer {
         }
     }
 
+    /// Each id's bytes in text, for constrained decoding: `▁` read as a space, a byte-fallback
+    /// piece (`<0xXX>`) as its byte; `None` for special tokens (control and added ones), which
+    /// never spell text.
+    pub fn vocab_bytes(&self) -> Vec<Option<Vec<u8>>> {
+        match &self.inner {
+            Inner::Hf(t) => {
+                let added = t.get_added_tokens_decoder();
+                (0..t.get_vocab_size(true) as u32)
+                    .map(|id| {
+                        let plain = added.get(&id).is_none_or(|a| !a.special);
+                        let piece = t.id_to_token(id).filter(|_| plain)?;
+                        let piece = piece.replace('\u{2581}', " ");
+                        Some(spm::byte_of(&piece).map_or_else(|| piece.into_bytes(), |b| vec![b]))
+                    })
+                    .collect()
+            }
+            Inner::Spm(s) => (0..s.len() as u32).map(|id| s.piece_bytes(id)).collect(),
+        }
+    }
+
     /// The id of a token string, if the vocabulary has it.
     pub fn token_id(&self, token: &str) -> Option<u32> {
         match &self.inner {
             Inner::Hf(t) => t.token_to_id(token),
             Inner::Spm(s) => s.id(token),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vocab_bytes_spell_text_and_leave_control_tokens_out() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/fixtures/tiny_chat_gemma4/tokenizer.json");
+        let tok = Tokenizer::from_file(&path).expect("tokenizer");
+        let bytes = tok.vocab_bytes();
+        for special in ["<bos>", "<|tool_call>", "<|\"|>", "<turn|>"] {
+            let id = tok.token_id(special).expect(special) as usize;
+            assert_eq!(bytes[id], None, "{special}");
+        }
+        let newline = tok.token_id("<0x0A>").expect("byte fallback") as usize;
+        assert_eq!(bytes[newline].as_deref(), Some(&b"\n"[..]));
+        // Every plain id's bytes are what decoding it gives (▁ read as a space).
+        let mut checked = 0;
+        for (id, b) in bytes.iter().enumerate() {
+            let Some(b) = b else { continue };
+            if let Ok(text) = std::str::from_utf8(b)
+                && !tok.token(id as u32).unwrap_or_default().starts_with("<0x")
+            {
+                let decoded = tok.decode(&[tok.token_id("a").expect("a"), id as u32], false);
+                assert_eq!(decoded.expect("decodes"), format!("a{text}"), "id {id}");
+                checked += 1;
+            }
+        }
+        assert!(checked > 100, "{checked}");
     }
 }

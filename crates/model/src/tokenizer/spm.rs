@@ -24,6 +24,8 @@ use crate::error::{Error, Result};
 /// SentencePiece piece types as GGUF stores them.
 pub(super) const CONTROL: u8 = 3;
 pub(super) const USER_DEFINED: u8 = 4;
+const UNKNOWN: u8 = 2;
+const UNUSED: u8 = 5;
 
 /// A SentencePiece BPE vocabulary.
 pub struct Spm {
@@ -166,6 +168,17 @@ impl Spm {
                 _ => at = (at + 1) & mask,
             }
         }
+    }
+
+    /// The bytes `id` stands for in text: `▁` as a space, a `<0xXX>` piece as its byte; `None`
+    /// for control, user-defined, unknown and unused pieces.
+    pub fn piece_bytes(&self, id: u32) -> Option<Vec<u8>> {
+        let kind = *self.kind.get(id as usize)?;
+        if matches!(kind, CONTROL | USER_DEFINED | UNKNOWN | UNUSED) {
+            return None;
+        }
+        let piece = self.piece(id).replace('▁', " ");
+        Some(byte_of(&piece).map_or_else(|| piece.into_bytes(), |b| vec![b]))
     }
 
     /// Number of pieces.
@@ -320,7 +333,7 @@ impl Spm {
 }
 
 /// The byte a `<0xXX>` piece stands for.
-fn byte_of(piece: &str) -> Option<u8> {
+pub(super) fn byte_of(piece: &str) -> Option<u8> {
     let hex = piece.strip_prefix("<0x")?.strip_suffix('>')?;
     (hex.len() == 2).then(|| u8::from_str_radix(hex, 16).ok())?
 }

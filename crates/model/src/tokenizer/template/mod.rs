@@ -147,15 +147,22 @@ impl ChatTemplate {
         messages: &serde_json::Value,
         add_generation_prompt: bool,
         thinking: Option<bool>,
+        tools: Option<&serde_json::Value>,
     ) -> Vec<u8> {
-        serde_json::to_vec(&(messages, add_generation_prompt, thinking)).unwrap_or_default()
+        serde_json::to_vec(&(messages, add_generation_prompt, thinking, tools)).unwrap_or_default()
     }
 
     /// A request rendered (in the sandbox).
     fn render_request(&self, request: &[u8]) -> Result<String, TemplateError> {
-        let (messages, add_generation_prompt, thinking): (serde_json::Value, bool, Option<bool>) =
+        type Request = (
+            serde_json::Value,
+            bool,
+            Option<bool>,
+            Option<serde_json::Value>,
+        );
+        let (messages, add_generation_prompt, thinking, tools): Request =
             serde_json::from_slice(request).map_err(|e| self.fault(&format!("request: {e}")))?;
-        self.render_here(&messages, add_generation_prompt, thinking)
+        self.render_here(&messages, add_generation_prompt, thinking, tools.as_ref())
     }
 
     /// This template rendered in-process: for the built-in layouts, which are known to be small.
@@ -171,21 +178,33 @@ impl ChatTemplate {
         &self.origin
     }
 
-    /// What the template renders for `messages` (a list of `{"role", "content", …}` objects),
-    /// as transformers' `apply_chat_template` renders it: `thinking` is passed as
-    /// `enable_thinking` when given, `tools` and `documents` are none.
+    /// What the template renders for `messages` (a list of `{"role", "content", …}` objects;
+    /// assistant messages may hold `tool_calls` and `reasoning_content`, and `role: "tool"`
+    /// messages the calls' results), as transformers' `apply_chat_template(messages,
+    /// tools=…)` renders it: `thinking` is passed as `enable_thinking` when given, `tools` (a
+    /// list of `{"type": "function", "function": {"name", "description", "parameters"}}`
+    /// declarations) as `tools`, none when there are none, and `documents` is none.
     pub fn render(
         &self,
         messages: &serde_json::Value,
         add_generation_prompt: bool,
         thinking: Option<bool>,
+        tools: Option<&serde_json::Value>,
     ) -> Result<String, TemplateError> {
+        // As transformers, which takes each tool as a dict (or a function it turns into one).
+        let schemas = |t: &serde_json::Value| {
+            t.as_array()
+                .is_some_and(|l| l.iter().all(|x| x.is_object()))
+        };
+        if tools.is_some_and(|t| !schemas(t)) {
+            return Err(self.fault("was given tools that are not a list of JSON schemas"));
+        }
         if self.isolated {
-            let request = Self::request(messages, add_generation_prompt, thinking);
+            let request = Self::request(messages, add_generation_prompt, thinking, tools);
             self.sandbox
                 .run(&self.origin, &request, &|r| self.render_request(r))
         } else {
-            self.render_here(messages, add_generation_prompt, thinking)
+            self.render_here(messages, add_generation_prompt, thinking, tools)
         }
     }
 
@@ -195,18 +214,21 @@ impl ChatTemplate {
         messages: &serde_json::Value,
         add_generation_prompt: bool,
         thinking: Option<bool>,
+        tools: Option<&serde_json::Value>,
     ) -> Result<String, TemplateError> {
         let tpl = self
             .env
             .get_template("chat")
             .map_err(|e| error(&self.origin, "failed", &e))?;
         let messages = Value::from_serialize(messages);
+        // transformers passes `tools=None` when it is given none.
+        let tools = tools.map_or(Value::from(()), Value::from_serialize);
         let base = context! {
             messages,
             add_generation_prompt,
             bos_token => self.bos.as_str(),
             eos_token => self.eos.as_str(),
-            tools => (),
+            tools,
             documents => (),
         };
         let ctx = match thinking {
@@ -235,8 +257,9 @@ impl ChatTemplate {
         messages: &serde_json::Value,
         add_generation_prompt: bool,
         thinking: Option<bool>,
+        tools: Option<&serde_json::Value>,
     ) -> Result<String, TemplateError> {
-        let out = self.render(messages, add_generation_prompt, thinking)?;
+        let out = self.render(messages, add_generation_prompt, thinking, tools)?;
         Ok(match out.strip_prefix(self.bos.as_str()) {
             Some(rest) if !self.bos.is_empty() => rest.to_string(),
             _ => out,
@@ -295,78 +318,4 @@ impl std::io::Write for Limited {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn compile(text: &str) -> Result<ChatTemplate, TemplateError> {
-        let source = TemplateSource {
-            text: text.into(),
-            origin: "test.jinja".into(),
-        };
-        ChatTemplate::new(&source, "<bos>", "<eos>")
-    }
-
-    #[test]
-    fn errors_name_the_template_and_the_line() {
-        let e = compile("a\n{% if %}").expect_err("does not compile");
-        assert_eq!(e.line, Some(2));
-        assert!(
-            e.to_string()
-                .starts_with("the chat template (test.jinja) does not compile")
-        );
-        let t = compile("x\ny\n{{ raise_exception('roles must alternate') }}").expect("ok");
-        let e = t
-            .render(&serde_json::json!([]), true, None)
-            .expect_err("raises");
-        assert_eq!(e.line, Some(3));
-        assert!(e.to_string().contains("roles must alternate"), "{e}");
-        assert!(e.to_string().ends_with("(line 3)"), "{e}");
-    }
-
-    #[test]
-    fn output_is_bounded() {
-        let t =
-            compile("{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}").expect("compiles");
-        let e = t
-            .render(&serde_json::json!([]), true, None)
-            .expect_err("too big");
-        assert!(e.what.contains("MiB"), "{e}");
-    }
-
-    #[test]
-    fn memory_is_bounded() {
-        // Each doubling is one instruction: fuel cannot stop this, the child's limit does.
-        let doubling = "{% set ns = namespace(s='x') %}{% for i in range(64) %}\
-                        {% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s|length }}";
-        let replacing = "{% set ns = namespace(s='x') %}{% for i in range(64) %}\
-                         {% set ns.s = ns.s|replace('x', 'xxxxxxxx') %}{% endfor %}";
-        for source in [doubling, replacing] {
-            let t = compile(source).expect("compiles");
-            let started = std::time::Instant::now();
-            let e = t
-                .render(&serde_json::json!([]), true, None)
-                .expect_err("too big");
-            assert!(
-                e.what.contains("MiB of memory"),
-                "{source}: {e} after {:?}",
-                started.elapsed()
-            );
-            assert_eq!(e.origin, "test.jinja");
-        }
-        // The same process renders on.
-        let t = compile("{{ messages[0].content }}").expect("ok");
-        let m = serde_json::json!([{"role": "user", "content": "still here"}]);
-        assert_eq!(t.render(&m, true, None).expect("renders"), "still here");
-    }
-
-    #[test]
-    fn bos_is_left_to_the_engine() {
-        let t = compile("{{ bos_token }}{{ messages[0].content }}{{ eos_token }}").expect("ok");
-        let m = serde_json::json!([{"role": "user", "content": "hi"}]);
-        assert_eq!(t.render(&m, true, None).expect("renders"), "<bos>hi<eos>");
-        assert_eq!(
-            t.render_after_bos(&m, true, None).expect("renders"),
-            "hi<eos>"
-        );
-    }
-}
+mod tests;

@@ -2,13 +2,14 @@
 //! (`ImmutableSandboxedEnvironment`, `trim_blocks`, `lstrip_blocks`, `loopcontrols`, its own
 //! `tojson`, `raise_exception`, `strftime_now`) and Python's string and dict methods. This module
 //! makes minijinja render the same bytes: Python's methods and whitespace, Python's `str()` of
-//! values in output, `json.dumps` for `tojson`, jinja2's `sequence` test. It also bounds a
+//! values in output and in `upper`/`lower`, `json.dumps` for `tojson`, jinja2's `dictsort`, its
+//! `sequence` and `iterable` tests, and jinja2's words when a method is missing. It also bounds a
 //! template's work (fuel) and output, since a checkpoint's template is untrusted input; there is
 //! no loader, so a template reads no file.
 
 use std::fmt::Write as _;
 
-use minijinja::value::{Value, ValueKind};
+use minijinja::value::{Kwargs, Value, ValueKind};
 use minijinja::{Environment, Error, ErrorKind, State};
 
 #[path = "pyjson.rs"]
@@ -36,11 +37,26 @@ pub fn environment() -> Environment<'static> {
     });
     env.add_filter("trim", trim);
     env.add_filter("string", |v: &Value| py_str(v));
+    // `str(x).upper()`: a tool schema's `type` may be a list (`['STRING', 'NULL']`) or missing.
+    env.add_filter("upper", |v: &Value| py_str(v).to_uppercase());
+    env.add_filter("lower", |v: &Value| py_str(v).to_lowercase());
+    env.add_filter("dictsort", dictsort);
     env.add_filter("tojson", pyjson::tojson);
     env.add_test("sequence", |v: &Value| {
         matches!(
             v.kind(),
             ValueKind::Seq | ValueKind::String | ValueKind::Map | ValueKind::Iterable
+        )
+    });
+    // Python's `iter(x)` works on strings, lists, dicts and jinja2's undefined, not on None.
+    env.add_test("iterable", |v: &Value| {
+        matches!(
+            v.kind(),
+            ValueKind::Seq
+                | ValueKind::String
+                | ValueKind::Map
+                | ValueKind::Iterable
+                | ValueKind::Undefined
         )
     });
     env.add_function("raise_exception", |msg: String| -> Result<Value, Error> {
@@ -133,7 +149,83 @@ fn method(state: &State, value: &Value, name: &str, args: &[Value]) -> Result<Va
             return Ok(s.split(py_space).filter(|p| !p.is_empty()).collect());
         }
     }
-    minijinja_contrib::pycompat::unknown_method_callback(state, value, name, args)
+    minijinja_contrib::pycompat::unknown_method_callback(state, value, name, args).map_err(|e| {
+        match (e.kind(), py_type(value)) {
+            // jinja2's words (`'str object' has no attribute 'get'`), as transformers reports it.
+            (ErrorKind::UnknownMethod, Some(ty)) => {
+                let ty = if value.is_none() {
+                    "None".into()
+                } else {
+                    format!("{ty} object")
+                };
+                let what = format!("{} has no attribute {}", py_quote(&ty), py_quote(name));
+                Error::new(ErrorKind::UnknownMethod, what)
+            }
+            _ => e,
+        }
+    })
+}
+
+/// Python's name of a value's type (`str`, `NoneType`), where it has one.
+fn py_type(v: &Value) -> Option<&'static str> {
+    Some(match v.kind() {
+        ValueKind::None => "NoneType",
+        ValueKind::String => "str",
+        ValueKind::Map => "dict",
+        ValueKind::Seq => "list",
+        ValueKind::Bool => "bool",
+        ValueKind::Number if v.is_integer() => "int",
+        ValueKind::Number => "float",
+        _ => return None,
+    })
+}
+
+/// jinja2's `dictsort`: a dict's `(key, value)` pairs sorted by key (or by value with
+/// `by='value'`), strings compared by Python's `lower()` unless `case_sensitive`, ties kept in
+/// the dict's order.
+fn dictsort(v: &Value, kwargs: Kwargs) -> Result<Value, Error> {
+    let case_sensitive = kwargs
+        .get::<Option<bool>>("case_sensitive")?
+        .unwrap_or(false);
+    let by_value = match kwargs.get::<Option<&str>>("by")? {
+        None | Some("key") => false,
+        Some("value") => true,
+        Some(_) => {
+            return Err(Error::new(
+                ErrorKind::InvalidOperation,
+                r#"You can only sort by either "key" or "value""#,
+            ));
+        }
+    };
+    let reverse = kwargs.get::<Option<bool>>("reverse")?.unwrap_or(false);
+    kwargs.assert_all_used()?;
+    if v.kind() != ValueKind::Map {
+        let ty = py_type(v).map_or_else(|| v.kind().to_string(), str::to_string);
+        return Err(Error::new(
+            ErrorKind::InvalidOperation,
+            format!("'{ty}' object has no attribute 'items'"),
+        ));
+    }
+    let fold = |x: &Value| match x.as_str() {
+        Some(s) if !case_sensitive => Value::from(s.to_lowercase()),
+        _ => x.clone(),
+    };
+    let mut pairs: Vec<(Value, Value, Value)> = v
+        .try_iter()?
+        .map(|k| {
+            let item = v.get_item(&k).unwrap_or_default();
+            (fold(if by_value { &item } else { &k }), k, item)
+        })
+        .collect();
+    // A stable sort, reversed by comparison, keeps ties in order as Python's `sorted` does.
+    pairs.sort_by(|a, b| {
+        let order = a.0.cmp(&b.0);
+        if reverse { order.reverse() } else { order }
+    });
+    Ok(pairs
+        .into_iter()
+        .map(|(_, k, item)| Value::from(vec![k, item]))
+        .collect())
 }
 
 /// Python's `str()` of a value, as jinja2 writes it out (`None`, `True`, `1.0`, `['a']`).

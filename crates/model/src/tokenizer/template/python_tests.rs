@@ -121,3 +121,45 @@ fn an_overlapping_tag_does_not_panic() {
         "{%} x %}{% if true %}y{% endif %}"
     );
 }
+
+#[test]
+fn tool_schemas_render_as_jinja2_renders_them() {
+    let ctx = Value::from_serialize(serde_json::json!({
+        "t": ["string", "null"], "n": null,
+        "d": {"b": 1, "Ünder": 2, "über": 3, "B": 4, "a": 5}
+    }));
+    // `upper` is Python's `str(x).upper()`; `dictsort` folds case as `str.lower()` does and
+    // keeps ties in the dict's order; a loop's filter counts for `loop.first`.
+    let src = "{{ t | upper }}|{{ missing | upper }}|{{ n | upper }}|{{ t | map('upper') | list }}|\
+               {% for k, v in d | dictsort %}{{ k }}{% endfor %}|\
+               {% for k, v in d | dictsort(reverse=true) %}{{ k }}{% endfor %}|\
+               {% for k, v in d | dictsort(by='value') %}{{ v }}{% endfor %}|\
+               {% for k, v in d | dictsort(case_sensitive=true) %}{{ k }}{% endfor %}|\
+               {% for x in t if x != 'string' %}{{ loop.first }}{{ x }}{% endfor %}|\
+               {% for x in [1, 2, 3] %}{% if x == 2 %}{% break %}{% endif %}{{ x }}{% endfor %}|\
+               {{ n is iterable }}{{ missing is iterable }}{{ d is iterable }}{{ 1 is iterable }}";
+    assert_eq!(
+        render(src, ctx),
+        "['STRING', 'NULL']||NONE|['STRING', 'NULL']|abBüberÜnder|ÜnderüberbBa|12345|\
+         BabÜnderüber|Truenull|1|FalseTrueTrueFalse"
+    );
+}
+
+#[test]
+fn a_missing_method_is_reported_in_jinja2_words() {
+    let env = environment();
+    for (src, want) in [
+        (
+            "{{ 'x'.get('type') }}",
+            "'str object' has no attribute 'get'",
+        ),
+        ("{{ none.strip() }}", "'None' has no attribute 'strip'"),
+        (
+            "{{ {'a': 1}.nope() }}",
+            "'dict object' has no attribute 'nope'",
+        ),
+    ] {
+        let e = env.render_str(src, ()).expect_err("fails");
+        assert!(e.to_string().contains(want), "{src}: {e}");
+    }
+}

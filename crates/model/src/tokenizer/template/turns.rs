@@ -3,7 +3,7 @@
 //! on a conversation of the same shape whose earlier messages are placeholders, and the text after
 //! the last earlier answer is the new turn (the closing of that answer, the user's turn and the
 //! opening of the model's). The text before the first user message is the conversation's header
-//! (system turn, thinking switch); when it changes, the engine rewinds to it.
+//! (system turn, thinking switch, tool declarations); when it changes, the engine rewinds to it.
 
 use serde_json::json;
 
@@ -21,6 +21,10 @@ pub struct Conversation<'a> {
     /// Pictures in this turn's message, before its text (the template writes `<|image|>` for
     /// each, as transformers' `{"type": "image"}` content items).
     pub images: usize,
+    /// The tools the model may call, as transformers' `apply_chat_template(tools=…)` takes them
+    /// (a list of `{"type": "function", "function": {…}}`): Gemma 4's templates declare them
+    /// in the system turn, so they are part of the header.
+    pub tools: Option<&'a serde_json::Value>,
 }
 
 /// A new user turn's text.
@@ -64,13 +68,13 @@ impl ChatTemplate {
     /// The text of a new user turn `user` in the conversation `c`.
     pub fn next_turn(&self, c: &Conversation, user: &str) -> Result<TurnText, TemplateError> {
         let shape = mark(if c.continues { 2 } else { 0 });
-        let placeholders =
-            self.render_after_bos(&messages(c, &shape, 0), true, Some(c.thinking))?;
+        let think = Some(c.thinking);
+        let placeholders = self.render_after_bos(&messages(c, &shape, 0), true, think, c.tools)?;
         let first = placeholders
             .find(&mark(0))
             .ok_or_else(|| self.fault("does not write the user's message"))?;
         let header = placeholders[..first].to_string();
-        let real = self.render_after_bos(&messages(c, user, c.images), true, Some(c.thinking))?;
+        let real = self.render_after_bos(&messages(c, user, c.images), true, think, c.tools)?;
         let turn = if c.continues {
             let answer = mark(1);
             let end = real
@@ -245,126 +249,5 @@ impl ChatFormat {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn format(family: Builtin, own: Option<&str>) -> ChatFormat {
-        let own = own.map(|text| TemplateSource {
-            text: text.into(),
-            origin: "test.jinja".into(),
-        });
-        ChatFormat::new(own.as_ref(), family, "<bos>", "<eos>")
-    }
-
-    fn turn(f: &ChatFormat, system: Option<&str>, thinking: bool, continues: bool) -> TurnText {
-        let c = Conversation {
-            system,
-            thinking,
-            continues,
-            images: 0,
-        };
-        let (t, err) = f
-            .next_turn(&c, "  Why is the sky blue? \n")
-            .expect("renders");
-        assert_eq!(err, None);
-        t
-    }
-
-    #[test]
-    fn a_slow_template_is_reported_then_refused() {
-        let own = include_str!("../../../../../assets/templates/gemma3.jinja");
-        let mut f = format(Builtin::Gemma3, Some(own));
-        // Every render counts as slow here (a real one is over a second).
-        f.slow_after = std::time::Duration::ZERO;
-        let c = Conversation {
-            system: None,
-            thinking: false,
-            continues: false,
-            images: 0,
-        };
-        for n in 1..SLOW_STRIKES {
-            let (_, err) = f.next_turn(&c, "hi").expect("renders");
-            assert_eq!(err, None);
-            let note = f.take_slow().expect("a note");
-            assert!(note.contains(&format!("slow {n} of 3")), "{note}");
-            assert_eq!(f.take_slow(), None, "said once");
-        }
-        let (_, err) = f.next_turn(&c, "hi").expect("renders");
-        assert_eq!(err, None, "the slow render's turn is still its own");
-        let note = f.take_slow().expect("a note");
-        assert!(note.contains("stands in from the next turn"), "{note}");
-        let (_, err) = f.next_turn(&c, "hi").expect("renders");
-        let err = err.expect("the template is refused now").to_string();
-        assert!(err.contains("was slow 3 times"), "{err}");
-        assert_eq!(f.take_slow(), None, "it is not rendered again");
-    }
-
-    #[test]
-    fn gemma4_builtin_turns() {
-        let f = format(Builtin::Gemma4, None);
-        let t = turn(&f, None, false, false);
-        assert_eq!(t.header, "<|turn>user\n");
-        assert_eq!(
-            t.turn,
-            "Why is the sky blue?<turn|>\n<|turn>model\n<|channel>thought\n<channel|>"
-        );
-        let t = turn(&f, Some(" Be brief. "), true, true);
-        assert_eq!(
-            t.header,
-            "<|turn>system\n<|think|>\nBe brief.<turn|>\n<|turn>user\n"
-        );
-        assert_eq!(
-            t.turn,
-            "<turn|>\n<|turn>user\nWhy is the sky blue?<turn|>\n<|turn>model\n"
-        );
-    }
-
-    #[test]
-    fn gemma3_builtin_folds_the_system_prompt_into_the_first_turn() {
-        let f = format(Builtin::Gemma3, None);
-        let t = turn(&f, Some("Be brief."), false, false);
-        assert_eq!(t.header, "<start_of_turn>user\nBe brief.\n\n");
-        assert_eq!(
-            t.turn,
-            "Why is the sky blue?<end_of_turn>\n<start_of_turn>model\n"
-        );
-        let t = turn(&f, None, false, true);
-        assert_eq!(t.header, "<start_of_turn>user\n");
-        assert_eq!(
-            t.turn,
-            "<end_of_turn>\n<start_of_turn>user\nWhy is the sky blue?<end_of_turn>\n<start_of_turn>model\n"
-        );
-    }
-
-    #[test]
-    fn a_failing_template_falls_back_to_the_builtin_layout_with_its_error() {
-        let c = Conversation {
-            system: None,
-            thinking: false,
-            continues: false,
-            images: 0,
-        };
-        for bad in [
-            "{{ messages[0].nope.deeper }}",
-            "{% if %}",
-            "{{ 'no user text' }}",
-            // Grows with the conversation: a probe render would pass it, every turn is bounded.
-            "{% set ns = namespace(s='') %}{% for m in messages %}{% for i in range(64) %}\
-             {% set ns.s = ns.s ~ m.content ~ ns.s %}{% endfor %}{% endfor %}{{ ns.s }}",
-        ] {
-            let f = format(Builtin::Gemma3, Some(bad));
-            let (t, err) = f.next_turn(&c, "hi").expect("the built-in layout renders");
-            assert_eq!(t.turn, "hi<end_of_turn>\n<start_of_turn>model\n");
-            let err = err.expect("the template's error comes back");
-            assert!(err.to_string().contains("test.jinja"), "{err}");
-            assert_eq!(err.limit, bad.contains("namespace"), "{err}");
-            // A limit refuses the template: the next turn does not run it again.
-            let started = std::time::Instant::now();
-            let (_, again) = f.next_turn(&c, "hi").expect("renders");
-            if err.limit {
-                assert_eq!(again.as_ref(), Some(&err));
-                assert!(started.elapsed() < std::time::Duration::from_millis(200));
-            }
-        }
-    }
-}
+#[path = "turns_tests.rs"]
+mod tests;
