@@ -241,7 +241,7 @@ fn normalize(lm: &LoadedModel, end_ids: &[u32], old: LegacyConvo) -> Option<Save
     if c.ids.len() > 1 + c.header && c.ids.last().is_some_and(|i| end_ids.contains(i)) {
         c.ids.pop();
     }
-    let opening = lm.user_turn(&[], 0, None, false, "", 0).ok()?.header;
+    let opening = lm.user_turn(&[], 0, None, false, "", 0, None).ok()?.header;
     let after = c.ids.get(1 + c.header..)?;
     if !opening.is_empty() && after.starts_with(&opening) {
         c.header += opening.len();

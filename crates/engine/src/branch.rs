@@ -67,6 +67,7 @@ pub(super) fn render(
             setting.thinking,
             &ex.user,
             0,
+            None,
         )?;
         if into.template_error.is_none() {
             into.template_error = turn.template_error;

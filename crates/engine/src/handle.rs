@@ -14,9 +14,11 @@ use super::protocol::{
 };
 use super::tabs::Stores;
 use super::thinking::Channels;
+use super::tools::EngineTools;
 use super::worker::Worker;
 use gemma_model::checkpoint::LoadedModel;
 use gemma_model::error::Result;
+use gemma_model::tokenizer::Tokenizer;
 
 /// Start-up progress reports, for the `load` function given to [`spawn`].
 #[derive(Debug)]
@@ -166,7 +168,43 @@ fn serve<F>(
         .clone()
         .map(|dir| ConvoStore::new(dir, fingerprint(&lm.path)));
     let stores = Stores { kv, convos };
+    let tools = tools_for(&options, tok, &event_tx);
     Worker::new(&lm, tok, event_tx, options, context, stores, channels)
         .with_tower(tower.as_ref().map_err(Clone::clone))
+        .with_tools(tools)
         .run(command_rx, &interrupts);
+}
+
+/// The engine's tools over the front end's host, when the model can call them; the UI hears of
+/// every change of the host's catalogue.
+fn tools_for(
+    options: &EngineOptions,
+    tok: &Tokenizer,
+    events: &Sender<Event>,
+) -> Option<EngineTools> {
+    let host = options.tools.clone()?.0;
+    match EngineTools::new(host.clone(), tok) {
+        Ok(tools) => {
+            let (weak, tx) = (Arc::downgrade(&host), events.clone());
+            host.set_changed(Box::new(move || {
+                if let Some(host) = weak.upgrade() {
+                    let _ = tx.send(crate::worker::catalogue_of(&host));
+                }
+            }));
+            Some(tools)
+        }
+        Err(why) => {
+            let _ = events.send(Event::Tools {
+                servers: vec![crate::protocol::ServerInfo {
+                    name: "model".into(),
+                    transport: String::new(),
+                    state: "failed".into(),
+                    tools: Vec::new(),
+                    error: Some(why),
+                }],
+                tools: Vec::new(),
+            });
+            None
+        }
+    }
 }

@@ -9,10 +9,12 @@ use super::images::Image;
 use super::protocol::{Event, TabId, TurnEnd};
 use super::reply::{Piece, Reply};
 use super::session::Session;
+use super::tools::run::ToolRun;
 use super::turn::{Step, Turn};
 use gemma_model::error::Result;
 use gemma_model::model::Gemma;
 use gemma_model::tokenizer::Tokenizer;
+use gemma_tools::host::ToolSpec;
 
 /// Prompt tokens per prefill step.
 pub(super) const CHUNK: usize = 128;
@@ -32,6 +34,20 @@ pub(super) struct Job {
     pub answer_text: String,
     /// The pictures of the prompt: the tab's once the turn commits.
     pub images: Vec<Image>,
+    /// The tools the turn declares and the calls it waits for.
+    pub tools: Option<JobTools>,
+    /// Where the answer's text starts after the last tool response (stop strings are looked
+    /// for after it).
+    pub text_start: usize,
+}
+
+/// A turn's tools.
+#[derive(Debug, Default)]
+pub(super) struct JobTools {
+    /// Declared to the model, by name.
+    pub declared: Vec<ToolSpec>,
+    /// The calls of the hand-over the turn waits for.
+    pub run: Option<ToolRun>,
 }
 
 /// What a job needs from the engine for one step.
@@ -65,9 +81,21 @@ impl Job {
                     self.send(cx, p);
                 }
                 if stop_string {
-                    let keep = self.reply.kept_tokens(cx.tok, self.turn.answer())?;
-                    self.turn.cut(keep, cx.model, session)?;
+                    let from = self.text_start;
+                    let keep = self
+                        .reply
+                        .kept_tokens(cx.tok, &self.turn.answer()[from..])?;
+                    self.turn.cut(from + keep, cx.model, session)?;
                     return Ok(self.turn.end());
+                }
+                Ok(None)
+            }
+            Step::ToolToken(_) | Step::Feeding => Ok(None),
+            Step::ToolCalls => {
+                // The text before the call is shown whole; what follows the responses is
+                // answer text of its own.
+                if let Some(p) = self.reply.finish(cx.tok)? {
+                    self.send(cx, p);
                 }
                 Ok(None)
             }
@@ -80,6 +108,13 @@ impl Job {
                 Ok(Some(end))
             }
         }
+    }
+
+    /// The turn goes on after its tools' responses, `ids`, to `calls` calls.
+    pub fn resume(&mut self, ids: &[u32], calls: usize) {
+        self.turn.resume(ids, calls);
+        self.text_start = self.turn.answer().len();
+        self.reply.restart();
     }
 
     /// Sends a piece of the reply, keeping the answer's text.

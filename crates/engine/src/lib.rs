@@ -9,6 +9,7 @@
 //! | fix history reuse, rewinds or memory across tabs | `session.rs`, `tabs.rs`, the model crate's `model/kv_cache/` |
 //! | fix streaming, cancel or tab scheduling | `worker.rs`, `job.rs` |
 //! | change the engine's limits and policies | `options.rs` |
+//! | change how a turn calls tools (guide, approvals, responses) | `tools/`, `worker/tool_calls.rs` |
 
 mod attach;
 mod branch;
@@ -25,6 +26,7 @@ pub mod session;
 pub mod stop_strings;
 mod tabs;
 pub mod thinking;
+pub mod tools;
 pub mod turn;
 mod worker;
 
@@ -33,3 +35,4 @@ pub use gemma_protocol::{EngineControl, EngineHandle};
 pub use handle::{Progress, spawn};
 pub use options::EngineOptions;
 pub use remote::{RemoteOptions, spawn_remote};
+pub use tools::SharedTools;

@@ -86,6 +86,16 @@ impl Reply {
         Ok((!text.is_empty()).then_some(Piece::Answer(text)))
     }
 
+    /// Starts the text over after tool responses (once [`Reply::finish`] has shown what was
+    /// held back): stop strings are looked for in the text that follows; the channel state
+    /// stays.
+    pub fn restart(&mut self) {
+        self.answer = TextStream::new();
+        self.thought = TextStream::new();
+        self.pending.clear();
+        self.shown = 0;
+    }
+
     /// How many of `answer`'s tokens made only the text that was shown: where the answer is cut
     /// when a stop string ended it (the tokens that made the stop string are dropped).
     pub fn kept_tokens(&self, tok: &Tokenizer, answer: &[u32]) -> Result<usize> {

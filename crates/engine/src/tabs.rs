@@ -12,6 +12,7 @@ use super::job::Job;
 use super::kv_store::KvStore;
 use super::protocol::{TabId, Tier};
 use super::session::Session;
+use super::tools::TabTools;
 use gemma_model::model::Gemma;
 use gemma_model::sampling::SamplingParams;
 
@@ -54,6 +55,8 @@ pub(super) struct TabState {
     pub tier: Tier,
     /// Its context limit in tokens.
     pub context: usize,
+    /// What it declares, may call, and what the user approved.
+    pub tools: TabTools,
 }
 
 /// Every tab the engine serves, by id.
@@ -83,7 +86,18 @@ impl Tabs {
             last_used: 0,
             context,
             tier: Tier::Device,
+            tools: TabTools::default(),
         })
+    }
+
+    /// The tab, if the engine has it.
+    pub fn get(&self, tab: TabId) -> Option<&TabState> {
+        self.map.get(&tab)
+    }
+
+    /// Every running job.
+    pub fn jobs(&self) -> impl Iterator<Item = &Job> {
+        self.map.values().filter_map(|t| t.job.as_ref())
     }
 
     pub fn get_mut(&mut self, tab: TabId) -> Option<&mut TabState> {

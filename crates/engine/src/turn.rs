@@ -5,6 +5,10 @@
 //! `generate` and the tests ([`Turn::run`]). The turn's text (thoughts, stop strings) is
 //! [`super::reply`]'s business; this module deals in ids.
 //!
+//! A tool call pauses the turn ([`Step::ToolCalls`]): a [`Guide`] keeps the sampled call
+//! well-formed, the caller runs the tools and [`Turn::resume`]s with their responses, which are
+//! fed warm, inside the same model turn, and decoding goes on.
+//!
 //! Context policy, the only one: a turn starts when its prompt fits with room for one answer
 //! token (`prompt + 1 ≤ context`), else it is refused before the session changes; an answer
 //! that reaches the limit ends there ([`TurnEnd::ContextFull`]), the history never truncated.
@@ -69,8 +73,54 @@ pub enum Step {
     },
     /// A sampled answer token (fed to the model at the next step, or when the turn ends).
     Token(u32),
+    /// A sampled token of a tool call (`<|tool_call>` to `<tool_call|>`): part of the answer's
+    /// ids, not of its text.
+    ToolToken(u32),
+    /// The model handed over to its tools (it sampled `<|tool_response>` after its calls): the
+    /// turn waits for [`Turn::resume`] and every step says the same until then.
+    ToolCalls,
+    /// Tool responses fed to the model (a chunk of them).
+    Feeding,
     /// The turn is over (every later step says the same).
     Finished(TurnEnd),
+}
+
+/// Steers a turn's sampling token by token: what may come next, and what a chosen token means
+/// (the tool-call grammar lives behind it).
+pub trait Guide: std::fmt::Debug + Send {
+    /// What the next token may be, with `room` tokens left in the context.
+    fn mask(&mut self, room: usize) -> Mask;
+    /// `id` was chosen.
+    fn chosen(&mut self, id: u32) -> Guided;
+    /// The turn resumes after its tools' responses.
+    fn resumed(&mut self) {}
+    /// A call is being written or must be handed over: the answer's length limit waits for it
+    /// (a call has a budget of its own).
+    fn in_call(&self) -> bool {
+        false
+    }
+}
+
+/// The tokens a step may choose from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mask {
+    /// Any.
+    Any,
+    /// Only these.
+    Only(Vec<u32>),
+    /// Any but these.
+    Not(Vec<u32>),
+}
+
+/// What a chosen token was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Guided {
+    /// Answer text (or an end id).
+    Text,
+    /// Part of a tool call.
+    Tool,
+    /// The hand-over to the tools: the turn pauses.
+    Pause,
 }
 
 /// A turn in progress: its prompt (the whole conversation in ids), its answer so far and where
@@ -85,8 +135,14 @@ pub struct Turn {
     logits: Option<NextLogits>,
     sampler: Sampler,
     answer: Vec<u32>,
-    /// The last answer token has not been fed yet.
-    unfed: bool,
+    /// Answer tokens resident in the session (the rest are fed at the next steps).
+    fed: usize,
+    /// Steers sampling (tool calls).
+    guide: Option<Box<dyn Guide>>,
+    /// Waiting for tool responses.
+    paused: bool,
+    tool_calls: usize,
+    tool_tokens: usize,
     cancelled: bool,
     end: Option<TurnEnd>,
     all_logits: Option<Vec<f32>>,
@@ -130,7 +186,11 @@ impl Turn {
             logits: None,
             sampler: Sampler::new(opts.sampling.clone()),
             answer: Vec::new(),
-            unfed: false,
+            fed: 0,
+            guide: None,
+            paused: false,
+            tool_calls: 0,
+            tool_tokens: 0,
             cancelled: false,
             end: None,
             all_logits: opts.prompt_logits.then(Vec::new),
@@ -142,6 +202,39 @@ impl Turn {
             images,
             opts,
         })
+    }
+
+    /// Steers this turn's sampling with `guide` (tool calls).
+    pub fn with_guide(mut self, guide: Box<dyn Guide>) -> Self {
+        self.guide = Some(guide);
+        self
+    }
+
+    /// Whether the turn waits for tool responses (a cancelled one no longer does: it ends at
+    /// its next step).
+    pub fn paused(&self) -> bool {
+        self.paused && !self.cancelled
+    }
+
+    /// Ends the wait for tools: `ids` (the responses to the hand-over's `calls` calls, as the
+    /// chat template writes them) join the answer and are fed at the next steps, then decoding
+    /// goes on.
+    pub fn resume(&mut self, ids: &[u32], calls: usize) {
+        if !self.paused {
+            return;
+        }
+        self.paused = false;
+        self.tool_calls += calls;
+        self.answer.extend_from_slice(ids);
+        self.tool_tokens += ids.len();
+        if let Some(g) = self.guide.as_mut() {
+            g.resumed();
+        }
+    }
+
+    /// The session's position once every answer token is fed.
+    pub fn end_position(&self) -> usize {
+        self.prompt.len() + self.answer.len()
     }
 
     /// The conversation this turn answers, in ids.
@@ -190,9 +283,12 @@ impl Turn {
             reused_tokens: self.reused,
             prefilled_tokens: self.prefilled,
             prefill_tok_s: self.prefilled as f64 / prefill_s.max(1e-9),
-            decode_tok_s: self.answer.len() as f64 / (now - prefill_s).max(1e-9),
+            decode_tok_s: (self.answer.len() - self.tool_tokens) as f64
+                / (now - prefill_s).max(1e-9),
             ttft_s: self.ttft_s,
-            generated_tokens: self.answer.len(),
+            generated_tokens: self.answer.len() - self.tool_tokens,
+            tool_calls: self.tool_calls,
+            tool_tokens: self.tool_tokens,
         }
     }
 
@@ -205,7 +301,9 @@ impl Turn {
     ) -> Result<TurnEnd> {
         loop {
             match self.step(model, session)? {
-                Step::Prefill { .. } => {}
+                Step::Prefill { .. } | Step::ToolToken(_) | Step::Feeding => {}
+                // No one runs tools here: the hand-over ends the turn.
+                Step::ToolCalls => self.cancel(),
                 Step::Token(id) => {
                     if !on_token(id) {
                         self.cancel();
@@ -237,14 +335,27 @@ impl Turn {
     fn advance(&mut self, model: &Gemma, session: &mut Session) -> Result<Step> {
         if self.cancelled {
             // What was shown stays resident, so the next turn continues from it.
-            self.feed_unfed(model, session)?;
+            while self.fed < self.answer.len() {
+                self.feed_unfed(model, session)?;
+            }
             return Ok(self.finish(TurnEnd::Cancelled));
         }
         if !self.prompt_done() {
             return self.prefill_chunk(model, session);
         }
+        if self.paused {
+            return Ok(Step::ToolCalls);
+        }
+        if self.answer.len() - self.fed > 1 {
+            // Tool responses: a chunk per step, so that other tabs and a cancel get their turn.
+            self.feed_unfed(model, session)?;
+            if self.fed < self.answer.len() {
+                return Ok(Step::Feeding);
+            }
+        }
         self.feed_unfed(model, session)?;
-        if self.answer.len() >= self.opts.max_new_tokens {
+        let in_call = self.guide.as_ref().is_some_and(|g| g.in_call());
+        if !in_call && self.answer.len() - self.tool_tokens >= self.opts.max_new_tokens {
             return Ok(self.finish(TurnEnd::Length));
         }
         if session.position() >= self.opts.context {
@@ -254,19 +365,55 @@ impl Turn {
             .logits
             .take()
             .ok_or_else(|| Error::Backend("no logits to sample from".into()))?;
+        let room = self.opts.context.saturating_sub(session.position());
         let id = self
-            .sampler
-            .pick(logits)
+            .choose(logits, room)
             .inspect_err(|_| session.discard())?;
         if self.answer.is_empty() {
             self.ttft_s = self.seconds();
         }
-        if self.opts.end_ids.contains(&id) {
-            return Ok(self.finish(TurnEnd::EndOfTurn(id)));
+        let guided = self.guide.as_mut().map_or(Guided::Text, |g| g.chosen(id));
+        match guided {
+            Guided::Text if self.opts.end_ids.contains(&id) => {
+                return Ok(self.finish(TurnEnd::EndOfTurn(id)));
+            }
+            Guided::Text | Guided::Tool => {}
+            Guided::Pause => {
+                self.answer.push(id);
+                self.paused = true;
+                return Ok(Step::ToolCalls);
+            }
         }
         self.answer.push(id);
-        self.unfed = true;
-        Ok(Step::Token(id))
+        Ok(match guided {
+            Guided::Tool => Step::ToolToken(id),
+            _ => Step::Token(id),
+        })
+    }
+
+    /// The next token from `logits`, within the guide's mask.
+    fn choose(&mut self, logits: NextLogits, room: usize) -> Result<u32> {
+        let mask = self.guide.as_mut().map_or(Mask::Any, |g| g.mask(room));
+        let banned: Vec<u32> = match mask {
+            Mask::Any => return self.sampler.pick(logits),
+            Mask::Only(ids) if ids.len() == 1 => return Ok(ids[0]),
+            Mask::Only(ids) => {
+                let v = logits.to_vec()?;
+                let mut kept = vec![f32::NEG_INFINITY; v.len()];
+                for id in ids.into_iter().map(|i| i as usize).filter(|&i| i < v.len()) {
+                    kept[id] = v[id];
+                }
+                return Ok(self.sampler.sample(&kept));
+            }
+            Mask::Not(ids) => ids,
+        };
+        let mut v = logits.to_vec()?;
+        for id in banned {
+            if let Some(x) = v.get_mut(id as usize) {
+                *x = f32::NEG_INFINITY;
+            }
+        }
+        Ok(self.sampler.sample(&v))
     }
 
     fn prefill_chunk(&mut self, model: &Gemma, session: &mut Session) -> Result<Step> {
@@ -306,13 +453,14 @@ impl Turn {
         })
     }
 
-    /// Feeds the last sampled token, making the whole answer resident.
+    /// Feeds the answer tokens not yet resident (at most a prefill chunk of them).
     fn feed_unfed(&mut self, model: &Gemma, session: &mut Session) -> Result<()> {
-        if !std::mem::take(&mut self.unfed) {
+        if self.fed >= self.answer.len() {
             return Ok(());
         }
-        let id = *self.answer.last().expect("an unfed token is in the answer");
-        let out = session.feed(model, &[id], Logits::Last)?;
+        let to = (self.fed + self.opts.chunk.max(1)).min(self.answer.len());
+        let out = session.feed(model, &self.answer[self.fed..to], Logits::Last)?;
+        self.fed = to;
         let last = out.ok_or_else(|| Error::Backend("a decode step gave no logits".into()))?;
         self.logits = Some(NextLogits::last_of(last));
         Ok(())
@@ -324,7 +472,7 @@ impl Turn {
     /// one is it marked dirty (the next turn starts over and says so).
     pub fn cut(&mut self, keep: usize, model: &Gemma, session: &mut Session) -> Result<()> {
         self.answer.truncate(keep);
-        self.unfed = false;
+        self.fed = self.fed.min(keep);
         self.finish(TurnEnd::StopString);
         let resident = self.prompt.len() + keep;
         if session.position() > resident {

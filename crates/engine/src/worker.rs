@@ -6,7 +6,8 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, Sender, TryRecvError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, TryRecvError};
+use std::time::Duration;
 
 use super::branch::Held;
 use super::convo_store::ConvoStore;
@@ -18,6 +19,7 @@ use super::protocol::{Attachment, Command, Event, Interrupts, TabId, TurnEnd};
 use super::reply::Reply;
 use super::tabs::{Stores, TabState, Tabs};
 use super::thinking::{self, Channels, ThinkingPolicy};
+use super::tools::EngineTools;
 use super::turn::{Turn, TurnOptions};
 use gemma_model::checkpoint::LoadedModel;
 use gemma_model::error::{Error, Result};
@@ -25,11 +27,17 @@ use gemma_model::tokenizer::Tokenizer;
 use gemma_model::tokenizer::template::TemplateError;
 use gemma_model::tokenizer::template::sandbox::Interrupt;
 use gemma_model::vision::VisionTower;
+use gemma_tools::host::ToolSpec;
 
 mod paths;
 mod pictures;
+mod tool_calls;
 
 use self::pictures::place;
+pub(crate) use self::tool_calls::catalogue_of;
+
+/// How often a turn that waits for its tools looks for their results.
+const TOOL_POLL: Duration = Duration::from_millis(15);
 
 pub(super) struct Worker<'a> {
     lm: &'a LoadedModel,
@@ -55,6 +63,8 @@ pub(super) struct Worker<'a> {
     rendering: Arc<AtomicU64>,
     /// The vision tower, or why the model has none.
     tower: std::result::Result<&'a VisionTower, String>,
+    /// The tools the model may call, when the front end started a host.
+    tools: Option<EngineTools>,
 }
 
 impl<'a> Worker<'a> {
@@ -82,7 +92,14 @@ impl<'a> Worker<'a> {
             template_warned: false,
             rendering: Arc::default(),
             tower: Err("this model reads text only".into()),
+            tools: None,
         }
+    }
+
+    /// The tools the model may call (`None`: none).
+    pub fn with_tools(mut self, tools: Option<EngineTools>) -> Self {
+        self.tools = tools;
+        self
     }
 
     /// The model's vision tower, or why it has none (told when a picture comes).
@@ -98,9 +115,17 @@ impl<'a> Worker<'a> {
         self.lm.chat.set_interrupt(Some(Interrupt(Arc::new(move || {
             watch.raised(rendering.load(Ordering::SeqCst))
         }))));
+        self.report_tools();
         loop {
             let busy = self.tabs.busy();
-            let first = if busy {
+            let first = if busy && self.all_waiting() {
+                // Only tools are working: wait for them, or for a command, without spinning.
+                match commands.recv_timeout(TOOL_POLL) {
+                    Ok(c) => Some(c),
+                    Err(RecvTimeoutError::Timeout) => None,
+                    Err(RecvTimeoutError::Disconnected) => return,
+                }
+            } else if busy {
                 match commands.try_recv() {
                     Ok(c) => Some(c),
                     Err(TryRecvError::Empty) => None,
@@ -158,10 +183,32 @@ impl<'a> Worker<'a> {
             Command::Submit { tab, text, images } => self.submit(tab, &text, &images)?,
             Command::Regenerate { tab } => self.regenerate(tab)?,
             Command::Cancel { tab } => {
+                self.stop_tools(tab);
                 if let Some(job) = self.tabs.get_mut(tab).and_then(|t| t.job.as_mut()) {
                     job.turn.cancel();
                 }
             }
+            Command::SetTools {
+                tab,
+                selection,
+                choice,
+            } => {
+                let t = self.tab(tab);
+                t.tools.selection = selection;
+                t.tools.choice = choice;
+                if self.tools.is_none() && choice == crate::protocol::ToolChoice::Required {
+                    return Err(Error::Invalid(
+                        "tool_choice = \"required\", but no tools are configured ([mcp.servers] \
+                         or [tools] in the config)"
+                            .into(),
+                    ));
+                }
+            }
+            Command::DecideTool {
+                tab,
+                call,
+                decision,
+            } => self.decide(tab, call, decision)?,
             Command::CloseTab { tab } => {
                 let chat = self.tabs.get_mut(tab).and_then(|t| t.chat.take());
                 if let (Some(store), Some(chat)) = (&self.convos, chat) {
@@ -237,6 +284,8 @@ impl<'a> Worker<'a> {
         let encoded = self.encode(tab, attachments)?;
         let spec = self.tower.as_ref().ok().map(|t| t.spec());
         let hidden = lm.model.config().hidden_size;
+        let declared = self.declared(tab);
+        let decl = Self::declarations(&declared);
         let t = self.idle_tab(tab)?;
         // A changed header rewinds the session to it, and the turn says so.
         let turn = lm.user_turn(
@@ -246,6 +295,7 @@ impl<'a> Worker<'a> {
             t.thinking,
             text,
             encoded.len(),
+            decl.as_ref(),
         )?;
         let (prompt, images) = place(t, &turn, spec, hidden, &encoded)?;
         let exchange = t.held.clone().map(|h| (h, text.to_string()));
@@ -255,7 +305,7 @@ impl<'a> Worker<'a> {
         if let Some(text) = turn.template_slow {
             self.emit(Event::Notice { tab, text });
         }
-        self.start(tab, prompt, turn.header, exchange, images)
+        self.start(tab, prompt, turn.header, exchange, images, declared)
     }
 
     /// The checkpoint's template failed and the built-in layout stood in: said once, in full.
@@ -282,7 +332,8 @@ impl<'a> Worker<'a> {
             let last = h.pop()?;
             Some((h, last.user))
         });
-        self.start(tab, prompt, header, exchange, images)
+        let declared = self.declared(tab);
+        self.start(tab, prompt, header, exchange, images, declared)
     }
 
     /// Starts a turn whose whole conversation is `prompt`; `exchange` is what the tab's
@@ -294,6 +345,7 @@ impl<'a> Worker<'a> {
         header: Vec<u32>,
         exchange: Option<(Vec<Held>, String)>,
         images: Vec<Image>,
+        declared: Vec<ToolSpec>,
     ) -> Result<()> {
         let inject = self
             .options
@@ -319,14 +371,19 @@ impl<'a> Worker<'a> {
         if let Some(n) = inject {
             t.session.fail_after(n);
         }
+        let stops = t.stop_strings.clone();
+        let (turn, tools) = self.guided(tab, turn, declared)?;
+        let t = self.tab(tab);
         t.job = Some(Job {
             turn,
-            reply: Reply::new(channels, t.stop_strings.clone()),
+            reply: Reply::new(channels, stops),
             header,
             quiet: false,
             exchange,
             answer_text: String::new(),
             images,
+            tools,
+            text_start: 0,
         });
         self.enforce_budget(tab);
         Ok(())
@@ -348,6 +405,10 @@ impl<'a> Worker<'a> {
             return;
         };
         let Some(job) = t.job.as_mut() else { return };
+        if job.turn.paused() && !job.quiet {
+            self.tools_step(tab);
+            return;
+        }
         let result = job.advance(&cx, &mut t.session);
         let quiet = job.quiet;
         let failed = match result {
@@ -425,6 +486,8 @@ impl<'a> Worker<'a> {
                 exchange: None,
                 answer_text: String::new(),
                 images: t.images.clone(),
+                tools: None,
+                text_start: 0,
             });
         }
         // The conversation as it now stands (unchanged when the prompt was not all prefilled):

@@ -1,0 +1,181 @@
+//! Tools in the local engine: the [`ToolHost`] the front end started (MCP servers, built-ins),
+//! the model's vocabulary as the call grammar reads it, and per tab what it declares, what it
+//! may call and what the user approved. A turn's calls are steered by [`guide::CallGuide`] and
+//! run by [`run::ToolRun`]; their responses are written as the chat template writes them and fed
+//! inside the same model turn.
+
+pub mod guide;
+pub mod run;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use gemma_model::tokenizer::Tokenizer;
+use gemma_tools::host::{ToolHost, ToolSpec};
+use gemma_tools::syntax::{CallGrammar, Vocab};
+
+use super::protocol::{ToolChoice, ToolSelection};
+
+/// The tool host an engine runs calls on, shared with whoever started it (compared by identity,
+/// so that options holding it stay comparable).
+#[derive(Clone)]
+pub struct SharedTools(pub Arc<ToolHost>);
+
+impl std::fmt::Debug for SharedTools {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SharedTools")
+    }
+}
+
+impl PartialEq for SharedTools {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for SharedTools {}
+
+/// The ids of Gemma 4's tool markers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ToolIds {
+    /// `<|tool_call>`.
+    pub call: u32,
+    /// `<tool_call|>`.
+    pub call_end: u32,
+    /// `<|tool_response>`: the model hands over to its tools.
+    pub response: u32,
+    /// `<tool_response|>`.
+    pub response_end: u32,
+    /// `<|"|>`, the string delimiter.
+    pub quote: u32,
+}
+
+impl ToolIds {
+    /// The markers of `tok`'s vocabulary, when it has them all (Gemma 4 does).
+    pub fn of(tok: &Tokenizer) -> Option<Self> {
+        Some(Self {
+            call: tok.token_id("<|tool_call>")?,
+            call_end: tok.token_id("<tool_call|>")?,
+            response: tok.token_id("<|tool_response>")?,
+            response_end: tok.token_id("<tool_response|>")?,
+            quote: tok.token_id("<|\"|>")?,
+        })
+    }
+}
+
+/// A tab's tool settings and approvals.
+#[derive(Debug, Clone, Default)]
+pub struct TabTools {
+    /// What it declares.
+    pub selection: ToolSelection,
+    /// Whether it may, must or must not call.
+    pub choice: ToolChoice,
+    /// Tools the user approved for the tab ("t").
+    pub approved: BTreeSet<String>,
+    /// The last call's id.
+    pub last_call: u64,
+}
+
+/// The engine's tools: the host and the model's vocabulary for the grammar.
+pub struct EngineTools {
+    /// Runs the calls.
+    pub host: Arc<ToolHost>,
+    /// The vocabulary as bytes, for the call grammar.
+    pub vocab: Arc<Vocab>,
+    /// The marker ids.
+    pub ids: ToolIds,
+    /// Tools approved everywhere this run ("a").
+    pub always: BTreeSet<String>,
+    /// Which ids are control tokens (never produced from a tool's text).
+    control: Vec<bool>,
+    /// The byte-fallback id of each byte, where the vocabulary has one.
+    byte_ids: Vec<Option<u32>>,
+}
+
+impl EngineTools {
+    /// Tools for a model read by `tok`, or why it cannot call any.
+    pub fn new(host: Arc<ToolHost>, tok: &Tokenizer) -> Result<Self, String> {
+        let ids = ToolIds::of(tok).ok_or_else(|| {
+            "this model's vocabulary has no tool-call markers (<|tool_call>…): only Gemma 4 calls \
+             tools"
+                .to_string()
+        })?;
+        let bytes = tok.vocab_bytes();
+        let control = bytes.iter().map(Option::is_none).collect();
+        let byte_ids = (0..=255u8)
+            .map(|b| tok.token_id(&format!("<0x{b:02X}>")))
+            .collect();
+        let vocab = Vocab::new(bytes, ids.quote, ids.call_end);
+        Ok(Self {
+            host,
+            vocab: Arc::new(vocab),
+            ids,
+            always: BTreeSet::new(),
+            control,
+            byte_ids,
+        })
+    }
+
+    /// `text` in ids with no control token: where the tokenizer matched one (a tool's text
+    /// that holds `<turn|>`, say), its text is spelled in byte tokens instead (or dropped where
+    /// the vocabulary has none), so that nothing a tool returns can steer the conversation.
+    pub fn plain(&self, tok: &Tokenizer, text: &str) -> Vec<u32> {
+        let ids = tok.encode(text).unwrap_or_default();
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            if !self.control.get(id as usize).copied().unwrap_or(true) {
+                out.push(id);
+                continue;
+            }
+            let piece = tok.token(id).unwrap_or_default();
+            out.extend(piece.bytes().filter_map(|b| self.byte_ids[b as usize]));
+        }
+        out
+    }
+
+    /// The tools `tab` declares, by name.
+    pub fn declared(&self, tab: &TabTools) -> Vec<ToolSpec> {
+        let mut tools: Vec<ToolSpec> = self
+            .host
+            .tools()
+            .into_iter()
+            .filter(|t| tab.selection.includes(&t.server, &t.name))
+            .collect();
+        tools.sort_by(|a, b| a.name.cmp(&b.name));
+        tools
+    }
+
+    /// Whether a call of `tool` runs without asking.
+    pub fn approved(&self, tab: &TabTools, tool: &ToolSpec) -> bool {
+        tool.auto_approve || self.always.contains(&tool.name) || tab.approved.contains(&tool.name)
+    }
+
+    /// The grammar of calls to `tools`.
+    pub fn grammar(tools: &[ToolSpec]) -> Result<CallGrammar, String> {
+        let decl: Vec<(String, serde_json::Value)> = tools
+            .iter()
+            .map(|t| (t.name.clone(), t.parameters.clone()))
+            .collect();
+        CallGrammar::new(&decl).map_err(|e| e.to_string())
+    }
+}
+
+/// `tools` as the chat template takes them (`apply_chat_template(tools=…)`): OpenAI's function
+/// declarations.
+pub fn declarations(tools: &[ToolSpec]) -> serde_json::Value {
+    serde_json::Value::Array(
+        tools
+            .iter()
+            .map(|t| {
+                serde_json::json!({
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": t.parameters,
+                    }
+                })
+            })
+            .collect(),
+    )
+}

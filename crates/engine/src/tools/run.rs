@@ -1,0 +1,399 @@
+//! The calls of a paused turn ([`ToolRun`]), for both engines: each read ([`Attempt`]),
+//! approved (or asked about), run on the host and waited for, stopped on Esc. Then, for the
+//! local engine, their responses as the ids the model reads next, written as the chat template
+//! writes `<|tool_response>response:NAME{…}<tool_response|>` blocks, with a tool's text never
+//! able to become a control token; for the remote engine, as the text of `tool` messages.
+
+use std::collections::BTreeSet;
+
+use gemma_model::tokenizer::Tokenizer;
+use gemma_tools::host::{CallResult, PendingCall, ToolHost, ToolSpec, clean};
+use gemma_tools::syntax::{self, Piece, ToolResponse};
+use serde_json::{Map, Value};
+
+use super::super::protocol::{Event, TabId, ToolCall, ToolDecision, ToolOutcome};
+use super::{EngineTools, TabTools};
+
+/// Where one call stands.
+enum State {
+    /// Waiting for the user.
+    Asking,
+    /// On the host.
+    Running(PendingCall),
+    /// Over: what the model gets, and the outcome told to the front end.
+    Done(ToolResponse, ToolOutcome),
+}
+
+struct Call {
+    call: ToolCall,
+    args: Map<String, Value>,
+    state: State,
+}
+
+/// A call as read, before it runs: the tool it names, and its arguments or why they could not
+/// be read (said to the model as the call's error).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Attempt {
+    /// The tool's name (`?` when the call names none).
+    pub name: String,
+    /// The arguments, or what is wrong with the call.
+    pub arguments: Result<Map<String, Value>, String>,
+}
+
+/// Whether a call of `tool` runs without asking: the server's `auto_approve`, "always" this
+/// run, or "for this tab".
+pub fn approved(always: &BTreeSet<String>, tab: &TabTools, tool: &ToolSpec) -> bool {
+    tool.auto_approve || always.contains(&tool.name) || tab.approved.contains(&tool.name)
+}
+
+/// The calls of one hand-over.
+pub struct ToolRun {
+    calls: Vec<Call>,
+}
+
+impl std::fmt::Debug for ToolRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolRun")
+            .field("calls", &self.calls.len())
+            .finish()
+    }
+}
+
+fn outcome(call: &ToolCall, ok: bool, text: &str, bytes: usize, seconds: f64) -> ToolOutcome {
+    ToolOutcome {
+        id: call.id,
+        name: call.name.clone(),
+        ok,
+        text: text.to_string(),
+        bytes,
+        seconds,
+    }
+}
+
+/// A failure the model reads as the tool's response.
+fn failure(call: &ToolCall, text: &str) -> State {
+    let mut m = Map::new();
+    m.insert("error".into(), Value::String(text.to_string()));
+    State::Done(
+        ToolResponse::Object(m),
+        outcome(call, false, text, text.len(), 0.0),
+    )
+}
+
+impl ToolRun {
+    /// Reads the batch's calls (each the ids between `<|tool_call>` and `<tool_call|>`), asks
+    /// about or starts each, and returns the events that say so.
+    pub fn start(
+        tools: &EngineTools,
+        tab_tools: &mut TabTools,
+        declared: &[ToolSpec],
+        tok: &Tokenizer,
+        batch: Vec<Vec<u32>>,
+        tab: TabId,
+    ) -> (Self, Vec<Event>) {
+        let read = |ids: Vec<u32>| {
+            let text = tok.decode(&ids, false).unwrap_or_default();
+            let (name, arguments) = match syntax::parse_call(&text) {
+                Ok(p) => (p.name, Ok(p.arguments)),
+                Err(e) => ("?".into(), Err(format!("the call could not be read: {e}"))),
+            };
+            Attempt { name, arguments }
+        };
+        let attempts = batch.into_iter().map(read).collect();
+        let (host, always) = (&tools.host, &tools.always);
+        Self::begin(host, always, tab_tools, declared, attempts, tab)
+    }
+
+    /// The calls `attempts` (read by either engine): each that reads and names a declared tool
+    /// is asked about or started on `host` (`always`: tools approved everywhere), the others
+    /// end at once with an error the model reads; the events that say so.
+    pub fn begin(
+        host: &ToolHost,
+        always: &BTreeSet<String>,
+        tab_tools: &mut TabTools,
+        declared: &[ToolSpec],
+        attempts: Vec<Attempt>,
+        tab: TabId,
+    ) -> (Self, Vec<Event>) {
+        let mut calls = Vec::new();
+        let mut events = Vec::new();
+        for Attempt { name, arguments } in attempts {
+            tab_tools.last_call += 1;
+            let spec = declared.iter().find(|t| t.name == name);
+            let args = arguments.clone().unwrap_or_default();
+            let call = ToolCall {
+                id: tab_tools.last_call,
+                name: name.clone(),
+                server: spec.map_or_else(String::new, |s| s.server.clone()),
+                arguments: Value::Object(args.clone()).to_string(),
+            };
+            let approval = spec.is_some_and(|s| !approved(always, tab_tools, s));
+            let state = match (arguments, spec) {
+                (Err(e), _) => failure(&call, &e),
+                (Ok(_), None) => failure(&call, &format!("there is no tool named {name}")),
+                (Ok(_), Some(_)) if approval => State::Asking,
+                (Ok(_), Some(_)) => State::Running(host.call(&name, args.clone())),
+            };
+            events.push(Event::ToolCall {
+                tab,
+                call: call.clone(),
+                approval: matches!(state, State::Asking),
+            });
+            if let State::Done(_, o) = &state {
+                events.push(Event::ToolResult {
+                    tab,
+                    outcome: o.clone(),
+                });
+            }
+            calls.push(Call { call, args, state });
+        }
+        (Self { calls }, events)
+    }
+
+    /// The user's decision on call `id`: run it, or deny it with a note. False when no call
+    /// of this run waits for it.
+    pub fn decide(
+        &mut self,
+        tools: &mut EngineTools,
+        tab_tools: &mut TabTools,
+        id: u64,
+        decision: ToolDecision,
+        tab: TabId,
+    ) -> (bool, Vec<Event>) {
+        self.decide_on(&tools.host, &mut tools.always, tab_tools, id, decision, tab)
+    }
+
+    /// [`ToolRun::decide`] for any engine: runs on `host`, "always" joins `always`.
+    pub fn decide_on(
+        &mut self,
+        host: &ToolHost,
+        always: &mut BTreeSet<String>,
+        tab_tools: &mut TabTools,
+        id: u64,
+        decision: ToolDecision,
+        tab: TabId,
+    ) -> (bool, Vec<Event>) {
+        let Some(c) = self
+            .calls
+            .iter_mut()
+            .find(|c| c.call.id == id && matches!(c.state, State::Asking))
+        else {
+            return (false, Vec::new());
+        };
+        let name = c.call.name.clone();
+        c.state = match decision {
+            ToolDecision::Deny { note } => {
+                let text = match note.as_deref().map(str::trim).filter(|n| !n.is_empty()) {
+                    Some(n) => format!("The user denied this call and says: {n}"),
+                    None => "The user denied this call.".to_string(),
+                };
+                failure(&c.call, &text)
+            }
+            d => {
+                match d {
+                    ToolDecision::Tab => {
+                        tab_tools.approved.insert(name.clone());
+                    }
+                    ToolDecision::Always => {
+                        always.insert(name.clone());
+                    }
+                    _ => {}
+                }
+                State::Running(host.call(&name, c.args.clone()))
+            }
+        };
+        let events = match &c.state {
+            State::Done(_, o) => vec![Event::ToolResult {
+                tab,
+                outcome: o.clone(),
+            }],
+            _ => Vec::new(),
+        };
+        (true, events)
+    }
+
+    /// Takes the results that came in; their events.
+    pub fn poll(&mut self, tab: TabId) -> Vec<Event> {
+        let mut events = Vec::new();
+        for c in &mut self.calls {
+            if let State::Running(p) = &mut c.state
+                && let Some(r) = p.try_take()
+            {
+                let done = finished(&c.call, r);
+                if let State::Done(_, o) = &done {
+                    events.push(Event::ToolResult {
+                        tab,
+                        outcome: o.clone(),
+                    });
+                }
+                c.state = done;
+            }
+        }
+        events
+    }
+
+    /// Stops every call still asking or running (Esc): each gets a `stopped` response.
+    pub fn stop(&mut self, tab: TabId) -> Vec<Event> {
+        let mut events = Vec::new();
+        for c in &mut self.calls {
+            let stopped = match &mut c.state {
+                State::Asking => true,
+                State::Running(p) => {
+                    p.cancel();
+                    true
+                }
+                State::Done(..) => false,
+            };
+            if stopped {
+                c.state = failure(&c.call, "The user stopped this call.");
+                if let State::Done(_, o) = &c.state {
+                    events.push(Event::ToolResult {
+                        tab,
+                        outcome: o.clone(),
+                    });
+                }
+            }
+        }
+        events
+    }
+
+    /// How many calls the hand-over made.
+    pub fn calls(&self) -> usize {
+        self.calls.len()
+    }
+
+    /// Whether every call is over.
+    pub fn done(&self) -> bool {
+        self.calls
+            .iter()
+            .all(|c| matches!(c.state, State::Done(..)))
+    }
+
+    /// Whether a call waits for the user.
+    pub fn asking(&self) -> bool {
+        self.calls.iter().any(|c| matches!(c.state, State::Asking))
+    }
+
+    /// Each call's response as a `tool` message's text, in order (`None`: not over): text as
+    /// it is, an object (an error too) as JSON, cut to `max` bytes with a note.
+    pub fn response_texts(&self, max: usize) -> Vec<Option<String>> {
+        self.calls
+            .iter()
+            .map(|c| match &c.state {
+                State::Done(ToolResponse::Text(t), _) => Some(clean::cut(t, max)),
+                State::Done(ToolResponse::Object(m), _) => {
+                    Some(clean::cut(&Value::Object(m.clone()).to_string(), max))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The responses as ids, in the calls' order, within `room` tokens: the first block follows
+    /// the `<|tool_response>` the model sampled, each later one opens with its own. A response
+    /// that does not fit is cut, and says so.
+    pub fn response_ids(&self, tools: &EngineTools, tok: &Tokenizer, room: usize) -> Vec<u32> {
+        let share = room / self.calls.len().max(1);
+        let mut ids = Vec::new();
+        for (i, c) in self.calls.iter().enumerate() {
+            let State::Done(response, _) = &c.state else {
+                continue;
+            };
+            if i > 0 {
+                ids.push(tools.ids.response);
+            }
+            ids.extend(fitted(
+                tools,
+                tok,
+                &c.call.name,
+                response,
+                share.saturating_sub(1),
+            ));
+            ids.push(tools.ids.response_end);
+        }
+        ids
+    }
+}
+
+/// The calls of the hand-over that ends `answer`: the ids between each `<|tool_call>` and its
+/// `<tool_call|>` after the last tool response.
+pub fn calls_in(answer: &[u32], ids: super::ToolIds) -> Vec<Vec<u32>> {
+    let from = answer
+        .iter()
+        .rposition(|&i| i == ids.response_end)
+        .map_or(0, |p| p + 1);
+    let mut calls = Vec::new();
+    let mut open: Option<Vec<u32>> = None;
+    for &id in &answer[from..] {
+        if id == ids.call {
+            open = Some(Vec::new());
+        } else if id == ids.call_end {
+            calls.extend(open.take());
+        } else if let Some(c) = open.as_mut() {
+            c.push(id);
+        }
+    }
+    calls
+}
+
+/// A host result as the call's end.
+fn finished(call: &ToolCall, r: CallResult) -> State {
+    let o = outcome(call, r.ok, &r.text, r.bytes, r.seconds);
+    let response = match (r.ok, r.structured) {
+        (true, Some(obj)) => ToolResponse::Object(obj),
+        (true, None) => ToolResponse::Text(r.text),
+        (false, _) => {
+            let mut m = Map::new();
+            m.insert("error".into(), Value::String(r.text));
+            ToolResponse::Object(m)
+        }
+    };
+    State::Done(response, o)
+}
+
+/// One response's ids within `room` tokens: its text cut shorter (with a note) until it fits.
+fn fitted(
+    tools: &EngineTools,
+    tok: &Tokenizer,
+    name: &str,
+    response: &ToolResponse,
+    room: usize,
+) -> Vec<u32> {
+    let mut response = response.clone();
+    for _ in 0..6 {
+        let ids = encode_pieces(tools, tok, &syntax::response_pieces(name, &response));
+        if ids.len() <= room {
+            return ids;
+        }
+        let text = syntax::format_value(&match &response {
+            ToolResponse::Text(t) => Value::String(t.clone()),
+            ToolResponse::Object(m) => Value::Object(m.clone()),
+        });
+        let keep = text.len() * room / ids.len().max(1) * 3 / 4;
+        let mut cut = keep.min(text.len());
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        response = ToolResponse::Text(format!(
+            "{}\n[cut: the context is full; {} of {} bytes shown]",
+            &text[..cut],
+            cut,
+            text.len()
+        ));
+    }
+    let note = ToolResponse::Text("[the response does not fit in the context]".into());
+    encode_pieces(tools, tok, &syntax::response_pieces(name, &note))
+}
+
+/// Ids of a response's pieces: its text tokenized with every control token spelled out in
+/// bytes, its string delimiters as the `<|"|>` id.
+fn encode_pieces(tools: &EngineTools, tok: &Tokenizer, pieces: &[Piece]) -> Vec<u32> {
+    let mut ids = Vec::new();
+    for p in pieces {
+        match p {
+            Piece::Quote => ids.push(tools.ids.quote),
+            Piece::Text(t) => ids.extend(tools.plain(tok, t)),
+        }
+    }
+    ids
+}

@@ -1,0 +1,219 @@
+//! The engine thread's side of tool calls: what a tab declares and how its turn is guided, the
+//! hand-over (each call asked about or run on the host, its result told to the UI), the user's
+//! decisions, a stop while tools run, and the responses fed back into the same model turn.
+
+use std::sync::Arc;
+
+use super::Worker;
+use crate::job::JobTools;
+use crate::protocol::{Event, TabId, ToolDecision};
+use crate::tools::guide::CallGuide;
+use crate::tools::run::{ToolRun, calls_in};
+use crate::tools::{EngineTools, declarations};
+use crate::turn::Turn;
+use gemma_model::error::{Error, Result};
+use gemma_tools::host::ToolSpec;
+
+/// Tokens kept free for the answer after the tools' responses.
+const ANSWER_ROOM: usize = 64;
+
+impl Worker<'_> {
+    /// The tools `tab` declares now (none without a host or with tools off), each one whose
+    /// arguments' grammar compiles; a tool that cannot be declared is told once per turn.
+    pub(super) fn declared(&mut self, tab: TabId) -> Vec<ToolSpec> {
+        let Some(tools) = self.tools.as_ref() else {
+            return Vec::new();
+        };
+        let t = self.tabs.get_or_insert(tab, &self.lm.model, self.context);
+        let mut ok = Vec::new();
+        let mut refused = Vec::new();
+        for spec in tools.declared(&t.tools) {
+            match EngineTools::grammar(std::slice::from_ref(&spec)) {
+                Ok(_) => ok.push(spec),
+                Err(e) => refused.push(format!("{} ({e})", spec.name)),
+            }
+        }
+        if !refused.is_empty() {
+            self.emit(Event::Notice {
+                tab,
+                text: format!(
+                    "not declared to the model, their arguments' schema cannot be followed: {}",
+                    refused.join("; ")
+                ),
+            });
+        }
+        ok
+    }
+
+    /// The declarations of `declared` for the chat template (`None`: no tools).
+    pub(super) fn declarations(declared: &[ToolSpec]) -> Option<serde_json::Value> {
+        (!declared.is_empty()).then(|| declarations(declared))
+    }
+
+    /// `turn` guided for `declared`, and the job's tools (`None` without tools).
+    pub(super) fn guided(
+        &self,
+        tab: TabId,
+        turn: Turn,
+        declared: Vec<ToolSpec>,
+    ) -> Result<(Turn, Option<JobTools>)> {
+        let Some(tools) = self.tools.as_ref().filter(|_| !declared.is_empty()) else {
+            return Ok((turn, None));
+        };
+        let Some(t) = self.tabs.get(tab) else {
+            return Ok((turn, None));
+        };
+        let grammar = EngineTools::grammar(&declared).map_err(Error::Invalid)?;
+        let guide = CallGuide::new(
+            Arc::new(grammar),
+            tools.vocab.clone(),
+            tools.ids,
+            t.tools.choice,
+            tools.host.limits().max_calls,
+            tools.host.limits().max_call_tokens,
+        );
+        let job = JobTools {
+            declared,
+            run: None,
+        };
+        Ok((turn.with_guide(Box::new(guide)), Some(job)))
+    }
+
+    /// One step of a turn that handed over to its tools: the calls start (asked about or run),
+    /// results are taken as they come, and once all are in the responses are fed. False when
+    /// nothing moved (the engine may wait a little).
+    pub(super) fn tools_step(&mut self, tab: TabId) -> bool {
+        let (tok, context) = (self.tok, self.context);
+        let (Some(tools), Some(t)) = (self.tools.as_mut(), self.tabs.get_mut(tab)) else {
+            return false;
+        };
+        let Some(job) = t.job.as_mut() else {
+            return false;
+        };
+        let Some(jt) = job.tools.as_mut() else {
+            // Nothing runs tools for this turn: it ends here.
+            job.turn.cancel();
+            return true;
+        };
+        let mut events = Vec::new();
+        let run = match &mut jt.run {
+            Some(run) => run,
+            None => {
+                let batch = calls_in(job.turn.answer(), tools.ids);
+                let (run, ev) = ToolRun::start(tools, &mut t.tools, &jt.declared, tok, batch, tab);
+                events = ev;
+                jt.run.insert(run)
+            }
+        };
+        events.extend(run.poll(tab));
+        let moved = !events.is_empty();
+        let done = run.done();
+        if done {
+            let limit = t.context.min(context);
+            let room = limit.saturating_sub(job.turn.end_position() + 1 + ANSWER_ROOM);
+            let ids = run.response_ids(tools, tok, room);
+            let calls = run.calls();
+            jt.run = None;
+            job.resume(&ids, calls);
+        }
+        for e in events {
+            self.emit(e);
+        }
+        moved || done
+    }
+
+    /// The user's decision on call `call` of `tab`.
+    pub(super) fn decide(&mut self, tab: TabId, call: u64, decision: ToolDecision) -> Result<()> {
+        let (Some(tools), Some(t)) = (self.tools.as_mut(), self.tabs.get_mut(tab)) else {
+            return Err(Error::Invalid("no tool call waits in this tab".into()));
+        };
+        let run = t
+            .job
+            .as_mut()
+            .and_then(|j| j.tools.as_mut())
+            .and_then(|jt| jt.run.as_mut());
+        let Some(run) = run else {
+            return Err(Error::Invalid("no tool call waits in this tab".into()));
+        };
+        let (found, events) = run.decide(tools, &mut t.tools, call, decision, tab);
+        for e in events {
+            self.emit(e);
+        }
+        if !found {
+            return Err(Error::Invalid(format!(
+                "tool call {call} does not wait for a decision (it was answered or stopped)"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Esc while the tab's turn waits for its tools: every call still asking or running is
+    /// stopped, the model gets `stopped` responses (so the conversation stays well-formed) and
+    /// the turn ends.
+    pub(super) fn stop_tools(&mut self, tab: TabId) {
+        let waiting = self
+            .tabs
+            .get_mut(tab)
+            .and_then(|t| t.job.as_ref())
+            .is_some_and(|j| j.turn.paused() && j.tools.is_some());
+        if !waiting {
+            return;
+        }
+        // Makes sure the calls were read (the hand-over may be this very step's).
+        self.tools_step(tab);
+        if let Some(run) = self
+            .tabs
+            .get_mut(tab)
+            .and_then(|t| t.job.as_mut())
+            .and_then(|j| j.tools.as_mut())
+            .and_then(|jt| jt.run.as_mut())
+        {
+            let events = run.stop(tab);
+            for e in events {
+                self.emit(e);
+            }
+        }
+        self.tools_step(tab);
+    }
+
+    /// Whether every running turn waits for its tools (nothing to compute until one answers).
+    pub(super) fn all_waiting(&self) -> bool {
+        self.tabs.jobs().all(|j| {
+            j.turn.paused()
+                && j.tools
+                    .as_ref()
+                    .and_then(|t| t.run.as_ref())
+                    .is_some_and(|r| !r.done())
+        })
+    }
+
+    /// Tells the UI the tools the engine can run.
+    pub(super) fn report_tools(&self) {
+        if let Some(tools) = &self.tools {
+            self.emit(catalogue(tools));
+        }
+    }
+}
+
+/// The host's catalogue as an event.
+pub(super) fn catalogue(tools: &EngineTools) -> Event {
+    catalogue_of(&tools.host)
+}
+
+/// `host`'s catalogue as an event.
+pub(crate) fn catalogue_of(host: &gemma_tools::host::ToolHost) -> Event {
+    Event::Tools {
+        servers: host.servers(),
+        tools: host
+            .tools()
+            .into_iter()
+            .map(|t| crate::protocol::ToolInfo {
+                parameters: t.parameters.to_string(),
+                name: t.name,
+                server: t.server,
+                description: t.description,
+                auto_approve: t.auto_approve,
+            })
+            .collect(),
+    }
+}
