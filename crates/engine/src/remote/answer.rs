@@ -1,8 +1,9 @@
 //! A turn's streamed answer, bounded: the body read a piece at a time, each piece framed
 //! ([`super::sse`], linear, lines capped) and parsed ([`wire::parse`]) as it comes. A budget
-//! from the request's `max_tokens` caps the bytes and the text a server may send for one answer;
-//! an answer that brings no news (text, progress, its end) for the idle time-out fails; the API
-//! key, should the server echo it, is replaced in the text before anyone sees it ([`Redactor`]).
+//! from the request's `max_tokens` caps the bytes and the text (tool calls' pieces included) a
+//! server may send for one answer; an answer that brings no news (text, progress, its end) for
+//! the idle time-out fails; the API key, should the server echo it, is replaced in the text
+//! before anyone sees it ([`Redactor`]).
 
 use std::collections::VecDeque;
 use std::time::Instant;
@@ -133,8 +134,10 @@ impl Answer {
         }
         self.last_news = Instant::now();
         for p in &pieces {
-            if let Piece::Answer(t) | Piece::Thought(t) = p {
-                self.text += t.len();
+            match p {
+                Piece::Answer(t) | Piece::Thought(t) => self.text += t.len(),
+                Piece::ToolCall(d) => self.text += d.len(),
+                _ => {}
             }
         }
         if self.text > self.budget.text {

@@ -1,15 +1,22 @@
 //! The remote engine: the same [`Command`]s in and [`Event`]s out as the local engine, served by
 //! an OpenAI-compatible server (llama-server, with RPC workers or not; vLLM; SGLang). The engine
-//! thread runs a single-threaded tokio runtime: it finds out what the server is ([`client`]),
-//! keeps each tab's conversation as text ([`serve`]), and streams each turn as a task of its own
-//! ([`turn`]), re-sending the whole conversation byte-identically so the server's prefix cache
-//! holds; with llama-server each tab is pinned to a slot. The wire format is [`wire`]'s.
+//! thread runs a single-threaded tokio runtime: it finds out what the server is ([`client`],
+//! [`start`]), keeps each tab's conversation as text ([`serve`], [`tab`]), and streams each turn
+//! as a task of its own ([`turn`]), re-sending the whole conversation byte-identically so the
+//! server's prefix cache holds; with llama-server each tab is pinned to a slot. Tools go as
+//! OpenAI `tools`; the calls an answer makes ([`calls`]) run through the local engine's approval
+//! and host path and their results go back as `tool` messages ([`tooling`]). The wire format is
+//! [`wire`]'s.
 
 mod answer;
+pub mod calls;
 pub mod client;
 pub mod info;
 mod serve;
 pub mod sse;
+mod start;
+mod tab;
+mod tooling;
 mod turn;
 pub mod wire;
 
@@ -40,6 +47,8 @@ pub struct RemoteOptions {
     pub give_up_after: Option<Duration>,
     /// Context per tab when the server does not say (vLLM without `max_model_len`).
     pub context_length: Option<usize>,
+    /// The tools the model may call (MCP servers and built-ins), started by the front end.
+    pub tools: Option<crate::tools::SharedTools>,
 }
 
 /// Starts the remote engine's thread.

@@ -1,70 +1,48 @@
-//! The remote engine's serving loop: it waits for the server (retrying while it is down, giving
-//! up with a clear message when it refuses), then applies the UI's commands to its tabs (each a
-//! conversation in text, with its settings and its llama-server slot) and turns finished
-//! [`TurnDone`]s into the events the local engine sends: `Committed` (the server's token count)
-//! then `Finished` with the reuse the server reports, or `Failed` with what to do.
+//! The remote engine's serving loop: once the server is there ([`super::start`]), it applies
+//! the UI's commands to its tabs (each a conversation in text, with its settings, its tools and
+//! its llama-server slot) and turns finished [`TurnDone`]s into the events the local engine
+//! sends: `Committed` (the server's token count) then `Finished` with the reuse the server
+//! reports, or `Failed` with what to do. A turn that calls tools goes on in [`super::tooling`].
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
 
+use serde_json::Value;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
 use super::RemoteOptions;
 use super::answer::Budget;
-use super::client::{Client, RemoteError};
+use super::client::Client;
 use super::info::ServerInfo;
+use super::start::{announce, catalogue, discover, stage};
+use super::tab::RemoteTab;
+use super::tooling::{ToolTurn, bound_calls};
 use super::turn::{TurnDone, TurnJob, estimate, run, stats};
 use super::wire::{self, ServerKind, TurnRequest};
-use crate::protocol::{Command, Event, Exchange, ProgressUnit, TabId};
-use gemma_model::sampling::{SamplingLayer, SamplingParams};
+use crate::protocol::{Command, Event, Exchange, TabId, ToolChoice, TurnStats};
+use crate::tools::declarations;
+use gemma_model::sampling::SamplingParams;
+use gemma_tools::host::ToolHost;
 
-/// A tab as the remote engine keeps it.
-struct RemoteTab {
-    history: Vec<Exchange>,
-    /// Each exchange's pictures, as data URLs, one entry per `history` entry (none for a history
-    /// the UI sent).
-    pictures: Vec<Vec<String>>,
-    /// The running turn's pictures, which join `pictures` when it ends.
-    pending: Vec<String>,
-    system: Option<String>,
-    thinking: bool,
-    sampling: SamplingParams,
-    max_new_tokens: usize,
-    stop: Vec<String>,
-    /// Tokens of the conversation by the server's count (0: none yet).
-    tokens: usize,
-    /// The running turn's cancel switch.
-    running: Option<tokio::sync::oneshot::Sender<()>>,
-}
+/// How often the results of running tool calls are looked for.
+const TOOL_POLL: Duration = Duration::from_millis(15);
 
-impl Default for RemoteTab {
-    fn default() -> Self {
-        Self {
-            history: Vec::new(),
-            pictures: Vec::new(),
-            pending: Vec::new(),
-            system: None,
-            thinking: false,
-            sampling: SamplingParams::greedy(),
-            max_new_tokens: 512,
-            stop: Vec::new(),
-            tokens: 0,
-            running: None,
-        }
-    }
-}
-
-struct Server {
-    client: Client,
-    info: ServerInfo,
-    events: Sender<Event>,
-    tabs: HashMap<TabId, RemoteTab>,
+pub(super) struct Server {
+    pub client: Client,
+    pub info: ServerInfo,
+    pub events: Sender<Event>,
+    pub tabs: HashMap<TabId, RemoteTab>,
     /// llama-server's slots: which tab each holds, and when it was last used.
     slots: Vec<Option<(TabId, Instant)>>,
     done_tx: UnboundedSender<TurnDone>,
     /// Turns started, for each turn's seed.
     turns: u64,
+    /// The tools the model may call, when the front end started a host.
+    pub host: Option<Arc<ToolHost>>,
+    /// Tools approved everywhere this run ("a").
+    pub always: BTreeSet<String>,
 }
 
 /// Connects, then serves until shutdown.
@@ -89,6 +67,7 @@ pub(super) async fn serve(
         return;
     };
     announce(&client, &info, &options, &events).await;
+    catalogue(&options, &events);
     let (done_tx, mut done_rx) = unbounded_channel();
     let mut server = Server {
         slots: vec![None; info.slots],
@@ -98,10 +77,14 @@ pub(super) async fn serve(
         tabs: HashMap::new(),
         done_tx,
         turns: 0,
+        host: options.tools.map(|t| t.0),
+        always: BTreeSet::new(),
     };
     for c in early {
         server.apply(c).await;
     }
+    let mut tick = tokio::time::interval(TOOL_POLL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             c = commands.recv() => match c {
@@ -109,109 +92,10 @@ pub(super) async fn serve(
                 Some(c) => server.apply(c).await,
             },
             Some(done) = done_rx.recv() => server.finish(done),
+            _ = tick.tick(), if server.tools_running() => server.poll_tools(),
         }
     }
     // Running turns are dropped with the runtime: their connections close.
-}
-
-/// A start-up stage for the UI.
-fn stage(text: String) -> Event {
-    Event::Loading {
-        stage: text,
-        done: 0,
-        total: 0,
-        unit: ProgressUnit::Layers,
-    }
-}
-
-/// Asks the server what it serves, every 2 s while it is down or loading (commands that come
-/// meanwhile go to `early`), for at most [`RemoteOptions::give_up_after`]; `None` when it
-/// refuses for good or the wait is over (said), or the UI shuts down.
-async fn discover(
-    client: &Client,
-    options: &RemoteOptions,
-    events: &Sender<Event>,
-    commands: &mut UnboundedReceiver<Command>,
-    early: &mut Vec<Command>,
-) -> Option<ServerInfo> {
-    let started = Instant::now();
-    loop {
-        // One try takes at most what is left of the wait, when there is a limit.
-        let left = options
-            .give_up_after
-            .map_or(Duration::MAX, |l| l.saturating_sub(started.elapsed()));
-        let tried = tokio::time::timeout(left, client.discover(options.model.as_deref()))
-            .await
-            .unwrap_or_else(|_| Err(client.stalled()));
-        let waiting = match tried {
-            Ok(info) => return Some(info),
-            Err(
-                e @ (RemoteError::Unreachable { .. }
-                | RemoteError::Timeout { .. }
-                | RemoteError::Stalled { .. }
-                | RemoteError::Dropped { .. }),
-            ) => client.scrub(&e.to_string()),
-            Err(RemoteError::Status { status: 503, .. }) => {
-                format!("the server at {} is loading its model", client.url())
-            }
-            Err(e) => {
-                let _ = events.send(Event::LoadFailed {
-                    error: client.scrub(&e.to_string()),
-                });
-                return None;
-            }
-        };
-        if let Some(limit) = options.give_up_after
-            && started.elapsed() >= limit
-        {
-            let _ = events.send(Event::LoadFailed {
-                error: format!(
-                    "{waiting}; gave up after {} s (waiting longer is [engine] idle_timeout_s)",
-                    started.elapsed().as_secs()
-                ),
-            });
-            return None;
-        }
-        let _ = events.send(stage(format!("{waiting} — retrying every 2 s")));
-        let wait = tokio::time::sleep(Duration::from_secs(2));
-        tokio::pin!(wait);
-        loop {
-            tokio::select! {
-                _ = &mut wait => break,
-                c = commands.recv() => match c {
-                    None | Some(Command::Shutdown) => return None,
-                    Some(c) => early.push(c),
-                },
-            }
-        }
-    }
-}
-
-/// Says the engine is ready: the server's model, kind and context, and where the context meter's
-/// counts come from (the server's count, or an estimate).
-async fn announce(
-    client: &Client,
-    info: &ServerInfo,
-    options: &RemoteOptions,
-    events: &Sender<Event>,
-) {
-    let context = info.context.or(options.context_length).unwrap_or(8192);
-    let kind = match info.kind {
-        ServerKind::LlamaServer => format!("llama-server, {} slots", info.slots),
-        ServerKind::OpenAi => "OpenAI-compatible".into(),
-    };
-    let probe = [serde_json::json!({"role": "user", "content": "hi"})];
-    let counted = match client.count(info, &probe).await {
-        Some(_) => "tokens counted by the server",
-        None => "tokens estimated: the server cannot count",
-    };
-    let model = wire::clip(&client.scrub(&info.model));
-    let _ = events.send(Event::Ready {
-        model: format!("{model} @ {} ({kind}; {counted})", client.url()),
-        context_length: context,
-        thinking: info.thinking,
-        generation: SamplingLayer::default(),
-    });
 }
 
 impl Server {
@@ -228,9 +112,10 @@ impl Server {
             Command::Regenerate { tab } => {
                 let t = self.tabs.entry(tab).or_default();
                 match t.history.pop() {
-                    Some(last) if t.running.is_none() => {
+                    Some(last) if !t.busy() => {
                         // Its answer is replaced by the new one.
                         let urls = t.pictures.pop().unwrap_or_default();
+                        t.replies.truncate(t.history.len());
                         self.submit(tab, last.user, urls);
                     }
                     Some(last) => {
@@ -241,8 +126,12 @@ impl Server {
                 }
             }
             Command::Cancel { tab } => {
-                if let Some(cancel) = self.tabs.get_mut(&tab).and_then(|t| t.running.take()) {
-                    let _ = cancel.send(());
+                match self.tabs.get_mut(&tab).and_then(|t| t.running.take()) {
+                    Some(cancel) => {
+                        let _ = cancel.send(());
+                    }
+                    // Between two requests: the calls stop, and the turn with them.
+                    None => self.stop_tools(tab),
                 }
             }
             Command::CloseTab { tab } => {
@@ -279,8 +168,9 @@ impl Server {
                 let messages = {
                     let t = self.tabs.entry(tab).or_default();
                     t.pictures = vec![Vec::new(); history.len()];
+                    t.replies = vec![Vec::new(); history.len()];
                     t.history = history;
-                    wire::messages(t.system.as_deref(), &t.history, &[], None)
+                    wire::messages(t.system.as_deref(), &t.history, &[], &[], None)
                 };
                 let tokens = if messages.is_empty() {
                     Some(0)
@@ -294,11 +184,32 @@ impl Server {
                     tokens: t.tokens,
                 });
             }
+            Command::SetTools {
+                tab,
+                selection,
+                choice,
+            } => {
+                let t = self.tabs.entry(tab).or_default();
+                t.tools.selection = selection;
+                t.tools.choice = choice;
+                if self.host.is_none() && choice == ToolChoice::Required {
+                    self.fail(
+                        tab,
+                        "tool_choice = \"required\", but no tools are configured ([mcp.servers] \
+                         or [tools] in the config)",
+                    );
+                }
+            }
+            Command::DecideTool {
+                tab,
+                call,
+                decision,
+            } => self.decide(tab, call, decision),
             Command::Shutdown => {}
         }
     }
 
-    fn fail(&self, tab: TabId, error: &str) {
+    pub(super) fn fail(&self, tab: TabId, error: &str) {
         let _ = self.events.send(Event::Failed {
             tab,
             error: error.to_string(),
@@ -308,7 +219,7 @@ impl Server {
     /// The slot for `tab`: its own, else a free one, else the least recently used idle one.
     fn slot_for(&mut self, tab: TabId) -> Option<usize> {
         let now = Instant::now();
-        let running = |t: TabId| self.tabs.get(&t).is_some_and(|t| t.running.is_some());
+        let running = |t: TabId| self.tabs.get(&t).is_some_and(RemoteTab::busy);
         let pick = self
             .slots
             .iter()
@@ -327,7 +238,7 @@ impl Server {
     }
 
     fn submit(&mut self, tab: TabId, text: String, urls: Vec<String>) {
-        if self.tabs.get(&tab).is_some_and(|t| t.running.is_some()) {
+        if self.tabs.get(&tab).is_some_and(RemoteTab::busy) {
             return self.fail(tab, "a turn is still running in this tab; stop it first");
         }
         let slot = match self.info.kind {
@@ -335,6 +246,8 @@ impl Server {
             ServerKind::OpenAi => None,
         };
         self.turns += 1;
+        let declared = self.declared(tab);
+        let tools = (!declared.is_empty()).then(|| declarations(&declared));
         let t = self.tabs.entry(tab).or_default();
         // A new seed each turn (from the tab's, as the local engine does), so that a regenerate
         // answers differently; within 31 bits, which every server takes.
@@ -342,11 +255,14 @@ impl Server {
             seed: t.sampling.seed.wrapping_add(self.turns) & 0x7fff_ffff,
             ..t.sampling.clone()
         };
-        let body = wire::body(&TurnRequest {
+        let mut body = wire::body(&TurnRequest {
             model: &self.info.model,
             system: t.system.as_deref(),
             history: &t.history,
             pictures: &t.pictures,
+            replies: &t.replies,
+            tools: tools.as_ref(),
+            tool_choice: t.tools.choice.as_str(),
             user: (&text, &urls),
             sampling: &sampling,
             max_tokens: t.max_new_tokens,
@@ -355,24 +271,39 @@ impl Server {
             slot,
             kind: self.info.kind,
         });
-        let mut messages_after = wire::messages(
-            t.system.as_deref(),
-            &t.history,
-            &t.pictures,
-            Some((&text, &urls)),
-        );
+        if tools.is_some()
+            && let Some(host) = &self.host
+        {
+            bound_calls(&mut body, host.limits().max_calls);
+        }
+        let messages_after = after(&body);
         t.pending = urls;
-        messages_after.push(serde_json::json!({"role": "assistant", "content": ""}));
-        let (cancel_tx, cancel_rx) = tokio::sync::oneshot::channel();
-        t.running = Some(cancel_tx);
-        let job = TurnJob {
+        let budget = Budget::for_tokens(t.max_new_tokens);
+        if tools.is_some() {
+            let had_history = !t.history.is_empty();
+            t.turn = Some(ToolTurn::new(
+                declared,
+                t.tools.choice,
+                slot,
+                budget,
+                t.tokens,
+                had_history,
+            ));
+        }
+        self.spawn(TurnJob {
             tab,
             user: text,
             body,
             slot,
-            budget: Budget::for_tokens(t.max_new_tokens),
+            budget,
             messages_after,
-        };
+        });
+    }
+
+    /// Starts `job`'s request as a task of its own; a cancel reaches it through the tab.
+    pub(super) fn spawn(&mut self, job: TurnJob) {
+        let (cancel_tx, cancel_rx) = tokio::sync::oneshot::channel();
+        self.tabs.entry(job.tab).or_default().running = Some(cancel_tx);
         let (client, info, events, done) = (
             self.client.clone(),
             self.info.clone(),
@@ -390,11 +321,24 @@ impl Server {
             return;
         };
         t.running = None;
-        let before = t.tokens;
-        let had_history = !t.history.is_empty();
+        if t.turn.is_some() {
+            return self.round_done(d);
+        }
+        let s = stats(&d, t.tokens, !t.history.is_empty());
+        self.commit(d, s, Vec::new());
+    }
+
+    /// Ends a turn: the exchange joins the history (with `replies`, the messages of its tool
+    /// round-trips), the server's count is committed, and `Finished` with `s` or `Failed` is
+    /// told.
+    pub(super) fn commit(&mut self, d: TurnDone, s: TurnStats, replies: Vec<Value>) {
+        let Some(t) = self.tabs.get_mut(&d.tab) else {
+            return;
+        };
         // The history mirrors the transcript the user sees: the message, and what came of it
         // (a cut-off answer, or none when the turn failed at once).
         t.pictures.push(std::mem::take(&mut t.pending));
+        t.replies.push(replies);
         t.history.push(Exchange {
             user: d.user.clone(),
             answer: d.answer.clone(),
@@ -413,14 +357,30 @@ impl Server {
         });
         match d.end {
             Ok(end) => {
-                let stats = stats(&d, before, had_history);
                 let _ = self.events.send(Event::Finished {
                     tab: d.tab,
                     end,
-                    stats,
+                    stats: s,
                 });
             }
-            Err(e) => self.fail(d.tab, &self.client.scrub(&e.to_string())),
+            Err(e) => {
+                let mut why = self.client.scrub(&e.to_string());
+                if why.contains("jinja") {
+                    why.push_str(
+                        " (tools need llama-server started with --jinja; or turn them off for \
+                         this tab: /tools)",
+                    );
+                }
+                self.fail(d.tab, &why);
+            }
         }
     }
+}
+
+/// The conversation after a request's answer (an empty answer stands for it), for the server's
+/// count when usage is missing.
+pub(super) fn after(body: &Value) -> Vec<Value> {
+    let mut m = body["messages"].as_array().cloned().unwrap_or_default();
+    m.push(serde_json::json!({"role": "assistant", "content": ""}));
+    m
 }

@@ -1,5 +1,6 @@
-//! One remote turn, as a task of its own: the request sent, the answer streamed to the UI as
-//! `Prefill`, `Thought` and `Token` events (the API key taken out of the text), stopped at once
+//! One remote turn (or one round of it, when it calls tools), as a task of its own: the request
+//! sent, the answer streamed to the UI as `Prefill`, `Thought` and `Token` events (the API key
+//! taken out of the text), its tool calls assembled ([`Calls`]), stopped at once
 //! on cancel (the stream is dropped, which closes the connection; a llama-server slot still busy
 //! is waited for before the turn ends, so the next request on it does not race), and what came
 //! back reported to the serving loop, with the turn's stats from the server's numbers.
@@ -10,6 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::answer::{Budget, Redactor};
+use super::calls::{Calls, WireCall};
 use super::client::{Client, RemoteError};
 use super::info::ServerInfo;
 use super::wire::{Finish, Piece, Usage};
@@ -36,6 +38,10 @@ pub(super) struct TurnDone {
     pub decode_s: f64,
     /// Pieces of text received (a stand-in for answer tokens when usage is missing).
     pub pieces: usize,
+    /// The tool calls the answer made (their names and arguments with the API key taken out).
+    pub calls: Vec<WireCall>,
+    /// The request's body, given back for the next round of a turn that calls tools.
+    pub body: Value,
 }
 
 /// The turn's events, with the API key taken out of the text.
@@ -111,11 +117,15 @@ pub(super) async fn run(
         ttft_s: 0.0,
         decode_s: 0.0,
         pieces: 0,
+        calls: Vec::new(),
+        body: Value::Null,
     };
     let mut seen = Seen {
         first: None,
         finish: None,
         noted: false,
+        calls: Calls::default(),
+        broken: None,
     };
     let mut out = Out {
         tab: job.tab,
@@ -147,13 +157,24 @@ pub(super) async fn run(
                 Err(e) => break Err(e),
                 Ok(Some(pieces)) => {
                     if seen.take(pieces, &mut done, &mut out) {
-                        break ended(seen.finish);
+                        break match seen.broken.take() {
+                            Some(what) => Err(RemoteError::TooMuch {
+                                url: client.url().to_string(),
+                                what,
+                            }),
+                            None => ended(seen.finish),
+                        };
                     }
                 }
             }
         },
     };
     out.flush(&mut done);
+    done.calls = std::mem::take(&mut seen.calls).finish();
+    for c in &mut done.calls {
+        c.name = client.scrub(&c.name);
+        c.arguments = client.scrub(&c.arguments);
+    }
     // The stream is dropped here: a cancelled or failed turn's connection is closed.
     let now = Instant::now();
     if let Some(f) = seen.first {
@@ -177,6 +198,7 @@ pub(super) async fn run(
         done.counted = client.count(&info, &messages).await;
     }
     done.end = outcome;
+    done.body = job.body;
     done
 }
 
@@ -186,6 +208,10 @@ struct Seen {
     finish: Option<TurnEnd>,
     /// A note on bad usage numbers was sent (once a turn is enough).
     noted: bool,
+    /// The tool calls so far.
+    calls: Calls,
+    /// What broke the answer's bounds, when something did.
+    broken: Option<String>,
 }
 
 impl Seen {
@@ -218,10 +244,17 @@ impl Seen {
                     done.pieces += 1;
                     out.send(text, false, done);
                 }
+                Piece::ToolCall(d) => {
+                    self.first.get_or_insert_with(Instant::now);
+                    if let Err(what) = self.calls.push(d) {
+                        self.broken = Some(what);
+                        return true;
+                    }
+                }
                 Piece::Finish(f) => {
                     self.finish = Some(match f {
                         Finish::Length => TurnEnd::Length,
-                        Finish::Stop | Finish::Other => TurnEnd::EndOfTurn(0),
+                        Finish::Stop | Finish::ToolCalls | Finish::Other => TurnEnd::EndOfTurn(0),
                     });
                 }
                 Piece::Usage(u) => done.usage = Some(u),
@@ -255,6 +288,8 @@ pub(super) fn stats(d: &TurnDone, before: usize, had_history: bool) -> TurnStats
     };
     let prefilled = u.prompt_tokens.saturating_sub(cached);
     TurnStats {
+        tool_calls: 0,
+        tool_tokens: 0,
         reuse,
         reused_tokens: cached,
         prefilled_tokens: prefilled,

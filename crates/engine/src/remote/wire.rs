@@ -1,11 +1,14 @@
 //! What goes over the wire to an OpenAI-compatible server: the body of a streamed
-//! `POST /v1/chat/completions` for a tab's turn, and what one server-sent event's data says
-//! (answer and thought deltas, the finish reason, usage and llama-server's timings and prompt
-//! progress, or an error). Pure functions: the HTTP and SSE framing are the crates' work.
+//! `POST /v1/chat/completions` for a tab's turn (its tools as OpenAI `tools`, earlier tool
+//! round-trips as assistant `tool_calls` and `tool` messages), and what one server-sent event's
+//! data says (answer and thought deltas, `tool_calls` deltas, the finish reason, usage and
+//! llama-server's timings and prompt progress, or an error). Pure functions: the HTTP and SSE
+//! framing are the crates' work, assembling calls is [`super::calls`]'.
 
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::calls::{CallDelta, call_deltas};
 use crate::protocol::Exchange;
 use gemma_model::sampling::SamplingParams;
 
@@ -30,6 +33,13 @@ pub struct TurnRequest<'a> {
     pub history: &'a [Exchange],
     /// The pictures of each earlier exchange's message, as data URLs (fewer: none).
     pub pictures: &'a [Vec<String>],
+    /// Each earlier exchange's assistant-side messages when it called tools (fewer, or
+    /// empty: its answer as one assistant message).
+    pub replies: &'a [Vec<Value>],
+    /// The tools declared (OpenAI function declarations; `None`: no `tools`).
+    pub tools: Option<&'a Value>,
+    /// `auto`, `required` or `none` (sent with `tools` only).
+    pub tool_choice: &'a str,
     /// The new user message, and its pictures.
     pub user: (&'a str, &'a [String]),
     /// Sampling.
@@ -47,11 +57,14 @@ pub struct TurnRequest<'a> {
 }
 
 /// The messages of a conversation as the chat API takes them; `pictures[i]` go with the `i`th
-/// exchange's message (as `image_url` parts before its text, as Google advises).
+/// exchange's message (as `image_url` parts before its text, as Google advises), `replies[i]`
+/// (when not empty) stand for its answer: the assistant messages with their `tool_calls`, the
+/// `tool` messages, and the last answer text.
 pub fn messages(
     system: Option<&str>,
     history: &[Exchange],
     pictures: &[Vec<String>],
+    replies: &[Vec<Value>],
     user: Option<(&str, &[String])>,
 ) -> Vec<Value> {
     let mut m = Vec::with_capacity(history.len() * 2 + 2);
@@ -61,7 +74,10 @@ pub fn messages(
     for (i, e) in history.iter().enumerate() {
         let urls = pictures.get(i).map_or(&[][..], Vec::as_slice);
         m.push(json!({"role": "user", "content": content(&e.user, urls)}));
-        m.push(json!({"role": "assistant", "content": e.answer}));
+        match replies.get(i).filter(|r| !r.is_empty()) {
+            Some(r) => m.extend(r.iter().cloned()),
+            None => m.push(json!({"role": "assistant", "content": e.answer})),
+        }
     }
     if let Some((text, urls)) = user {
         m.push(json!({"role": "user", "content": content(text, urls)}));
@@ -100,7 +116,7 @@ pub fn body(r: &TurnRequest) -> Value {
     let s = r.sampling;
     let mut b = json!({
         "model": r.model,
-        "messages": messages(r.system, r.history, r.pictures, Some(r.user)),
+        "messages": messages(r.system, r.history, r.pictures, r.replies, Some(r.user)),
         "stream": true,
         "stream_options": {"include_usage": true},
         "max_tokens": r.max_tokens,
@@ -113,6 +129,10 @@ pub fn body(r: &TurnRequest) -> Value {
     });
     if !r.stop.is_empty() {
         b["stop"] = json!(r.stop);
+    }
+    if let Some(tools) = r.tools {
+        b["tools"] = tools.clone();
+        b["tool_choice"] = json!(r.tool_choice);
     }
     if r.kind == ServerKind::LlamaServer {
         b["cache_prompt"] = json!(true);
@@ -147,7 +167,9 @@ pub enum Finish {
     Stop,
     /// `max_tokens` was reached.
     Length,
-    /// Anything else the server says (e.g. `tool_calls`, `content_filter`).
+    /// The model called tools.
+    ToolCalls,
+    /// Anything else the server says (e.g. `content_filter`).
     Other,
 }
 
@@ -158,6 +180,8 @@ pub enum Piece {
     Thought(String),
     /// Answer text.
     Answer(String),
+    /// A piece of a tool call.
+    ToolCall(CallDelta),
     /// Prompt processing (llama-server's `prompt_progress`).
     Progress {
         /// Prompt tokens in all.
@@ -213,6 +237,7 @@ struct Delta {
     content: Option<String>,
     reasoning_content: Option<String>,
     reasoning: Option<String>,
+    tool_calls: Option<Value>,
 }
 
 /// Most tokens a count may say (more is not a count of this world).
@@ -302,10 +327,14 @@ pub fn parse(data: &str) -> Result<Vec<Piece>, WireError> {
         if let Some(t) = c.delta.content.filter(|t| !t.is_empty()) {
             out.push(Piece::Answer(t));
         }
+        if let Some(calls) = &c.delta.tool_calls {
+            out.extend(call_deltas(calls).into_iter().map(Piece::ToolCall));
+        }
         if let Some(f) = c.finish_reason {
             out.push(Piece::Finish(match f.as_str() {
                 "stop" => Finish::Stop,
                 "length" => Finish::Length,
+                "tool_calls" | "function_call" => Finish::ToolCalls,
                 _ => Finish::Other,
             }));
         }

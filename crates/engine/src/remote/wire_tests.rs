@@ -19,6 +19,9 @@ fn a_turn_resends_the_conversation_with_the_tabs_settings() {
         system: Some("Be brief."),
         history: &history,
         pictures: &[],
+        replies: &[],
+        tools: None,
+        tool_choice: "auto",
         user: ("Why?", &[]),
         sampling: &sampling,
         max_tokens: 64,
@@ -52,6 +55,102 @@ fn a_turn_resends_the_conversation_with_the_tabs_settings() {
         ..r
     });
     assert!(b.get("id_slot").is_none() && b.get("cache_prompt").is_none());
+    assert!(b.get("tools").is_none() && b.get("tool_choice").is_none());
+}
+
+#[test]
+fn tools_and_earlier_round_trips_go_as_the_chat_api_says() {
+    let history = [
+        Exchange {
+            user: "Weather?".into(),
+            answer: "Let me look. Sunny.".into(),
+        },
+        Exchange {
+            user: "Thanks".into(),
+            answer: "You're welcome.".into(),
+        },
+    ];
+    let replies = vec![vec![
+        json!({"role": "assistant", "content": "Let me look.", "tool_calls": [{"id": "c"}]}),
+        json!({"role": "tool", "tool_call_id": "c", "content": "sunny"}),
+        json!({"role": "assistant", "content": " Sunny."}),
+    ]];
+    let tools = json!([{"type": "function", "function": {"name": "forecast"}}]);
+    let b = body(&TurnRequest {
+        model: "gemma",
+        system: None,
+        history: &history,
+        pictures: &[],
+        replies: &replies,
+        tools: Some(&tools),
+        tool_choice: "required",
+        user: ("More?", &[]),
+        sampling: &SamplingParams::greedy(),
+        max_tokens: 8,
+        stop: &[],
+        thinking: false,
+        slot: None,
+        kind: ServerKind::OpenAi,
+    });
+    assert_eq!(b["tools"], tools);
+    assert_eq!(b["tool_choice"], "required");
+    let roles: Vec<&str> = b["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .map(|m| m["role"].as_str().expect("a role"))
+        .collect();
+    assert_eq!(
+        roles,
+        [
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
+            "user",
+            "assistant",
+            "user"
+        ]
+    );
+    assert_eq!(b["messages"][3]["content"], " Sunny.");
+    assert_eq!(b["messages"][5]["content"], "You're welcome.");
+}
+
+#[test]
+fn tool_call_deltas_and_their_finish_are_read() {
+    let p = parse(
+        r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":null,"tool_calls":[
+            {"index":0,"id":"call_1","type":"function","function":{"name":"forecast","arguments":""}}]}}]}"#,
+    )
+    .expect("parses");
+    assert_eq!(
+        p,
+        [Piece::ToolCall(CallDelta {
+            index: Some(0),
+            id: Some("call_1".into()),
+            name: Some("forecast".into()),
+            arguments: Some(String::new()),
+        })]
+    );
+    let p = parse(
+        r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"city\""}}]},
+            "finish_reason":"tool_calls"}]}"#,
+    )
+    .expect("parses");
+    assert_eq!(
+        p,
+        [
+            Piece::ToolCall(CallDelta {
+                index: Some(0),
+                arguments: Some("{\"city\"".into()),
+                ..CallDelta::default()
+            }),
+            Piece::Finish(Finish::ToolCalls)
+        ]
+    );
+    // Calls of the wrong shape are passed over, not an error.
+    let p = parse(r#"{"choices":[{"delta":{"tool_calls":42}}]}"#).expect("parses");
+    assert!(p.is_empty());
 }
 
 #[test]
@@ -131,6 +230,7 @@ fn pictures_go_before_their_message_text_as_data_urls() {
         None,
         &history,
         std::slice::from_ref(&urls),
+        &[],
         Some(("And this?", &urls)),
     );
     let want = json!([
@@ -141,7 +241,7 @@ fn pictures_go_before_their_message_text_as_data_urls() {
     assert_eq!(m[1]["content"], "A square.");
     assert_eq!(m[2]["content"][1]["text"], "And this?");
     // Without pictures, a message is its text.
-    let m = messages(None, &history, &[], Some(("And this?", &[])));
+    let m = messages(None, &history, &[], &[], Some(("And this?", &[])));
     assert_eq!(m[0]["content"], "What is it?");
 
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures");

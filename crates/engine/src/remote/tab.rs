@@ -1,0 +1,63 @@
+//! A tab as the remote engine keeps it: its conversation in text (with each exchange's
+//! pictures and tool round-trips, which every request re-sends), its settings, its tools and
+//! approvals, and the turn that runs in it.
+
+use serde_json::Value;
+
+use super::tooling::ToolTurn;
+use crate::protocol::Exchange;
+use crate::tools::TabTools;
+use gemma_model::sampling::SamplingParams;
+
+/// A tab as the remote engine keeps it.
+pub(super) struct RemoteTab {
+    pub history: Vec<Exchange>,
+    /// Each exchange's pictures, as data URLs, one entry per `history` entry (none for a history
+    /// the UI sent).
+    pub pictures: Vec<Vec<String>>,
+    /// Each exchange's assistant-side messages when it called tools (empty: its answer alone),
+    /// one entry per `history` entry.
+    pub replies: Vec<Vec<Value>>,
+    /// The running turn's pictures, which join `pictures` when it ends.
+    pub pending: Vec<String>,
+    pub system: Option<String>,
+    pub thinking: bool,
+    pub sampling: SamplingParams,
+    pub max_new_tokens: usize,
+    pub stop: Vec<String>,
+    /// Tokens of the conversation by the server's count (0: none yet).
+    pub tokens: usize,
+    /// The running request's cancel switch.
+    pub running: Option<tokio::sync::oneshot::Sender<()>>,
+    /// The tab's tool settings and approvals.
+    pub tools: TabTools,
+    /// The running turn's tool rounds, when it declares tools.
+    pub turn: Option<ToolTurn>,
+}
+
+impl RemoteTab {
+    /// Whether a turn runs (a request, or calls between two).
+    pub fn busy(&self) -> bool {
+        self.running.is_some() || self.turn.is_some()
+    }
+}
+
+impl Default for RemoteTab {
+    fn default() -> Self {
+        Self {
+            history: Vec::new(),
+            pictures: Vec::new(),
+            replies: Vec::new(),
+            pending: Vec::new(),
+            system: None,
+            thinking: false,
+            sampling: SamplingParams::greedy(),
+            max_new_tokens: 512,
+            stop: Vec::new(),
+            tokens: 0,
+            running: None,
+            tools: TabTools::default(),
+            turn: None,
+        }
+    }
+}
