@@ -9,6 +9,7 @@
 //! | change a key or add an action | `config/default.toml` (the repository's) → `config/action.rs` → `app/keys.rs` |
 //! | change a setting's range or default | `config/sampling.rs` (sampling), `config/mod.rs` (the file's structure) |
 //! | change how a message looks | `ui/transcript.rs`, `ui/markdown.rs`, `ui/theme.rs` |
+//! | change tool calls: approval, lines under answers, `/tools` | `app/approval.rs`, `app/tools.rs`, `app/tool_cmds.rs`, `ui/approval.rs`, `ui/tool_lines.rs` |
 //! | change how chats are saved, exported or imported | `chats/` (the files), `app/persist.rs` and `app/chat_tree.rs` (tabs into them and back) |
 
 pub mod app;

@@ -103,6 +103,8 @@ fn stats(reused: usize, prefilled: usize, generated: usize) -> TurnStats {
         decode_tok_s: 12.5,
         ttft_s: 0.1,
         generated_tokens: generated,
+        tool_calls: 0,
+        tool_tokens: 0,
     }
 }
 
@@ -567,8 +569,8 @@ fn restored_chats_attach_to_the_engines_conversations() {
         })
     );
     let saved = serde_json::to_value(app.saved(0)).expect("json");
-    // Saved again as format 3: the transcript became a tree of one path.
-    assert_eq!(saved["version"], 3);
+    // Saved again in the current format: the transcript became a tree of one path.
+    assert_eq!(saved["version"], gemma_app::chats::VERSION);
     assert_eq!(saved["messages"][1]["parent"], saved["messages"][0]["id"]);
     assert!(saved.get("branches").is_none(), "{saved}");
     assert!(saved.get("ids").is_none(), "{saved}");
@@ -973,7 +975,7 @@ fn the_version_switcher_edits_switches_and_branches() {
     assert_eq!((last.text.as_str(), last.versions), ("Yes.", Some((2, 2))));
     // Saved as a tree, it comes back as one.
     let saved = app.saved(app.active);
-    assert_eq!(saved.version, 3);
+    assert_eq!(saved.version, gemma_app::chats::VERSION);
     assert_eq!(saved.branches.len(), 2, "{saved:?}");
     assert_eq!(saved.messages[1].parent, Some(saved.messages[0].id));
     // Copy the path into a new tab: it starts from this tab's session.

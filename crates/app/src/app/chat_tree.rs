@@ -1,15 +1,18 @@
 //! A tab as its chat file holds it and back: the path shown, every branch of the conversation
-//! tree (ids and parents), each message's role as the file names it.
+//! tree (ids and parents), each message's role as the file names it, its tool calls, and the
+//! tab's tools.
 
 use std::collections::HashSet;
 
 use super::attachments::Chip;
 use super::tab::Branch;
 use super::tab::{Message, Role, Tab};
+use super::tools::{RunState, ToolRun};
 use crate::chats::{
-    SavedBranch, SavedChat, SavedImage, SavedMessage, SavedSampling, SavedStats, VERSION,
+    SavedBranch, SavedChat, SavedImage, SavedMessage, SavedSampling, SavedStats, SavedTool,
+    SavedTools, VERSION,
 };
-use gemma_protocol::{Reuse, TurnStats};
+use gemma_protocol::{Reuse, ToolChoice, ToolSelection, TurnStats};
 
 fn role_name(r: Role) -> &'static str {
     match r {
@@ -48,6 +51,8 @@ fn saved_message(m: &Message, parent: Option<u64>) -> SavedMessage {
             prefill_tok_s: s.prefill_tok_s,
             decode_tok_s: s.decode_tok_s,
             ttft_s: s.ttft_s,
+            tool_calls: s.tool_calls,
+            tool_tokens: s.tool_tokens,
         }),
         images: m
             .images
@@ -58,7 +63,63 @@ fn saved_message(m: &Message, parent: Option<u64>) -> SavedMessage {
                 size: c.size,
             })
             .collect(),
+        tools: m.tools.iter().map(saved_tool).collect(),
     }
+}
+
+fn saved_tool(r: &ToolRun) -> SavedTool {
+    SavedTool {
+        id: r.id,
+        name: r.name.clone(),
+        server: r.server.clone(),
+        arguments: r.arguments.clone(),
+        // A call saved while it runs is stopped for whoever reads the file.
+        status: match r.state {
+            s if s.open() => RunState::Stopped.as_str().into(),
+            s => s.as_str().into(),
+        },
+        result: r.result.clone(),
+        bytes: r.bytes,
+        seconds: r.seconds,
+    }
+}
+
+fn tool_run(t: SavedTool) -> ToolRun {
+    ToolRun {
+        id: t.id,
+        name: t.name,
+        server: t.server,
+        arguments: t.arguments,
+        state: RunState::parse(&t.status),
+        result: t.result,
+        bytes: t.bytes,
+        seconds: t.seconds,
+    }
+}
+
+/// The tab's tools as saved, when they are not the defaults.
+fn saved_tools(t: &Tab) -> Option<SavedTools> {
+    let (selection, only) = match &t.tools {
+        ToolSelection::All => ("all", Vec::new()),
+        ToolSelection::Off => ("off", Vec::new()),
+        ToolSelection::Only(names) => ("only", names.clone()),
+    };
+    let saved = SavedTools {
+        selection: selection.into(),
+        only,
+        choice: t.tool_choice.as_str().into(),
+    };
+    (t.tools != ToolSelection::All || t.tool_choice != ToolChoice::Auto).then_some(saved)
+}
+
+/// The tools and tool choice a saved tab declares (what a file does not name: the defaults).
+pub fn tools_of(s: &SavedTools) -> (ToolSelection, ToolChoice) {
+    let selection = match s.selection.as_str() {
+        "off" => ToolSelection::Off,
+        "only" => ToolSelection::Only(s.only.clone()),
+        _ => ToolSelection::All,
+    };
+    (selection, ToolChoice::parse(&s.choice).unwrap_or_default())
 }
 
 fn message(m: SavedMessage) -> Message {
@@ -75,6 +136,7 @@ fn message(m: SavedMessage) -> Message {
             size: i.size,
         })
         .collect();
+    out.tools = m.tools.into_iter().map(tool_run).collect();
     out.stats = m.stats.map(|s| TurnStats {
         reuse: Reuse::parse(&s.reuse).unwrap_or(Reuse::New),
         reused_tokens: s.reused_tokens,
@@ -83,6 +145,8 @@ fn message(m: SavedMessage) -> Message {
         decode_tok_s: s.decode_tok_s,
         ttft_s: s.ttft_s,
         generated_tokens: s.generated_tokens,
+        tool_calls: 0,
+        tool_tokens: 0,
     });
     out
 }
@@ -118,6 +182,7 @@ pub fn saved_tree(t: &Tab) -> SavedChat {
             })
             .collect(),
         sampling: (sampling != SavedSampling::default()).then_some(sampling),
+        tools: saved_tools(t),
         ..SavedChat::default()
     }
 }

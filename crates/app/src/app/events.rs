@@ -37,6 +37,7 @@ impl App {
     /// A turn or a command failed in `tab`: the turn ends, marked, and the error is shown.
     fn failed(&mut self, tab: TabId, error: String) {
         if let Some(t) = self.by_id(tab) {
+            t.tools_ended();
             if t.phase.busy() {
                 t.failed = true;
                 t.phase = Phase::Idle;
@@ -90,6 +91,13 @@ impl App {
                 common,
             } => self.rebased(tab, tokens, common),
             Event::Finished { tab, end, stats } => self.finished(tab, end, stats),
+            Event::Tools { servers, tools } => self.catalogue(servers, tools),
+            Event::ToolCall {
+                tab,
+                call,
+                approval,
+            } => self.tool_call(tab, call, approval),
+            Event::ToolResult { tab, outcome } => self.tool_result(tab, outcome),
             e => self.tab_event(e),
         }
         Vec::new()
@@ -164,7 +172,8 @@ impl App {
     fn finished(&mut self, tab: TabId, end: TurnEnd, stats: TurnStats) {
         if let Some(t) = self.by_id(tab) {
             t.phase = Phase::Idle;
-            let footer = format!(
+            t.tools_ended();
+            let mut footer = format!(
                 "{} · {} · reused {} · prefilled {} · {:.1} tok/s",
                 end.describe(),
                 stats.reuse.as_str(),
@@ -172,6 +181,16 @@ impl App {
                 stats.prefilled_tokens,
                 stats.decode_tok_s
             );
+            if stats.tool_calls > 0 {
+                let calls = match stats.tool_calls {
+                    1 => "1 tool call".to_string(),
+                    n => format!("{n} tool calls"),
+                };
+                footer.push_str(&format!(
+                    " · {calls}, {} result tokens fed warm",
+                    stats.tool_tokens
+                ));
+            }
             let answer = t.answer();
             answer.footer = Some(footer);
             answer.stats = Some(stats.clone());

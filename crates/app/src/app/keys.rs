@@ -68,6 +68,9 @@ impl App {
                 return Vec::new();
             }
         }
+        if let Some(cmds) = self.approval_key(&k, action) {
+            return cmds;
+        }
         if let Some(cmds) = self.selection_key(&k) {
             return cmds;
         }

@@ -29,6 +29,11 @@ impl App {
         if self.settings.thinking {
             cmds.push(Command::SetThinking { tab: id, on: true });
         }
+        let choice = self.configured_choice(None);
+        if choice != gemma_protocol::ToolChoice::Auto {
+            self.tabs[self.active].tool_choice = choice;
+            cmds.push(super::tool_cmds::set_tools(&self.tabs[self.active]));
+        }
         if let Some(p) = self.default_preset() {
             cmds.extend(self.apply_preset(&p, true));
         }

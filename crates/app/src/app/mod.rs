@@ -2,6 +2,7 @@
 //! events) goes through [`App::update`], which changes the state and returns the commands for
 //! the engine. It sees the engine only through `gemma_protocol`, and draws nothing.
 
+mod approval;
 pub mod attachments;
 pub mod chat_tree;
 pub mod editor;
@@ -15,6 +16,8 @@ pub mod search;
 pub mod settings;
 mod slash;
 pub mod tab;
+mod tool_cmds;
+pub mod tools;
 pub mod tree;
 mod versions;
 
@@ -172,6 +175,11 @@ pub struct App {
     /// Closed tabs' chats (in the data dir's `chats/closed/`), which search finds and reopens:
     /// each file name with its chat.
     pub closed: Vec<(String, crate::chats::SavedChat)>,
+    /// The engine's tools, as it last told them (`None`: not yet).
+    pub catalogue: Option<tools::Catalogue>,
+    /// The user's config file, where "always approve" is saved (`None`: there is none to
+    /// write).
+    pub config_path: Option<std::path::PathBuf>,
     /// Saves queued for the saver thread.
     saves: Vec<crate::chats::SaveJob>,
     /// Turns sent before the model was ready, held until it is (so that they use the model's
@@ -209,6 +217,8 @@ impl App {
             dirty: true,
             config: None,
             closed: Vec::new(),
+            catalogue: None,
+            config_path: None,
             saves: Vec::new(),
             pending: Vec::new(),
             now: Instant::now(),
@@ -239,8 +249,11 @@ impl App {
     }
 
     /// Rows of the input box, its border included (it grows with its text up to
-    /// [`INPUT_ROWS`] lines).
+    /// [`INPUT_ROWS`] lines); of the approval pane in its place while a tool call waits.
     pub fn input_height(&self) -> u16 {
+        if let Some(h) = self.approval_height() {
+            return h;
+        }
         let w = self.size.0.saturating_sub(2) as usize;
         let rows = self.tab().map_or(1, |t| t.editor.layout(w).0.len()) as u16;
         let chips = u16::from(self.tab().is_some_and(|t| !t.attachments.is_empty()));
@@ -284,6 +297,9 @@ impl App {
         match msg {
             Msg::Key(k) => self.key(k),
             Msg::Paste(text) => {
+                if self.overlay == Overlay::None && self.paste_note(&text) {
+                    return Vec::new();
+                }
                 match &mut self.overlay {
                     Overlay::Rename(e) => e.insert(&text.replace(['\n', '\r'], " ")),
                     _ => {
@@ -350,6 +366,11 @@ impl App {
         match t.phase {
             Phase::Idle if t.failed => "failed".into(),
             Phase::Idle => "idle".into(),
+            _ if t.waiting_call().is_some() => "waiting for your answer to a tool call".into(),
+            _ if t.running_tool().is_some() => {
+                let name = t.running_tool().map_or("", |r| r.name.as_str());
+                format!("running tool {}", gemma_protocol::text::short(name, 30))
+            }
             Phase::Waiting if !self.model.ready => "waiting for the model".into(),
             Phase::Waiting => "queued".into(),
             Phase::Prefilling { done, total } => format!("prefilling {done}/{total}"),

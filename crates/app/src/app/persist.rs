@@ -123,6 +123,10 @@ impl App {
             cmds.push(self.sampling_command(&self.tabs[self.tabs.len() - 1]));
         }
         let t = self.tabs.last_mut().expect("just opened");
+        if let Some(saved) = &chat.tools {
+            (t.tools, t.tool_choice) = chat_tree::tools_of(saved);
+            cmds.push(super::tool_cmds::set_tools(t));
+        }
         for i in 0..t.messages.len() {
             t.touched(i);
         }

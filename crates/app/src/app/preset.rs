@@ -1,5 +1,5 @@
 //! Presets (`[presets.NAME]` in the config): `/preset NAME` gives the tab a system prompt,
-//! sampling, thinking and an answer length together; new tabs take `ui.default_preset`.
+//! sampling, thinking, an answer length and a tool choice together; new tabs take `ui.default_preset`.
 
 use super::App;
 use super::tab::{Message, Role};
@@ -99,6 +99,12 @@ impl App {
                 text: Some(system.clone()),
             });
         }
+        if let Some(choice) = p.tool_choice
+            && t.tool_choice != choice
+        {
+            t.tool_choice = choice;
+            cmds.push(super::tool_cmds::set_tools(t));
+        }
         if !quiet {
             let note = format!("preset {name}: {}", describe(&p));
             t.push(Message::new(Role::Notice, note));
@@ -138,6 +144,9 @@ fn describe(p: &Preset) -> String {
     }
     if let Some(n) = p.max_new_tokens {
         parts.push(format!("{n} tokens"));
+    }
+    if let Some(c) = p.tool_choice {
+        parts.push(format!("tool choice {}", c.as_str()));
     }
     if parts.is_empty() {
         "nothing set (the tab inherits everything)".into()

@@ -1,7 +1,7 @@
 //! Search across every chat (Ctrl+F): an overlay that lists, as you type, the messages that hold
-//! the text (case-insensitive for ASCII) in the open tabs, then in the closed tabs' saved chats,
-//! with the tab and a snippet; Enter opens that tab (reopening a closed chat) at that message,
-//! scrolled to it and highlighted.
+//! the text (case-insensitive for ASCII; an answer's tool calls too) in the open tabs, then in
+//! the closed tabs' saved chats, with the tab and a snippet; Enter opens that tab (reopening a
+//! closed chat) at that message, scrolled to it and highlighted.
 
 use aho_corasick::AhoCorasick;
 use crossterm::event::{KeyCode, KeyEvent};
@@ -50,7 +50,10 @@ pub fn search<'a>(tabs: impl IntoIterator<Item = &'a Tab>, query: &str, limit: u
         tab: t.id,
         title: &t.title,
         closed: None,
-        messages: t.messages.iter().map(|m| (m.role, m.text.as_str())),
+        messages: t.messages.iter().map(|m| {
+            let tools = m.tools.iter().flat_map(|r| r.searchable()).collect();
+            (m.role, m.text.as_str(), tools)
+        }),
     });
     search_chats(chats, query, limit)
 }
@@ -62,15 +65,20 @@ pub fn search_closed(closed: &[(String, SavedChat)], query: &str, limit: usize) 
         tab: 0,
         title: &c.title,
         closed: Some(uid),
-        messages: c
-            .messages
-            .iter()
-            .map(|m| (role_of(&m.role), m.text.as_str())),
+        messages: c.messages.iter().map(|m| {
+            let tools = m
+                .tools
+                .iter()
+                .flat_map(|t| [t.name.as_str(), t.arguments.as_str(), t.result.as_str()])
+                .collect();
+            (role_of(&m.role), m.text.as_str(), tools)
+        }),
     });
     search_chats(chats, query, limit)
 }
 
-/// One chat as search reads it: where its hits lead, and its messages oldest first.
+/// One chat as search reads it: where its hits lead, and its messages oldest first, each with
+/// the texts of its tool calls (names, arguments, results).
 struct Chat<'a, I> {
     tab: TabId,
     title: &'a str,
@@ -85,24 +93,28 @@ fn search_chats<'a, I>(
     limit: usize,
 ) -> Vec<Hit>
 where
-    I: DoubleEndedIterator<Item = (Role, &'a str)> + ExactSizeIterator,
+    I: DoubleEndedIterator<Item = (Role, &'a str, Vec<&'a str>)> + ExactSizeIterator,
 {
     let mut hits = Vec::new();
     let Some(finder) = finder(query) else {
         return hits;
     };
     for chat in chats {
-        for (i, (role, text)) in chat.messages.enumerate().rev() {
+        for (i, (role, text, tools)) in chat.messages.enumerate().rev() {
             if !matches!(role, Role::User | Role::Model | Role::System) {
                 continue;
             }
-            if let Some(found) = finder.find(text) {
+            // The message's own text first, then its tool calls'.
+            let found = std::iter::once((text, ""))
+                .chain(tools.into_iter().map(|t| (t, "tool: ")))
+                .find_map(|(t, lead)| finder.find(t).map(|f| (t, lead, f)));
+            if let Some((text, lead, found)) = found {
                 hits.push(Hit {
                     tab: chat.tab,
                     title: chat.title.to_string(),
                     message: i,
                     role,
-                    snippet: snippet(text, found.start(), found.end()),
+                    snippet: format!("{lead}{}", snippet(text, found.start(), found.end())),
                     closed: chat.closed.map(String::from),
                 });
                 if hits.len() >= limit {
@@ -144,7 +156,11 @@ fn snippet(text: &str, start: usize, end: usize) -> String {
         ""
     };
     let joined = format!("{lead}{before}{}{after}{tail}", &text[start..end]);
-    joined.split_whitespace().collect::<Vec<_>>().join(" ")
+    // A tool's result is a server's text: nothing of it drives the terminal.
+    gemma_protocol::text::one_line(&joined)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 impl App {

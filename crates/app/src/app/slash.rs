@@ -1,5 +1,6 @@
 //! Commands typed in the input (`/rename NAME`, `/copy [N]`, `/think on|off`, `/system [TEXT]`,
-//! `/export [md|json] [PATH]`, `/attach PATH`, `/detach [N]`, `/image-tokens N`, `/help`) and
+//! `/export [md|json] [PATH]`, `/attach PATH`, `/detach [N]`, `/image-tokens N`, `/tools …`,
+//! `/tool-choice …` (in `tool_cmds`), `/help`) and
 //! what they do to the app: copying the last answer or a numbered code block, thinking and the
 //! system prompt per tab, exporting the tab, pictures for the next message.
 
@@ -40,11 +41,14 @@ impl App {
             "attach" => self.attach(arg),
             "detach" => self.detach(arg),
             "image-tokens" => self.set_image_tokens(arg),
+            "tools" => out = self.tools_command(arg),
+            "tool-choice" => out = self.tool_choice_command(arg),
             _ => {
                 self.flash = Some(format!(
                     "unknown command /{name}: try /rename NAME, /copy [N], /think on|off, \
                      /system [TEXT], /preset NAME, /export [md|json] [PATH], /attach PATH, \
-                     /detach [N], /image-tokens N, /help"
+                     /detach [N], /image-tokens N, /tools [on|off|only NAME…], \
+                     /tool-choice auto|required|none, /help"
                 ));
                 return out;
             }

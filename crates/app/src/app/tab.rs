@@ -6,8 +6,9 @@ use std::time::Instant;
 
 use super::attachments::Chip;
 use super::editor::Editor;
+use super::tools::ToolRun;
 use crate::config::sampling::SamplingLayer;
-use gemma_protocol::{TabId, Tier, TurnStats};
+use gemma_protocol::{TabId, Tier, ToolCall, ToolChoice, ToolSelection, TurnStats};
 
 /// Who wrote a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,6 +56,10 @@ pub struct Message {
     pub stats: Option<TurnStats>,
     /// The pictures sent with it (a user message).
     pub images: Vec<Chip>,
+    /// The tools the answer called, in order (a model message).
+    pub tools: Vec<ToolRun>,
+    /// Its tool calls shown with their arguments and results (Enter on the selected answer).
+    pub expanded: bool,
 }
 
 impl Message {
@@ -70,6 +75,8 @@ impl Message {
             versions: None,
             stats: None,
             images: Vec::new(),
+            tools: Vec::new(),
+            expanded: false,
         }
     }
 }
@@ -166,6 +173,14 @@ pub struct Tab {
     pub image_tokens: usize,
     /// The next message id.
     pub next_msg: u64,
+    /// Tool calls waiting for the user's answer, oldest first (the first is shown).
+    pub approvals: std::collections::VecDeque<ToolCall>,
+    /// The note being typed to deny the first waiting call with (`n` on the approval).
+    pub note: Option<Editor>,
+    /// The tools it declares to the model (`/tools`).
+    pub tools: ToolSelection,
+    /// Whether the model may, must or must not call them (`/tool-choice`).
+    pub tool_choice: ToolChoice,
     /// Edits so far: a changed message takes the next number as its revision.
     edits: u64,
 }
@@ -202,6 +217,10 @@ impl Tab {
             attachments: Vec::new(),
             image_tokens: super::attachments::DEFAULT_TOKENS,
             next_msg: 1,
+            approvals: std::collections::VecDeque::new(),
+            note: None,
+            tools: ToolSelection::All,
+            tool_choice: ToolChoice::Auto,
             edits: 0,
         }
     }

@@ -1,7 +1,8 @@
-//! Moving about the conversation tree from the keyboard and the mouse: selecting a message, editing
-//! an earlier user message (sent as a new version), switching a turn's versions ‹n/m›, answering
-//! again as a new version, and copying a path into a new tab. Every change of path is told to the
-//! engine with [`Command::SetPath`], which keeps what the paths share warm.
+//! Moving about the conversation tree from the keyboard and the mouse: selecting a message,
+//! editing an earlier user message (sent as a new version), switching a turn's versions ‹n/m›,
+//! answering again as a new version, copying a path into a new tab, and opening an answer's tool
+//! calls. Every change of path is told to the engine with [`Command::SetPath`], which keeps what
+//! the paths share warm.
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
 
@@ -75,7 +76,7 @@ impl App {
     }
 
     /// Puts message `i` in the input: a user message to send as a new version, the system prompt
-    /// as `/system TEXT`.
+    /// as `/system TEXT`; opens or folds an answer's tool calls.
     fn edit(&mut self, i: usize) {
         let Some(t) = self.tab_mut() else { return };
         let Some(m) = t.messages.get(i) else { return };
@@ -97,6 +98,16 @@ impl App {
                 let text = format!("/system {}", m.text);
                 t.editor.set(&text);
                 t.selected = None;
+            }
+            Role::Model if !m.tools.is_empty() => {
+                let open = !m.expanded;
+                t.messages[i].expanded = open;
+                t.touched(i);
+                self.flash = Some(if open {
+                    "tool calls opened: Enter folds them".into()
+                } else {
+                    "tool calls folded".into()
+                });
             }
             _ => {
                 self.flash = Some(
@@ -196,6 +207,7 @@ impl App {
         let (from, title, thinking) = (src.id, format!("{} (branch)", src.title), src.thinking);
         let (overrides, max_new_tokens, preset) =
             (src.overrides, src.max_new_tokens, src.preset.clone());
+        let (tools, tool_choice) = (src.tools.clone(), src.tool_choice);
         let mut cmds = self.open_tab();
         let t = &mut self.tabs[self.active];
         t.title = title;
@@ -210,6 +222,11 @@ impl App {
         t.overrides = overrides;
         t.max_new_tokens = max_new_tokens;
         t.preset = preset;
+        if (&tools, tool_choice) != (&t.tools, t.tool_choice) {
+            t.tools = tools;
+            t.tool_choice = tool_choice;
+            cmds.push(super::tool_cmds::set_tools(t));
+        }
         cmds.push(self.sampling_command(&self.tabs[self.active]));
         let t = &mut self.tabs[self.active];
         if t.thinking != thinking {

@@ -1,11 +1,11 @@
 //! Chats out and in: a saved chat as Markdown a person reads (code blocks kept as written,
-//! thoughts folded) or as JSON (the chat file's own format, which `import` reads back), and
+//! thoughts and tool calls folded) or as JSON (the chat file's own format, which `import` reads back), and
 //! imports from that JSON or from ChatGPT's `conversations.json` export.
 
 use serde_json::Value;
 
 use super::chatgpt::chatgpt;
-use super::{SavedChat, VERSION};
+use super::{SavedChat, SavedTool, VERSION};
 
 /// `dir/stem.ext`, or `dir/stem-2.ext`, `-3`… when taken (by a file, a link or anything else).
 pub fn free_name(dir: &std::path::Path, stem: &str, ext: &str) -> std::path::PathBuf {
@@ -82,7 +82,12 @@ pub fn markdown(chat: &SavedChat) -> String {
                         m.thought.trim()
                     ));
                 }
-                out.push_str(&format!("{}\n\n", m.text.trim()));
+                if !m.text.trim().is_empty() {
+                    out.push_str(&format!("{}\n\n", m.text.trim()));
+                }
+                for t in &m.tools {
+                    out.push_str(&tool_markdown(t));
+                }
                 if let Some(f) = &m.footer {
                     out.push_str(&format!("*{}*\n\n", one_line(f)));
                 }
@@ -96,6 +101,53 @@ pub fn markdown(chat: &SavedChat) -> String {
         }
     }
     out
+}
+
+/// `n` bytes as people read them: `512 B`, `1.2 kB`, `3.4 MB`.
+pub fn human_bytes(n: usize) -> String {
+    match n {
+        0..1_000 => format!("{n} B"),
+        1_000..1_000_000 => format!("{:.1} kB", n as f64 / 1e3),
+        _ => format!("{:.1} MB", n as f64 / 1e6),
+    }
+}
+
+/// A tool call as Markdown: a folded block whose summary is the transcript's collapsed line,
+/// holding the arguments (pretty JSON) and what the model was given.
+fn tool_markdown(t: &SavedTool) -> String {
+    let outcome = match t.status.as_str() {
+        "ok" => human_bytes(t.bytes),
+        s => s.to_string(),
+    };
+    let args = one_line(&t.arguments);
+    let args = if args.chars().count() > 60 {
+        format!("{}…", args.chars().take(60).collect::<String>())
+    } else {
+        args
+    };
+    let summary = format!("tool {}({args}) → {outcome}", one_line(&t.name))
+        .replace('&', "&amp;")
+        .replace('<', "&lt;");
+    let pretty = serde_json::from_str::<Value>(&t.arguments)
+        .ok()
+        .and_then(|v| serde_json::to_string_pretty(&v).ok())
+        .unwrap_or_else(|| t.arguments.clone());
+    let result = t.result.trim_end();
+    format!(
+        "<details><summary>{summary}</summary>\n\nArguments (server {}):\n\n{}json\n{pretty}\n{}\n\n\
+         Result:\n\n{}\n{result}\n{}\n\n</details>\n\n",
+        one_line(&t.server),
+        fence(&pretty),
+        fence(&pretty),
+        fence(result),
+        fence(result),
+    )
+}
+
+/// A code fence longer than any run of backticks in `text`.
+fn fence(text: &str) -> String {
+    let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    "`".repeat(longest.max(2) + 1)
 }
 
 fn one_line(s: &str) -> String {

@@ -1,15 +1,18 @@
-//! The chat file's format ([`SavedChat`], version 3): the path a tab shows, each message with its
-//! id and its parent's, the other branches of its conversation tree, the tab's own sampling, and
-//! each answer's stats. Version 2 files (the transcript only) load as a tree of one path; a file
-//! whose ids do not make a tree (hand-edited) loads its path alone, numbered afresh.
+//! The chat file's format ([`SavedChat`], version 4): the path a tab shows, each message with its
+//! id and its parent's, the other branches of its conversation tree, the tab's own sampling and
+//! tools, each answer's stats and tool calls. Version 3 files (no tools) load as they are;
+//! version 2 files (the transcript only) load as a tree of one path; a file whose ids do not make
+//! a tree (hand-edited) loads its path alone, numbered afresh.
 
 use serde::{Deserialize, Serialize};
 
 use gemma_protocol::SamplingLayer;
 
-/// The format's version: 3 holds the conversation tree; 2 held the transcript only; 1 also held
-/// the conversation in ids, which is read once, for the engine to take over.
-pub const VERSION: u32 = 3;
+/// The format's version: 4 adds tool calls and the tab's tools; 3 holds the conversation tree;
+/// 2 held the transcript only; 1 also held the conversation in ids, which is read once, for the
+/// engine to take over. Every field a version added is optional, so that reading an older file
+/// is the migration.
+pub const VERSION: u32 = 4;
 
 /// One saved tab.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -32,6 +35,9 @@ pub struct SavedChat {
     /// The tab's own sampling, over the config's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sampling: Option<SavedSampling>,
+    /// The tools the tab declares and its tool choice, when not the defaults (version 4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<SavedTools>,
     /// Version 1 only: the conversation in token ids.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ids: Vec<u32>,
@@ -72,6 +78,45 @@ pub struct SavedMessage {
     /// The pictures sent with it: where they were, their budget and size.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub images: Vec<SavedImage>,
+    /// The tools the answer called, in order (version 4).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<SavedTool>,
+}
+
+/// A tool call an answer made, and what came of it.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct SavedTool {
+    /// The call's id in its tab.
+    pub id: u64,
+    /// The tool.
+    pub name: String,
+    /// Its server (`builtin` for a built-in).
+    pub server: String,
+    /// The arguments, JSON text.
+    pub arguments: String,
+    /// `ok`, `failed`, `denied` or `stopped`.
+    pub status: String,
+    /// What the model was given as the tool's response.
+    #[serde(default)]
+    pub result: String,
+    /// Bytes the tool returned, before any cut.
+    #[serde(default)]
+    pub bytes: usize,
+    /// Seconds it ran.
+    #[serde(default)]
+    pub seconds: f64,
+}
+
+/// The tools a tab declares (`all`, `off` or the names in `only`) and its tool choice.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct SavedTools {
+    /// `all`, `off` or `only`.
+    pub selection: String,
+    /// With `only`: servers and `server.tool` names.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub only: Vec<String>,
+    /// `auto`, `required` or `none`.
+    pub choice: String,
 }
 
 /// A picture sent with a message, by reference.
@@ -122,6 +167,12 @@ pub struct SavedStats {
     pub decode_tok_s: f64,
     /// Seconds to the first token.
     pub ttft_s: f64,
+    /// Tool calls in the turn (version 4).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tool_calls: usize,
+    /// Tokens of tool responses fed inside the turn (version 4).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tool_tokens: usize,
 }
 
 /// The tab's own sampling as saved (what it sets over the config and the model).

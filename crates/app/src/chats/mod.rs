@@ -1,5 +1,5 @@
 //! Chats on disk, apart from the UI's state: the chat file's format ([`mod@format`]: one JSON file per
-//! tab in the data dir's `chats/`, version 3 holding the conversation tree), reading them back
+//! tab in the data dir's `chats/`, version 4 holding the conversation tree and tool calls), reading them back
 //! (a damaged file is moved aside, never deleted, with a warning), closed tabs' chats kept in
 //! `closed/` for search and pruned by age, the saver thread that writes them atomically off the
 //! UI thread ([`mod@saver`]), and exports and imports ([`export`]: Markdown, our JSON, ChatGPT's
@@ -13,7 +13,8 @@ pub mod saver;
 use std::path::Path;
 
 pub use format::{
-    SavedBranch, SavedChat, SavedImage, SavedMessage, SavedSampling, SavedStats, VERSION,
+    SavedBranch, SavedChat, SavedImage, SavedMessage, SavedSampling, SavedStats, SavedTool,
+    SavedTools, VERSION,
 };
 pub use saver::{SaveJob, saver};
 

@@ -1,6 +1,6 @@
-//! The saver thread: chat files, archives and exports written off the UI thread, in order,
-//! atomically; a failed save is reported (and counted, so quitting says so), a failed export only
-//! reported.
+//! The saver thread: chat files, archives, exports and "always approve" in the config written
+//! off the UI thread, in order, atomically; a failed save is reported (and counted, so quitting
+//! says so), a failed export or config edit only reported.
 
 use std::path::PathBuf;
 use std::sync::mpsc::{Sender, channel};
@@ -21,6 +21,16 @@ pub enum SaveJob {
     Remove(String),
     /// Write an export: the path and its text.
     Export(PathBuf, String),
+    /// "Always approve" a tool: its name added to its server's `auto_approve` in the user's
+    /// config file.
+    AutoApprove {
+        /// The config file.
+        config: PathBuf,
+        /// The tool's server (`builtin` for a built-in).
+        server: String,
+        /// The tool.
+        tool: String,
+    },
 }
 
 /// Starts the saver thread for `dir`; errors come back through `on_error`. Dropping the sender
@@ -40,8 +50,20 @@ pub fn saver(
                 }
                 continue;
             }
+            if let SaveJob::AutoApprove {
+                config,
+                server,
+                tool,
+            } = &job
+            {
+                // Said, not counted: the chats are safe, and the engine approves it this run.
+                if let Err(e) = crate::config::approve::save_auto_approve(config, server, tool) {
+                    on_error(e.to_string());
+                }
+                continue;
+            }
             let result = match job {
-                SaveJob::Export(..) => Ok(()),
+                SaveJob::Export(..) | SaveJob::AutoApprove { .. } => Ok(()),
                 SaveJob::Write(uid, chat) => serde_json::to_vec_pretty(&chat)
                     .map_err(std::io::Error::other)
                     .and_then(|bytes| write_atomic(&dir.join(format!("{uid}.json")), &bytes)),

@@ -152,6 +152,7 @@ fn check(c: &Config, in_file: &dyn Fn(&str) -> bool) -> std::result::Result<(), 
             format!("`ui.default_preset` = {preset:?}: there is no [presets.{preset}] ({known})"),
         );
     }
+    super::tools::check(c)?;
     check_keys(c, in_file)
 }
 
@@ -227,7 +228,7 @@ pub fn check_url(url: &str) -> std::result::Result<(), String> {
 }
 
 /// Whether `s` can be an environment variable's name.
-fn is_env_name(s: &str) -> bool {
+pub(super) fn is_env_name(s: &str) -> bool {
     let mut c = s.chars();
     c.next()
         .is_some_and(|f| f.is_ascii_alphabetic() || f == '_')
@@ -350,13 +351,15 @@ mod tests {
     /// commented out.
     #[test]
     fn the_default_file_lists_every_key() {
-        let sections: [(&str, &[&str]); 7] = [
+        let sections: [(&str, &[&str]); 9] = [
             ("[model]", fields::<super::super::ModelConfig>()),
             ("[engine]", fields::<super::super::EngineConfig>()),
             ("[sampling]", fields::<SamplingConfig>()),
             ("[sessions]", fields::<super::super::SessionsConfig>()),
             ("[ui]", fields::<super::super::UiConfig>()),
             ("[presets.", fields::<Preset>()),
+            ("[tools]", fields::<super::super::ToolsConfig>()),
+            ("[mcp.servers.", fields::<super::super::McpServer>()),
             ("", fields::<Config>()),
         ];
         for (header, keys) in sections {

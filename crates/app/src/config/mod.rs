@@ -5,9 +5,11 @@
 //! and precedence of the sampling settings live in [`sampling`]. Nothing here reads weights.
 
 pub mod action;
+pub mod approve;
 mod file;
 pub mod keymap;
 pub mod sampling;
+pub mod tools;
 pub mod watch;
 
 use std::collections::BTreeMap;
@@ -18,6 +20,7 @@ use serde::{Deserialize, Deserializer};
 use crate::error::{Error, Result};
 
 pub use self::file::check_url;
+pub use self::tools::{McpConfig, McpServer, ToolsConfig};
 
 /// The largest config file read (a config is a few KiB).
 const CONFIG_LIMIT: u64 = 1 << 20;
@@ -42,6 +45,11 @@ pub struct Config {
     /// `[presets.NAME]`.
     #[serde(default)]
     pub presets: BTreeMap<String, Preset>,
+    /// `[tools]`.
+    pub tools: ToolsConfig,
+    /// `[mcp.servers.NAME]`.
+    #[serde(default)]
+    pub mcp: McpConfig,
     /// Whether the user's file set `model.context_length` (then it must fit the model; the
     /// built-in value is capped at the model's maximum instead).
     #[serde(skip)]
@@ -227,6 +235,9 @@ pub struct Preset {
     /// Soft tokens per attached picture at most: 70, 140, 280, 560 or 1120.
     #[serde(default, deserialize_with = "knob::image_tokens")]
     pub image_tokens: Option<usize>,
+    /// Whether the model may, must or must not call tools: `auto`, `required`, `none`.
+    #[serde(default, deserialize_with = "tools::choice_opt")]
+    pub tool_choice: Option<gemma_protocol::ToolChoice>,
 }
 
 /// `[sessions]`: memory for warm tabs.

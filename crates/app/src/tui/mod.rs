@@ -77,6 +77,8 @@ pub fn run(
     chats: PathBuf,
 ) -> Result<Option<i32>> {
     let EngineHandle { control, events } = engine;
+    // "Always approve" is saved there (by the saver thread).
+    app.config_path = config.map(Path::to_path_buf);
     for c in initial {
         control.send(c);
     }

@@ -1,11 +1,12 @@
 //! One message as styled lines: its name (with ‹n/m› when its turn has versions), the chips of
-//! its pictures, its thought (folded or not), its markdown body with numbered code fences, and
-//! its footer.
+//! its pictures, its thought (folded or not), its markdown body with numbered code fences, its
+//! tool calls (`tool_lines`), and its footer.
 
 use ratatui::text::{Line, Span};
 
 use super::markdown;
 use super::theme::Theme;
+use super::tool_lines::tool_lines;
 use crate::app::tab::{Message, Role};
 
 /// The lines of one message at `width`; code fences are numbered from `code_base + 1`. Returns
@@ -47,9 +48,13 @@ pub fn message_lines(
                     lines.push(Line::from(Span::styled(label, theme.thought)));
                 }
             }
-            let (body, n) = markdown::layout(m.text.trim_start(), width, theme, code_base);
-            fences = n;
-            lines.extend(body);
+            // An answer that so far only called tools has no empty body line above the calls.
+            if !m.text.trim().is_empty() || m.tools.is_empty() {
+                let (body, n) = markdown::layout(m.text.trim_start(), width, theme, code_base);
+                fences = n;
+                lines.extend(body);
+            }
+            lines.extend(tool_lines(&m.tools, width, theme, m.expanded));
         }
         Role::Notice => lines.extend(markdown::plain(&m.text, width, "· ", "  ", theme.dim)),
         Role::Error => lines.extend(markdown::plain(&m.text, width, "✗ ", "  ", theme.error)),
@@ -62,7 +67,8 @@ pub fn message_lines(
         }
     }
     if let Some(f) = &m.footer {
-        lines.push(Line::from(Span::styled(f.clone(), theme.dim)));
+        // Wrapped: a turn with tool calls says more than fits a narrow screen.
+        lines.extend(markdown::plain(f, width, "", "", theme.dim));
     }
     lines.push(Line::default());
     (lines, fences)

@@ -1,11 +1,15 @@
 //! Drawing: a pure function of the [`App`] (with [`view::View`], the renderer's cache of laid-out
-//! transcripts). The screen is a tab bar, the transcript, the input box and a status line, with
-//! popups (help, confirm close, rename) on top. Nothing here changes the app; what it measures
-//! (the transcript's length) is handed back through [`App::measured`].
+//! transcripts). The screen is a tab bar, the transcript, the input box (or the approval pane
+//! while a tool call waits) and a status line, with popups (help, confirm close, rename) on top.
+//! Nothing here changes the app; what it measures (the transcript's length) is handed back
+//! through [`App::measured`].
 
+pub mod approval;
+mod help;
 pub mod markdown;
 pub mod message;
 pub mod theme;
+pub mod tool_lines;
 pub mod transcript;
 pub mod view;
 
@@ -22,7 +26,6 @@ use self::view::View;
 use crate::app::search::{MAX_HITS, SearchState};
 use crate::app::tab::Role;
 use crate::app::{App, Measured, Overlay};
-use crate::config::action::Action;
 use gemma_protocol::Tier;
 
 /// Where each part of the screen goes.
@@ -70,7 +73,7 @@ pub fn render(f: &mut Frame, app: &App, view: &mut View) -> Option<Measured> {
     status(f, a.status, app);
     match &app.overlay {
         Overlay::None => {}
-        Overlay::Help => help(f, app),
+        Overlay::Help => help::help(f, app),
         Overlay::ConfirmClose(id) => {
             let name = app
                 .tabs
@@ -138,8 +141,11 @@ fn tab_bar(f: &mut Frame, area: Rect, app: &App) {
     let theme = &Theme::named(app.theme);
     let mut spans = Vec::new();
     for (i, t) in app.tabs.iter().enumerate() {
-        // ◆ generating, ✗ failed, then where the session lives: ● warm, ◐ in RAM, ○ cold.
-        let mark = if t.phase.busy() {
+        // ⚠ a tool call waits for the user, ◆ generating, ✗ failed, then where the session
+        // lives: ● warm, ◐ in RAM, ○ cold.
+        let mark = if t.waiting_call().is_some() {
+            "⚠"
+        } else if t.phase.busy() {
             "◆"
         } else if t.failed {
             "✗"
@@ -178,6 +184,9 @@ fn tab_bar(f: &mut Frame, area: Rect, app: &App) {
 }
 
 fn input(f: &mut Frame, area: Rect, app: &App) {
+    if approval::render(f, area, app) {
+        return;
+    }
     let theme = &Theme::named(app.theme);
     let Some(t) = app.tab() else { return };
     let inner_w = area.width.saturating_sub(2) as usize;
@@ -285,79 +294,8 @@ fn status(f: &mut Frame, area: Rect, app: &App) {
     f.render_widget(Paragraph::new(Line::from(spans)).style(theme.status), area);
 }
 
-fn help(f: &mut Frame, app: &App) {
-    let theme = &Theme::named(app.theme);
-    // Alt+1..Alt+9 make one entry.
-    let mut entries: Vec<(String, String)> = Vec::new();
-    let mut gotos = Vec::new();
-    for (action, keys) in app.keymap.bindings() {
-        match action {
-            Action::GotoTab(_) => gotos.extend(keys),
-            a => entries.push((keys.join(", "), a.describe())),
-        }
-    }
-    if let (Some(first), Some(last)) = (gotos.first(), gotos.last()) {
-        entries.push((format!("{first}..{last}"), "go to tab N".into()));
-    }
-    let key_w = entries.iter().map(|(k, _)| k.width()).max().unwrap_or(0) + 2;
-    let entry_w = key_w + entries.iter().map(|(_, d)| d.width()).max().unwrap_or(0);
-    let footer = [
-        "Commands: /rename NAME · /copy [N] (code block N) · /think on|off · /system [TEXT]",
-        "          /preset NAME · /export [md|json] [PATH] (this tab to a file)",
-        "          /attach PATH (a picture; or paste its path) · /detach [N] · /image-tokens N",
-        "Up/Down scroll · any other key closes this help.",
-    ];
-    // Two columns when one does not fit the screen's height.
-    let room = app.size.1.saturating_sub(2 + footer.len() as u16 + 1) as usize;
-    let columns = if entries.len() > room && app.size.0 as usize >= 2 * entry_w + 6 {
-        2
-    } else {
-        1
-    };
-    let rows = entries.len().div_ceil(columns);
-    let mut lines = Vec::new();
-    for r in 0..rows {
-        let mut spans = Vec::new();
-        for c in 0..columns {
-            if let Some((k, d)) = entries.get(c * rows + r) {
-                spans.push(Span::styled(format!("{k:<key_w$}"), theme.accent));
-                let pad = if c + 1 < columns {
-                    entry_w - key_w + 3
-                } else {
-                    0
-                };
-                spans.push(Span::raw(format!("{d:<pad$}")));
-            }
-        }
-        lines.push(Line::from(spans));
-    }
-    lines.push(Line::default());
-    for text in footer {
-        lines.push(Line::from(Span::styled(text, theme.dim)));
-    }
-    let w = (columns * (entry_w + 3)).max(footer[0].width()) as u16 + 2;
-    let h = lines.len() as u16 + 2;
-    // Taller than the screen: it scrolls, and the title says how far.
-    let visible = app.size.1.saturating_sub(2).max(1);
-    let scroll = app
-        .help_scroll
-        .min((lines.len() as u16).saturating_sub(visible));
-    let title = if h > app.size.1 {
-        format!(
-            " Keys ({}-{} of {}, Up/Down scroll) ",
-            scroll + 1,
-            (scroll + visible).min(lines.len() as u16),
-            lines.len()
-        )
-    } else {
-        " Keys ".to_string()
-    };
-    let lines = lines.into_iter().skip(scroll as usize).collect();
-    popup(f, app, &title, lines, w, h);
-}
-
 /// A bordered box centred on the screen, at most `w` x `h`.
-fn popup(f: &mut Frame, app: &App, title: &str, lines: Vec<Line>, w: u16, h: u16) {
+pub(crate) fn popup(f: &mut Frame, app: &App, title: &str, lines: Vec<Line>, w: u16, h: u16) {
     let theme = &Theme::named(app.theme);
     let (sw, sh) = app.size;
     let w = w.min(sw);

@@ -1,0 +1,427 @@
+//! Tool calls in the real `App` and renderer: the approval pane (queued calls, a tab not shown,
+//! the keys and the note), the collapsed and expanded lines under an answer, `/tools`, and a
+//! chat with calls saved, loaded (from the previous format too), searched and exported.
+
+use std::time::Instant;
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use gemma_app::app::{App, Loading, ModelState, Msg, TurnSettings};
+use gemma_app::chats::{SaveJob, SavedChat, VERSION, export};
+use gemma_app::config::Config;
+use gemma_app::config::keymap::Keymap;
+use gemma_app::config::sampling::{SamplingLayer, Source};
+use gemma_app::ui::{self, view::View};
+use gemma_protocol::{
+    Command, Event, Reuse, ServerInfo, TabId, ToolCall, ToolChoice, ToolDecision, ToolInfo,
+    ToolOutcome, ToolSelection, TurnEnd, TurnStats,
+};
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+
+fn new_app() -> App {
+    let config = Config::builtin().expect("config");
+    let keymap = Keymap::from_config(&config.ui.keys).expect("keys");
+    let model = ModelState {
+        name: "gemma-3-270m (demo)".into(),
+        backend: "cpu".into(),
+        context_limit: 8192,
+        thinking: false,
+        loading: Loading::default(),
+        load_error: None,
+        ready: false,
+        template_fallback: false,
+    };
+    let settings = TurnSettings {
+        layers: vec![(Source::File, SamplingLayer::default())],
+        model: SamplingLayer::default(),
+        random_seed: 1,
+        max_new_tokens: 256,
+        stop: Vec::new(),
+        thinking: false,
+        context_length: None,
+    };
+    let (mut app, _) = App::new(model, keymap, config.ui.theme, settings, false);
+    app.update(Msg::Engine(Event::Ready {
+        model: "gemma3_text".into(),
+        context_length: 8192,
+        thinking: false,
+        generation: SamplingLayer::default(),
+    }));
+    app
+}
+
+fn key(code: KeyCode) -> Msg {
+    Msg::Key(KeyEvent::new(code, KeyModifiers::NONE))
+}
+
+fn type_text(app: &mut App, text: &str) -> Vec<Command> {
+    text.chars()
+        .flat_map(|c| app.update(key(KeyCode::Char(c))))
+        .collect()
+}
+
+fn send(app: &mut App, text: &str) -> TabId {
+    type_text(app, text);
+    match app.update(key(KeyCode::Enter)).as_slice() {
+        [Command::Submit { tab, .. }] => *tab,
+        other => panic!("expected one submit, got {other:?}"),
+    }
+}
+
+fn draw(app: &mut App, w: u16, h: u16) -> Terminal<TestBackend> {
+    app.update(Msg::Resize(w, h));
+    app.update(Msg::Tick(Instant::now()));
+    let mut t = Terminal::new(TestBackend::new(w, h)).expect("terminal");
+    let mut measured = None;
+    t.draw(|f| measured = ui::render(f, app, &mut View::default()))
+        .expect("draw");
+    if let Some(m) = measured {
+        app.measured(m);
+    }
+    t
+}
+
+fn call(id: u64, name: &str, arguments: &str) -> ToolCall {
+    ToolCall {
+        id,
+        name: name.into(),
+        server: "files".into(),
+        arguments: arguments.into(),
+    }
+}
+
+fn asks(app: &mut App, tab: TabId, c: ToolCall) {
+    app.update(Msg::Engine(Event::ToolCall {
+        tab,
+        call: c,
+        approval: true,
+    }));
+}
+
+fn result(app: &mut App, tab: TabId, id: u64, ok: bool, text: &str, bytes: usize) {
+    app.update(Msg::Engine(Event::ToolResult {
+        tab,
+        outcome: ToolOutcome {
+            id,
+            name: "read_file".into(),
+            ok,
+            text: text.into(),
+            bytes,
+            seconds: 0.4,
+        },
+    }));
+}
+
+fn finish(app: &mut App, tab: TabId, calls: usize) {
+    let stats = TurnStats {
+        reuse: Reuse::ExactPrefix,
+        reused_tokens: 10,
+        prefilled_tokens: 12,
+        prefill_tok_s: 200.0,
+        decode_tok_s: 12.5,
+        ttft_s: 0.1,
+        generated_tokens: 20,
+        tool_calls: calls,
+        tool_tokens: 40,
+    };
+    app.update(Msg::Engine(Event::Finished {
+        tab,
+        end: TurnEnd::EndOfTurn(106),
+        stats,
+    }));
+}
+
+/// A turn that reads a file (approved once) and answers from it.
+fn a_turn_with_a_call(app: &mut App) -> TabId {
+    let tab = send(app, "What is in notes.txt?");
+    asks(app, tab, call(1, "read_file", r#"{"path":"notes.txt"}"#));
+    let cmds = app.update(key(KeyCode::Char('y')));
+    assert_eq!(
+        cmds,
+        [Command::DecideTool {
+            tab,
+            call: 1,
+            decision: ToolDecision::Once
+        }]
+    );
+    result(app, tab, 1, true, "buy milk\ncall Ada\nfeed the cat", 1234);
+    app.update(Msg::Engine(Event::Token {
+        tab,
+        text: "Two things: buy milk, and call Ada.".into(),
+    }));
+    finish(app, tab, 1);
+    tab
+}
+
+#[test]
+fn the_approval_pane_shows_the_call_and_queues_the_next() {
+    let mut app = new_app();
+    let tab = send(&mut app, "Tidy my notes");
+    let evil = r#"{"path":"notes.txt","mode":"append","text":"a\u001b[2J \u202e line"}"#;
+    asks(&mut app, tab, call(1, "write_file", evil));
+    asks(
+        &mut app,
+        tab,
+        call(2, "read_file", r#"{"path":"todo.txt"}"#),
+    );
+    // Typing does not reach the input while a call waits.
+    let cmds = type_text(&mut app, "q");
+    assert!(cmds.is_empty());
+    insta::assert_snapshot!("approval_pane", draw(&mut app, 80, 24).backend());
+    // n opens the note; Enter denies with it, and the next call shows.
+    app.update(key(KeyCode::Char('n')));
+    type_text(&mut app, "not that file");
+    insta::assert_snapshot!("approval_note", draw(&mut app, 80, 24).backend());
+    let cmds = app.update(key(KeyCode::Enter));
+    assert_eq!(
+        cmds,
+        [Command::DecideTool {
+            tab,
+            call: 1,
+            decision: ToolDecision::Deny {
+                note: Some("not that file".into())
+            }
+        }]
+    );
+    let t = app.tab().expect("tab");
+    assert_eq!(t.waiting_call().map(|c| c.id), Some(2));
+    assert!(t.editor.is_empty(), "nothing typed went into the input");
+    // t approves for the tab; Esc on a later call denies it without a note.
+    let cmds = app.update(key(KeyCode::Char('t')));
+    assert!(matches!(
+        cmds[..],
+        [Command::DecideTool {
+            call: 2,
+            decision: ToolDecision::Tab,
+            ..
+        }]
+    ));
+    asks(&mut app, tab, call(3, "read_file", "{}"));
+    let cmds = app.update(key(KeyCode::Esc));
+    assert!(matches!(
+        cmds[..],
+        [Command::DecideTool {
+            call: 3,
+            decision: ToolDecision::Deny { note: None },
+            ..
+        }]
+    ));
+    assert!(app.tab().expect("tab").waiting_call().is_none());
+    // Calls still open when the turn ends (stopped with Ctrl+C) are marked stopped.
+    asks(&mut app, tab, call(4, "read_file", "{}"));
+    let stop = Msg::Key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL));
+    assert_eq!(app.update(stop), [Command::Cancel { tab }]);
+    finish(&mut app, tab, 4);
+    let t = app.tab().expect("tab");
+    assert!(t.waiting_call().is_none());
+    let states: Vec<&str> = t.messages[1]
+        .tools
+        .iter()
+        .map(|r| r.state.as_str())
+        .collect();
+    assert_eq!(states, ["denied", "stopped", "denied", "stopped"]);
+}
+
+#[test]
+fn a_call_in_another_tab_waits_for_a_visit_and_always_is_saved() {
+    let mut app = new_app();
+    app.config_path = Some("/tmp/gemma-chat-test/config.toml".into());
+    let first = send(&mut app, "Look up the weather");
+    app.update(Msg::Key(KeyEvent::new(
+        KeyCode::Char('t'),
+        KeyModifiers::CONTROL,
+    )));
+    asks(&mut app, first, call(1, "weather", r#"{"city":"Paris"}"#));
+    // The shown tab has no pane; the bar marks the waiting one.
+    insta::assert_snapshot!("approval_in_another_tab", draw(&mut app, 80, 12).backend());
+    assert!(
+        type_text(&mut app, "a").is_empty(),
+        "typed into this tab's input"
+    );
+    app.update(Msg::Key(KeyEvent::new(
+        KeyCode::Char('1'),
+        KeyModifiers::ALT,
+    )));
+    let cmds = app.update(key(KeyCode::Char('a')));
+    assert!(matches!(
+        cmds[..],
+        [Command::DecideTool {
+            call: 1,
+            decision: ToolDecision::Always,
+            ..
+        }]
+    ));
+    let saves = app.take_saves();
+    assert!(
+        saves
+            .iter()
+            .any(|s| matches!(s, SaveJob::AutoApprove { server, tool, .. }
+            if server == "files" && tool == "weather")),
+        "{saves:?}"
+    );
+}
+
+#[test]
+fn calls_fold_under_the_answer_and_open_with_enter() {
+    let mut app = new_app();
+    let tab = a_turn_with_a_call(&mut app);
+    send(&mut app, "And the other file?");
+    app.update(Msg::Engine(Event::ToolCall {
+        tab,
+        call: call(
+            2,
+            "read_file",
+            r#"{"path":"a/very/long/path/that/does/not/fit/on/one/line/of/the/screen.txt"}"#,
+        ),
+        approval: false,
+    }));
+    result(&mut app, tab, 2, false, "no such file", 0);
+    app.update(Msg::Engine(Event::Token {
+        tab,
+        text: "It is not there.".into(),
+    }));
+    finish(&mut app, tab, 1);
+    insta::assert_snapshot!("tool_lines_collapsed", draw(&mut app, 80, 24).backend());
+    // Alt+Up three times selects the first answer; Enter opens its call.
+    for _ in 0..3 {
+        app.update(Msg::Key(KeyEvent::new(KeyCode::Up, KeyModifiers::ALT)));
+    }
+    app.update(key(KeyCode::Enter));
+    assert!(app.tab().expect("tab").messages[1].expanded);
+    insta::assert_snapshot!("tool_lines_expanded", draw(&mut app, 80, 24).backend());
+    // Enter again folds it.
+    app.update(key(KeyCode::Enter));
+    assert!(!app.tab().expect("tab").messages[1].expanded);
+}
+
+#[test]
+fn calls_are_saved_loaded_searched_and_exported() {
+    let mut app = new_app();
+    a_turn_with_a_call(&mut app);
+    let saved = app.saved(0);
+    assert_eq!(saved.version, VERSION);
+    let json = serde_json::to_string(&saved).expect("json");
+    let back: SavedChat = serde_json::from_str(&json).expect("reads");
+    assert_eq!(back, saved);
+    let tools = &back.messages[1].tools;
+    assert_eq!(
+        (tools[0].name.as_str(), tools[0].status.as_str()),
+        ("read_file", "ok")
+    );
+    // Restored into a fresh app: the call is on the answer again, and search finds its result.
+    let mut again = new_app();
+    again.restore(vec![("c".into(), back.clone())], Vec::new());
+    let m = &again.tabs[0].messages[1];
+    assert_eq!((m.tools.len(), m.tools[0].bytes), (1, 1234));
+    let hits = gemma_app::app::search::search(&again.tabs, "FEED the", 10);
+    assert_eq!(hits.len(), 1, "{hits:?}");
+    assert_eq!(
+        (hits[0].message, hits[0].snippet.as_str()),
+        (1, "tool: buy milk call Ada feed the cat")
+    );
+    let md = export::export(&back, export::Format::Markdown);
+    assert!(
+        md.contains(
+            "<details><summary>tool read_file({\"path\":\"notes.txt\"}) → 1.2 kB</summary>\n\n\
+             Arguments (server files):\n\n```json\n{\n  \"path\": \"notes.txt\"\n}\n```\n\n\
+             Result:\n\n```\nbuy milk\ncall Ada\nfeed the cat\n```\n\n</details>"
+        ),
+        "{md}"
+    );
+    let json = export::export(&back, export::Format::Json);
+    assert!(json.contains("\"tools\": ["), "{json}");
+}
+
+#[test]
+fn a_chat_of_the_previous_format_loads_without_tools() {
+    let v3 = r#"{"version":3,"order":0,"title":"old","model":"gemma-3-270m (demo)",
+        "thinking":false,"messages":[{"id":1,"role":"user","text":"hi"},
+        {"id":2,"parent":1,"role":"model","text":"hello","footer":"done",
+         "stats":{"reuse":"new","reused_tokens":0,"prefilled_tokens":5,"generated_tokens":2,
+                  "prefill_tok_s":1.0,"decode_tok_s":1.0,"ttft_s":0.1}}]}"#;
+    let dir = tempfile::tempdir().expect("tmp");
+    std::fs::write(dir.path().join("old.json"), v3).expect("write");
+    let (chats, warnings) = gemma_app::chats::load_chats(dir.path());
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let mut app = new_app();
+    app.restore(chats, warnings);
+    let t = &app.tabs[0];
+    assert_eq!(t.messages[1].text, "hello");
+    assert!(t.messages[1].tools.is_empty());
+    assert_eq!(t.messages[1].stats.as_ref().map(|s| s.tool_calls), Some(0));
+    let saved = app.saved(0);
+    assert_eq!(saved.version, VERSION, "saved again in the new format");
+}
+
+#[test]
+fn tools_are_listed_and_chosen_per_tab() {
+    let mut app = new_app();
+    app.update(Msg::Engine(Event::Tools {
+        servers: vec![
+            ServerInfo {
+                name: "files".into(),
+                transport: "stdio".into(),
+                state: "ready".into(),
+                tools: vec!["read_file".into()],
+                error: None,
+            },
+            ServerInfo {
+                name: "web".into(),
+                transport: "http".into(),
+                state: "failed".into(),
+                tools: Vec::new(),
+                error: Some("connection refused".into()),
+            },
+        ],
+        tools: vec![ToolInfo {
+            name: "read_file".into(),
+            server: "files".into(),
+            description: "Reads a file under the allowed directories".into(),
+            parameters: "{}".into(),
+            auto_approve: false,
+        }],
+    }));
+    type_text(&mut app, "/tools");
+    app.update(key(KeyCode::Enter));
+    insta::assert_snapshot!("tools_listing", draw(&mut app, 80, 16).backend());
+    type_text(&mut app, "/tools only files.nope");
+    assert!(
+        app.update(key(KeyCode::Enter)).is_empty(),
+        "an unknown name is refused"
+    );
+    app.tabs[0].editor.take();
+    type_text(&mut app, "/tools only files");
+    let tab = app.tabs[0].id;
+    assert_eq!(
+        app.update(key(KeyCode::Enter)),
+        [Command::SetTools {
+            tab,
+            selection: ToolSelection::Only(vec!["files".into()]),
+            choice: ToolChoice::Auto
+        }]
+    );
+    type_text(&mut app, "/tool-choice required");
+    assert_eq!(
+        app.update(key(KeyCode::Enter)),
+        [Command::SetTools {
+            tab,
+            selection: ToolSelection::Only(vec!["files".into()]),
+            choice: ToolChoice::Required
+        }]
+    );
+    // Kept with the chat, and told to the engine when it comes back.
+    let saved = app.saved(0);
+    let mut again = new_app();
+    let cmds = again.restore(vec![("c".into(), saved)], Vec::new());
+    assert!(
+        cmds.iter().any(|c| matches!(
+            c,
+            Command::SetTools {
+                choice: ToolChoice::Required,
+                selection: ToolSelection::Only(_),
+                ..
+            }
+        )),
+        "{cmds:?}"
+    );
+}
