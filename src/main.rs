@@ -1,7 +1,7 @@
 //! The `gemma-chat` binary, on top of the workspace: command-line parsing, and every command
 //! (`src/cli/`): the TUI and the headless chat through the engine protocol, `generate`, `bench`,
-//! `config`, `template`, `export` and `import`. Only the binary uses `anyhow`; the crates return
-//! typed errors.
+//! `config`, `template`, `export`, `import` and `mcp`. Only the binary uses `anyhow`; the crates
+//! return typed errors.
 
 mod cli;
 

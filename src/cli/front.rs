@@ -28,6 +28,8 @@ pub fn engine_options(config: &Config, data: Option<&Path>) -> EngineOptions {
             config::ThinkingPolicy::Strip => ThinkingPolicy::Strip,
         },
         inject_failure: None,
+        // Started by the front end when the config names any ([`super::tools::start_tools`]).
+        tools: None,
         // The flag's or the config's, set with the model choice ([`spawn_engine`]).
         mmproj: None,
         kv_dir: data.map(|_| config::cache_dir().join("sessions")),
@@ -42,14 +44,17 @@ pub fn engine_options(config: &Config, data: Option<&Path>) -> EngineOptions {
 
 /// The engine the config and flags ask for: a server's when `remote` says so, else the model in
 /// this process (loaded on the engine thread, the demo model fetched there first when none is
-/// named).
+/// named). Either gets `options.tools`.
 pub fn spawn_engine(
     choice: ModelChoice,
     remote: Option<RemoteOptions>,
     options: EngineOptions,
 ) -> EngineHandle {
     if let Some(r) = remote {
-        return spawn_remote(r);
+        return spawn_remote(RemoteOptions {
+            tools: options.tools,
+            ..r
+        });
     }
     let options = EngineOptions {
         mmproj: choice.mmproj.clone(),

@@ -214,6 +214,8 @@ fn chat(
             "reuse": st.reuse.as_str(),
             "prompt_tokens": st.reused_tokens + st.prefilled_tokens,
             "generated_tokens": st.generated_tokens,
+            "tool_calls": st.tool_calls,
+            "tool_tokens": st.tool_tokens,
             "timings": {
                 "load_s": load_s,
                 "prefill_tok_s": st.prefill_tok_s,

@@ -2,8 +2,9 @@
 //! stdin/stdout) and `generate --chat` — through the engine protocol with one tab, as the UI
 //! drives it: the local engine or a server's alike, sampling resolved by the UI's resolver (tab
 //! preset > flag > env > file > the model's defaults > Gemma's), a random seed unless one is set,
-//! the config's stop strings, context length, thinking, presets and a system prompt. Answer text
-//! goes to stdout as it streams; stages, notices and each turn's numbers to stderr.
+//! the config's stop strings, context length, thinking, presets, a system prompt and the tools
+//! (`--tool-choice`, `--yes`). Answer text goes to stdout as it streams; stages, notices, tool
+//! calls and each turn's numbers to stderr.
 
 use std::io::Write;
 use std::time::Duration;
@@ -13,17 +14,21 @@ use clap::Args;
 use gemma_app::app::TurnSettings;
 use gemma_app::config::Config;
 use gemma_app::config::sampling::SamplingLayer;
-use gemma_engine::protocol::{Attachment, Command, Event, ProgressUnit, TabId, TurnEnd, TurnStats};
+use gemma_engine::protocol::{
+    Attachment, Command, Event, ProgressUnit, TabId, ToolChoice, ToolSelection, TurnEnd, TurnStats,
+};
 use gemma_engine::{EngineHandle, RemoteOptions};
 use gemma_model::demo::{self, Fetch};
 
 use super::front::{engine_options, spawn_engine, turn_settings};
+use super::tools::{ToolConsole, Tools, tools_for};
 use super::{ModelArgs, SamplingArgs, printable};
 
 /// How long a turn may go without any event before the run gives up on the engine.
 const SILENCE: Duration = Duration::from_secs(3600);
 
-/// A tab's own settings, as the TUI gives them: a preset and a system prompt.
+/// A tab's own settings, as the TUI gives them: a preset, a system prompt, its tool choice;
+/// and whether a headless run approves tool calls.
 #[derive(Debug, Args, Clone, Default)]
 pub struct TabArgs {
     /// The tab's preset, a `[presets.NAME]` from the config (default: `ui.default_preset`).
@@ -32,6 +37,19 @@ pub struct TabArgs {
     /// The tab's system prompt (over the preset's).
     #[arg(long, global = true)]
     pub system: Option<String>,
+    /// Whether the model may, must or must not call the configured tools (`[mcp.servers]`,
+    /// `[tools]`): auto, required or none (default: the preset's `tool_choice`, then
+    /// `[tools] choice`).
+    #[arg(
+        long,
+        global = true,
+        value_name = "auto|required|none",
+        value_parser = super::tools::parse_choice
+    )]
+    pub tool_choice: Option<ToolChoice>,
+    /// Approve every tool call (a headless run denies them otherwise, and says so on stderr).
+    #[arg(long, global = true)]
+    pub yes: bool,
 }
 
 impl TabArgs {
@@ -44,9 +62,19 @@ impl TabArgs {
                  tab's system prompt (or use a preset: --preset NAME)"
             );
         }
+        if self.yes {
+            bail!(
+                "--yes is for --prompt and piped chat; in the app, each call asks (y once, t for \
+                 the tab, a always; [mcp.servers.NAME] auto_approve lists tools that never ask)"
+            );
+        }
         if let Some(name) = &self.preset {
             preset(config, self)?;
             config.ui.default_preset = name.clone();
+        }
+        if let Some(choice) = self.tool_choice {
+            // New tabs' default; a preset's own `tool_choice` still wins there.
+            config.tools.choice = choice;
         }
         Ok(())
     }
@@ -80,6 +108,12 @@ pub struct Headless {
     /// Print the answer as it streams (else only collect it).
     pub echo: bool,
     raw: bool,
+    /// The tools the engine runs, when the config names any.
+    tools: Option<Tools>,
+    /// The tab's tool choice.
+    choice: ToolChoice,
+    /// Approvals and what is said of calls.
+    console: ToolConsole,
 }
 
 impl Headless {
@@ -102,7 +136,11 @@ impl Headless {
         let (overrides, preset_max, preset_thinking, preset_system) = preset(&config, tab)?;
         let choice = common.choice(&config)?;
         let is_remote = remote.is_some();
-        let engine = spawn_engine(choice, remote, engine_options(&config, None));
+        let preset_name = preset_name(&config, tab);
+        let (tools, tool_choice) = tools_for(&config, tab.tool_choice, preset_name.as_deref())?;
+        let mut options = engine_options(&config, None);
+        options.tools = tools.as_ref().map(Tools::shared);
+        let engine = spawn_engine(choice, remote, options);
         let mut me = Self {
             engine,
             tab: 1,
@@ -116,8 +154,14 @@ impl Headless {
             remote: is_remote,
             echo: true,
             raw,
+            tools,
+            choice: tool_choice,
+            console: ToolConsole::new(tab.yes),
         };
         me.wait_ready()?;
+        if let Some(tools) = &me.tools {
+            tools.wait_and_warn(&mut me.console);
+        }
         me.set_up();
         Ok(me)
     }
@@ -174,6 +218,13 @@ impl Headless {
                 text: self.system.clone(),
             });
         }
+        if self.tools.is_some() {
+            self.engine.send(Command::SetTools {
+                tab,
+                selection: ToolSelection::All,
+                choice: self.choice,
+            });
+        }
     }
 
     /// Starts a new conversation (the old tab is closed, its session freed).
@@ -204,6 +255,10 @@ impl Headless {
                 .events
                 .recv_timeout(SILENCE)
                 .context("the engine stopped answering")?;
+            // Calls and their results, each server's error: on stderr; a call's approval sent.
+            if let Some(reply) = self.console.on_event(self.tab, &event) {
+                self.engine.send(reply);
+            }
             match event {
                 Event::Token { tab, text } if tab == self.tab => {
                     if self.echo {
@@ -251,7 +306,7 @@ impl Headless {
     /// A turn's numbers as one line for stderr.
     pub fn describe(&self, s: &TurnStats) -> String {
         format!(
-            "[{} · reused {} · prefilled {} at {:.0} tok/s · {} tokens at {:.1} tok/s · context \
+            "[{} · reused {} · prefilled {} at {:.0} tok/s · {} tokens at {:.1} tok/s{} · context \
              {}/{}{}]",
             s.reuse.as_str(),
             s.reused_tokens,
@@ -259,6 +314,7 @@ impl Headless {
             s.prefill_tok_s,
             s.generated_tokens,
             s.decode_tok_s,
+            super::tools::describe_stats(s),
             self.context.0,
             self.context.1,
             if self.remote {
@@ -275,11 +331,7 @@ impl Headless {
 type PresetParts = (SamplingLayer, Option<usize>, Option<bool>, Option<String>);
 
 fn preset(config: &Config, tab: &TabArgs) -> anyhow::Result<PresetParts> {
-    let name = tab
-        .preset
-        .clone()
-        .or_else(|| Some(config.ui.default_preset.clone()).filter(|p| !p.is_empty()));
-    let Some(name) = name else {
+    let Some(name) = preset_name(config, tab) else {
         return Ok((SamplingLayer::default(), None, None, None));
     };
     let p = config.preset(&name).map_err(anyhow::Error::msg)?;
@@ -289,6 +341,13 @@ fn preset(config: &Config, tab: &TabArgs) -> anyhow::Result<PresetParts> {
         p.thinking,
         p.system.clone(),
     ))
+}
+
+/// The name of the preset the tab takes: `--preset`, else `ui.default_preset`.
+fn preset_name(config: &Config, tab: &TabArgs) -> Option<String> {
+    tab.preset
+        .clone()
+        .or_else(|| Some(config.ui.default_preset.clone()).filter(|p| !p.is_empty()))
 }
 
 /// `gemma-chat --prompt TEXT`: one turn, the answer on stdout, its numbers on stderr.

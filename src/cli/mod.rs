@@ -33,7 +33,9 @@ mod front;
 mod generate;
 mod headless;
 mod images;
+mod mcp_cmd;
 mod template_cmd;
+mod tools;
 mod tui;
 
 use std::path::PathBuf;
@@ -178,6 +180,8 @@ enum Command {
     Export(chats_cmd::ExportArgs),
     /// Read chats (gemma-chat's JSON export, or ChatGPT's conversations.json) into new tabs.
     Import(chats_cmd::ImportArgs),
+    /// MCP servers: import them from Claude Desktop's or oterm's JSON, list them and their tools.
+    Mcp(mcp_cmd::McpArgs),
 }
 
 /// Options shared by every command that loads a model. Each one overrides the config file.
@@ -299,6 +303,8 @@ impl ModelArgs {
             context_length: config
                 .context_length_set
                 .then_some(config.model.context_length),
+            // The options' tools go to either engine ([`front::spawn_engine`]).
+            tools: None,
         }))
     }
 }
@@ -345,6 +351,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Template(args)) => return template_cmd::run(args, &cli.common, cli.raw),
         Some(Command::Export(args)) => return chats_cmd::export(args, cli.raw),
         Some(Command::Import(args)) => return chats_cmd::import(args),
+        Some(Command::Mcp(args)) => return mcp_cmd::run(args, &cli.common),
         None => {}
     }
     let interactive = std::io::IsTerminal::is_terminal(&std::io::stdin())

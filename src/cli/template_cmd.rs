@@ -103,5 +103,10 @@ fn render(
     messages: &serde_json::Value,
     args: &RenderArgs,
 ) -> anyhow::Result<String> {
-    Ok(t.render(messages, !args.no_generation_prompt, Some(args.thinking))?)
+    Ok(t.render(
+        messages,
+        !args.no_generation_prompt,
+        Some(args.thinking),
+        None,
+    )?)
 }

@@ -10,6 +10,7 @@ use gemma_app::tui;
 use gemma_model::demo;
 
 use super::front::{engine_options, spawn_engine, turn_settings};
+use super::tools::start_tools;
 use super::{ModelArgs, SamplingArgs};
 
 /// Runs the terminal UI. `max_new` and `sampling` are the command-line overrides.
@@ -49,7 +50,10 @@ pub fn run(
     let data = demo::data_dir()?;
     // One instance per data dir: two would overwrite each other's chats.
     let _lock = gemma_files::DirLock::acquire(&data)?;
-    let engine = spawn_engine(choice, remote, engine_options(&config, Some(&data)));
+    let mut options = engine_options(&config, Some(&data));
+    // The servers start in the background; the engine reports them as they come.
+    options.tools = start_tools(&config)?.map(|t| t.shared());
+    let engine = spawn_engine(choice, remote, options);
     let (mut app, initial) = App::new(
         model,
         keymap,

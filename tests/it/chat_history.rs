@@ -108,7 +108,7 @@ fn check_against_template(
     }
     let thinking_now = users.last().expect("a turn").1;
     let mut text = t
-        .render(&json!(messages), false, Some(thinking_now))
+        .render(&json!(messages), false, Some(thinking_now), None)
         .expect("renders");
     // The documented difference: a model turn keeps the opening it was run with.
     let (mut kept, mut dropped) = (0, 0);

@@ -211,7 +211,7 @@ fn chat_templates() {
             origin: "fuzz.jinja".into(),
         };
         if let Ok(t) = ChatTemplate::new(&source, "<bos>", "<eos>") {
-            let _ = t.render(&messages, true, Some(false));
+            let _ = t.render(&messages, true, Some(false), None);
         }
     });
 }

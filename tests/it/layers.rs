@@ -3,7 +3,8 @@
 //! names a crate it should not; this test reads every manifest and fails on a dependency (normal,
 //! dev or target-specific) that points up or sideways. Bottom to top:
 //!
-//! protocol, files, media → kernels → model → engine; app (protocol, files and media only: the
+//! protocol, files, media → kernels → model; protocol → tools (MCP, built-ins, the call
+//! grammar); model and tools → engine; app (protocol, files and media only: the
 //! front end never sees the engine or the model; it reads a picture's header for its chip) → the
 //! `gemma-chat` binary on top of everything.
 
@@ -15,6 +16,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("gemma-files", &[]),
     ("gemma-media", &["gemma-files"]),
     ("gemma-kernels", &[]),
+    ("gemma-tools", &["gemma-protocol"]),
     ("gemma-model", &["gemma-protocol", "gemma-kernels"]),
     (
         "gemma-engine",
@@ -23,6 +25,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "gemma-files",
             "gemma-media",
             "gemma-model",
+            "gemma-tools",
         ],
     ),
     (

@@ -27,6 +27,7 @@ fn options(port: u16) -> RemoteOptions {
         idle_timeout: Duration::from_secs(120),
         give_up_after: None,
         context_length: None,
+        tools: None,
     }
 }
 

@@ -119,6 +119,7 @@ fn options(port: u16, key: Option<&str>, model: Option<&str>) -> RemoteOptions {
         idle_timeout: Duration::from_secs(10),
         give_up_after: None,
         context_length: None,
+        tools: None,
     }
 }
 

@@ -6,6 +6,8 @@ pub mod chat;
 pub mod gguf;
 pub mod http;
 pub mod llama;
+pub mod mcp;
+pub mod remote_tools;
 
 use std::path::{Path, PathBuf};
 
