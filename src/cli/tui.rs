@@ -63,6 +63,7 @@ pub fn run(
     );
     app.config = Some(Box::new(config));
     let mut initial = initial;
+    initial.extend(app.apply_default_tools());
     initial.extend(app.apply_default_preset());
     let chats = data.join("chats");
     let keep_closed = app

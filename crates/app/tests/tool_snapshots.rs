@@ -425,3 +425,26 @@ fn tools_are_listed_and_chosen_per_tab() {
         "{cmds:?}"
     );
 }
+
+#[test]
+fn the_first_tab_takes_the_configured_tool_choice() {
+    // The first tab opens before the config is in (App::new); the front end applies it after.
+    let mut app = new_app();
+    let config = Config::from_layers(Some((
+        std::path::Path::new("config.toml"),
+        "[tools]\nchoice = \"required\"\n",
+    )))
+    .expect("config");
+    app.config = Some(Box::new(config));
+    let cmds = app.apply_default_tools();
+    let tab = app.tab().expect("a tab").id;
+    assert_eq!(
+        cmds,
+        vec![Command::SetTools {
+            tab,
+            selection: ToolSelection::All,
+            choice: ToolChoice::Required,
+        }]
+    );
+    assert!(app.apply_default_tools().is_empty(), "once");
+}

@@ -143,6 +143,9 @@ pub struct Turn {
     paused: bool,
     tool_calls: usize,
     tool_tokens: usize,
+    /// Seconds spent waiting for tools (not decoding), and since when the current wait runs.
+    waited_s: f64,
+    paused_at: Option<f64>,
     cancelled: bool,
     end: Option<TurnEnd>,
     all_logits: Option<Vec<f32>>,
@@ -191,6 +194,8 @@ impl Turn {
             paused: false,
             tool_calls: 0,
             tool_tokens: 0,
+            waited_s: 0.0,
+            paused_at: None,
             cancelled: false,
             end: None,
             all_logits: opts.prompt_logits.then(Vec::new),
@@ -225,6 +230,9 @@ impl Turn {
         }
         self.paused = false;
         self.tool_calls += calls;
+        if let Some(at) = self.paused_at.take() {
+            self.waited_s += self.seconds() - at;
+        }
         self.answer.extend_from_slice(ids);
         self.tool_tokens += ids.len();
         if let Some(g) = self.guide.as_mut() {
@@ -278,13 +286,15 @@ impl Turn {
     pub fn stats(&self) -> TurnStats {
         let now = self.finished_s.unwrap_or_else(|| self.seconds());
         let prefill_s = self.prefill_s.unwrap_or(now);
+        // Time spent waiting for tools (and for the user's approval) is no decoding time.
+        let waited = self.waited_s + self.paused_at.map_or(0.0, |at| now - at);
         TurnStats {
             reuse: self.reuse,
             reused_tokens: self.reused,
             prefilled_tokens: self.prefilled,
             prefill_tok_s: self.prefilled as f64 / prefill_s.max(1e-9),
             decode_tok_s: (self.answer.len() - self.tool_tokens) as f64
-                / (now - prefill_s).max(1e-9),
+                / (now - prefill_s - waited).max(1e-9),
             ttft_s: self.ttft_s,
             generated_tokens: self.answer.len() - self.tool_tokens,
             tool_calls: self.tool_calls,
@@ -381,6 +391,7 @@ impl Turn {
             Guided::Pause => {
                 self.answer.push(id);
                 self.paused = true;
+                self.paused_at = Some(self.seconds());
                 return Ok(Step::ToolCalls);
             }
         }

@@ -176,6 +176,18 @@ impl App {
         vec![cmd]
     }
 
+    /// The config's tool choice for the tabs opened before the config was set (the first tab):
+    /// `[tools] choice` where it is not `auto` (a default preset applied after wins).
+    pub fn apply_default_tools(&mut self) -> Vec<Command> {
+        let choice = self.configured_choice(None);
+        let mut cmds = Vec::new();
+        for t in self.tabs.iter_mut().filter(|t| t.tool_choice != choice) {
+            t.tool_choice = choice;
+            cmds.push(set_tools(t));
+        }
+        cmds
+    }
+
     /// The tool choice a new tab (or one taking `preset`) starts with, from the config.
     pub(super) fn configured_choice(&self, preset: Option<&str>) -> ToolChoice {
         self.config
