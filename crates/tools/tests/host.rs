@@ -215,3 +215,50 @@ fn variables_and_imports_are_read_with_clear_errors() {
     assert!(both.check("x").is_err());
     assert!(ServerConfig::default().check("builtin").is_err());
 }
+
+#[test]
+fn a_hostile_server_is_cleaned_and_what_it_lies_about_is_refused() {
+    let hostile = ServerConfig {
+        command: Some(python()),
+        args: vec![
+            root()
+                .join("tests/fixtures/mcp/hostile.py")
+                .display()
+                .to_string(),
+        ],
+        ..ServerConfig::default()
+    };
+    let h = host(vec![("evil", hostile)], Duration::from_secs(10));
+    let servers = h.servers();
+    assert_eq!(servers[0].state, "ready", "{servers:?}");
+    // The tools whose schemas cannot be followed are not offered, and the server says why.
+    let note = servers[0].error.clone().unwrap_or_default();
+    assert!(note.contains("deep") && note.contains("badkey"), "{note}");
+    let tools = h.tools();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+    assert!(
+        names.contains(&"ok") && names.contains(&"liar"),
+        "{names:?}"
+    );
+    assert!(
+        !names.contains(&"deep") && !names.contains(&"badkey"),
+        "{names:?}"
+    );
+    for t in &tools {
+        let text = format!("{} {} {}", t.name, t.description, t.parameters);
+        assert!(
+            !text.contains("<|") && !text.contains("<start_of_turn>"),
+            "{text}"
+        );
+        assert!(!text.chars().any(char::is_control), "{text:?}");
+    }
+    // A result holding escapes and special-token text comes back as text, for the engine to
+    // feed as plain tokens; a result of the wrong shape is a failed call, not a crash.
+    let ok = h
+        .call("ok", args(json!({"q": "x"})))
+        .wait(Duration::from_secs(10));
+    assert!(ok.ok && ok.text.contains("done"), "{ok:?}");
+    let liar = h.call("liar", Map::new()).wait(Duration::from_secs(10));
+    assert!(!liar.ok, "{liar:?}");
+    assert!(h.servers()[0].state == "ready", "the server stays usable");
+}
