@@ -2,14 +2,16 @@
 //! the keys and the note), the collapsed and expanded lines under an answer, `/tools`, and a
 //! chat with calls saved, loaded (from the previous format too), searched and exported.
 
+mod common;
+
 use std::time::Instant;
 
+use common::{key, type_text};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-use gemma_app::app::{App, Loading, ModelState, Msg, TurnSettings};
+use gemma_app::app::{App, Msg};
 use gemma_app::chats::{SaveJob, SavedChat, VERSION, export};
 use gemma_app::config::Config;
-use gemma_app::config::keymap::Keymap;
-use gemma_app::config::sampling::{SamplingLayer, Source};
+use gemma_app::config::sampling::SamplingLayer;
 use gemma_app::ui::{self, view::View};
 use gemma_protocol::{
     Command, Event, Reuse, ServerInfo, TabId, ToolCall, ToolChoice, ToolDecision, ToolInfo,
@@ -19,28 +21,7 @@ use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 
 fn new_app() -> App {
-    let config = Config::builtin().expect("config");
-    let keymap = Keymap::from_config(&config.ui.keys).expect("keys");
-    let model = ModelState {
-        name: "gemma-3-270m (demo)".into(),
-        backend: "cpu".into(),
-        context_limit: 8192,
-        thinking: false,
-        loading: Loading::default(),
-        load_error: None,
-        ready: false,
-        template_fallback: false,
-    };
-    let settings = TurnSettings {
-        layers: vec![(Source::File, SamplingLayer::default())],
-        model: SamplingLayer::default(),
-        random_seed: 1,
-        max_new_tokens: 256,
-        stop: Vec::new(),
-        thinking: false,
-        context_length: None,
-    };
-    let (mut app, _) = App::new(model, keymap, config.ui.theme, settings, false);
+    let (mut app, _) = common::app(SamplingLayer::default());
     app.update(Msg::Engine(Event::Ready {
         model: "gemma3_text".into(),
         context_length: 8192,
@@ -48,16 +29,6 @@ fn new_app() -> App {
         generation: SamplingLayer::default(),
     }));
     app
-}
-
-fn key(code: KeyCode) -> Msg {
-    Msg::Key(KeyEvent::new(code, KeyModifiers::NONE))
-}
-
-fn type_text(app: &mut App, text: &str) -> Vec<Command> {
-    text.chars()
-        .flat_map(|c| app.update(key(KeyCode::Char(c))))
-        .collect()
 }
 
 fn send(app: &mut App, text: &str) -> TabId {

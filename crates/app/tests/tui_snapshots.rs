@@ -1,12 +1,14 @@
 //! Snapshot tests of the real `App` and renderer: synthetic key and engine events in, a
 //! `TestBackend` screen out (insta snapshots in `crates/app/tests/snapshots/`).
 
+mod common;
+
 use std::time::{Duration, Instant};
 
+use common::{key, type_text};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-use gemma_app::app::{App, Loading, ModelState, Msg, Overlay, TurnSettings};
+use gemma_app::app::{App, Msg, Overlay};
 use gemma_app::config::Config;
-use gemma_app::config::keymap::Keymap;
 use gemma_app::config::sampling::{SamplingLayer, Source};
 use gemma_app::ui::{self, view::View};
 use gemma_protocol::{Command, Event, ProgressUnit, Reuse, TabId, Tier, TurnEnd, TurnStats};
@@ -14,58 +16,18 @@ use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 
 fn new_app() -> (App, Vec<Command>) {
-    let config = Config::builtin().expect("config");
-    let keymap = Keymap::from_config(&config.ui.keys).expect("keys");
-    let model = ModelState {
-        name: "gemma-3-270m (demo)".into(),
-        backend: "cpu".into(),
-        context_limit: 8192,
-        thinking: false,
-        loading: Loading::default(),
-        load_error: None,
-        ready: false,
-        template_fallback: false,
-    };
-    let file = SamplingLayer {
+    common::app(SamplingLayer {
         temperature: Some(0.7),
         ..SamplingLayer::default()
-    };
-    let settings = TurnSettings {
-        layers: vec![(Source::File, file)],
-        model: SamplingLayer::default(),
-        random_seed: 1,
-        max_new_tokens: 256,
-        stop: Vec::new(),
-        thinking: false,
-        context_length: None,
-    };
-    App::new(
-        model,
-        keymap,
-        gemma_app::config::Theme::Dark,
-        settings,
-        false,
-    )
+    })
 }
 
 fn draw(app: &mut App, w: u16, h: u16) -> Terminal<TestBackend> {
     draw_at(app, w, h, Instant::now())
 }
 
-fn key(code: KeyCode) -> Msg {
-    Msg::Key(KeyEvent::new(code, KeyModifiers::NONE))
-}
-
 fn ctrl(c: char) -> Msg {
     Msg::Key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::CONTROL))
-}
-
-fn type_text(app: &mut App, text: &str) -> Vec<Command> {
-    let mut cmds = Vec::new();
-    for c in text.chars() {
-        cmds.extend(app.update(key(KeyCode::Char(c))));
-    }
-    cmds
 }
 
 fn ready(app: &mut App) {

@@ -3,35 +3,17 @@
 //! listing, a call and its answer, the child's environment, a crash, a hang, a server that does
 //! not start, `auto_approve`, and the config's `${VAR}` and `mcpServers` import.
 
+mod common;
+
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use common::{args, python, root};
 use gemma_tools::config::{
     ConfigError, Limits, ServerConfig, ToolsConfig, import_mcp_servers, servers_to_toml, substitute,
 };
 use gemma_tools::host::ToolHost;
-use serde_json::{Map, Value, json};
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn python() -> String {
-    let out = std::process::Command::new("bash")
-        .arg(root().join("scripts/mcp-python.sh"))
-        .output()
-        .expect("runs scripts/mcp-python.sh");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .expect("a path")
-        .trim()
-        .to_string()
-}
+use serde_json::{Map, json};
 
 fn server(env: &[(&str, &str)], auto: &[&str]) -> ServerConfig {
     ServerConfig {
@@ -67,10 +49,6 @@ fn host(servers: Vec<(&str, ServerConfig)>, timeout: Duration) -> ToolHost {
     let host = ToolHost::start(config);
     host.wait_started(Duration::from_secs(60));
     host
-}
-
-fn args(v: Value) -> Map<String, Value> {
-    v.as_object().expect("an object").clone()
 }
 
 #[test]

@@ -2,34 +2,17 @@
 //! the built-in tools: `read_file` only under its directories, `fetch_url` refusing loopback
 //! unless the config allows it, and a page's text without its scripts.
 
+mod common;
+
 use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::{args, python, root};
 use gemma_tools::config::{BuiltinConfig, Limits, ServerConfig, ToolsConfig};
 use gemma_tools::host::ToolHost;
-use serde_json::{Map, Value, json};
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn python() -> String {
-    let out = Command::new("bash")
-        .arg(root().join("scripts/mcp-python.sh"))
-        .output()
-        .expect("runs scripts/mcp-python.sh");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .expect("a path")
-        .trim()
-        .to_string()
-}
+use serde_json::json;
 
 /// A child process killed when the test ends, however it ends.
 struct Killed(Child);
@@ -69,10 +52,6 @@ fn serve(program: &str, args: &[&str], port: u16, dir: &Path) -> Killed {
         std::thread::sleep(Duration::from_millis(100));
     }
     child
-}
-
-fn args(v: Value) -> Map<String, Value> {
-    v.as_object().expect("an object").clone()
 }
 
 fn started(config: ToolsConfig) -> ToolHost {

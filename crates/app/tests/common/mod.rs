@@ -1,0 +1,56 @@
+//! What the app's screen tests share: a real `App` on the built-in config with the demo model's
+//! state, and keys typed into it.
+// Each test file uses its own subset.
+#![allow(dead_code)]
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use gemma_app::app::{App, Loading, ModelState, Msg, TurnSettings};
+use gemma_app::config::Config;
+use gemma_app::config::keymap::Keymap;
+use gemma_app::config::sampling::{SamplingLayer, Source};
+use gemma_protocol::Command;
+
+/// A new app (dark theme, 8192-token context, 256-token answers) whose config file's sampling
+/// is `file`, with the commands its first tab sends.
+pub fn app(file: SamplingLayer) -> (App, Vec<Command>) {
+    let config = Config::builtin().expect("config");
+    let keymap = Keymap::from_config(&config.ui.keys).expect("keys");
+    let model = ModelState {
+        name: "gemma-3-270m (demo)".into(),
+        backend: "cpu".into(),
+        context_limit: 8192,
+        thinking: false,
+        loading: Loading::default(),
+        load_error: None,
+        ready: false,
+        template_fallback: false,
+    };
+    let settings = TurnSettings {
+        layers: vec![(Source::File, file)],
+        model: SamplingLayer::default(),
+        random_seed: 1,
+        max_new_tokens: 256,
+        stop: Vec::new(),
+        thinking: false,
+        context_length: None,
+    };
+    App::new(
+        model,
+        keymap,
+        gemma_app::config::Theme::Dark,
+        settings,
+        false,
+    )
+}
+
+/// A key press without modifiers.
+pub fn key(code: KeyCode) -> Msg {
+    Msg::Key(KeyEvent::new(code, KeyModifiers::NONE))
+}
+
+/// Types `text` into the input, with the commands that sends.
+pub fn type_text(app: &mut App, text: &str) -> Vec<Command> {
+    text.chars()
+        .flat_map(|c| app.update(key(KeyCode::Char(c))))
+        .collect()
+}
