@@ -9,6 +9,8 @@ pub mod format;
 mod grammar;
 mod matcher;
 pub mod parse;
+mod reader;
+mod scalars;
 mod schema;
 mod step;
 mod vocab;
