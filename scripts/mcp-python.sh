@@ -22,7 +22,16 @@ flock 9
 if ! { [ -x "$PY" ] && "$PY" -c "import mcp.server.mcpserver" 2>/dev/null; }; then
   echo "== making $DIR (PyPI mcp $VERSION)" >&2
   rm -rf "$DIR"
-  python3 -m venv "$DIR" >&2
-  "$PY" -m pip install -q --disable-pip-version-check "mcp==$VERSION" >&2
+  if python3 -m venv "$DIR" >&2 2>/dev/null; then
+    "$PY" -m pip install -q --disable-pip-version-check "mcp==$VERSION" >&2
+  else
+    # No venv module (Debian's python3 without python3-venv): the packages in a folder of their
+    # own and an interpreter wrapper that puts them on the path.
+    rm -rf "$DIR"
+    python3 -m pip install -q --disable-pip-version-check --target "$DIR/site" "mcp==$VERSION" >&2
+    mkdir -p "$DIR/bin"
+    printf '#!/bin/sh\nPYTHONPATH="%s/site${PYTHONPATH:+:$PYTHONPATH}" exec python3 "$@"\n' "$DIR" >"$PY"
+    chmod +x "$PY"
+  fi
 fi
 echo "$PY"
