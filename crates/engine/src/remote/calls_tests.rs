@@ -1,3 +1,7 @@
+//! The remote engine's tool calls: deltas read from what servers send, pieces made whole calls
+//! by index or id, a hostile stream bounded, arguments read as JSON then leniently, and a round
+//! trip written back as an assistant message and tool messages.
+
 use super::*;
 
 fn delta(
