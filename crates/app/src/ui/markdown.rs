@@ -269,7 +269,7 @@ fn split_words(text: &str) -> Vec<&str> {
 }
 
 /// `text` cut to `width` cells, with `…` when cut.
-fn clip(text: &str, width: usize) -> String {
+pub(super) fn clip(text: &str, width: usize) -> String {
     if text.width() <= width {
         return text.to_string();
     }

@@ -50,7 +50,7 @@ pub fn collapsed(r: &ToolRun, width: usize, theme: &Theme) -> Line<'static> {
     let fixed = "▸ tool ".width() + name.width() + 1 + outcome.width();
     let room = width.saturating_sub(fixed).max(8);
     let args = one_line(&r.arguments);
-    let args = clip(args.trim(), room);
+    let args = markdown::clip(args.trim(), room);
     Line::from(vec![
         Span::styled("▸ tool ", theme.dim),
         Span::styled(format!("{name}("), theme.accent),
@@ -58,25 +58,6 @@ pub fn collapsed(r: &ToolRun, width: usize, theme: &Theme) -> Line<'static> {
         Span::styled(")", theme.accent),
         Span::styled(outcome[1..].to_string(), outcome_style(r, theme)),
     ])
-}
-
-/// At most `room` columns of `s`, ending in `…` where it was cut.
-fn clip(s: &str, room: usize) -> String {
-    if s.width() <= room {
-        return s.to_string();
-    }
-    let mut out = String::new();
-    let mut w = 0;
-    for c in s.chars() {
-        let cw = unicode_width::UnicodeWidthChar::width(c).unwrap_or(0);
-        if w + cw + 1 > room {
-            break;
-        }
-        out.push(c);
-        w += cw;
-    }
-    out.push('…');
-    out
 }
 
 /// A call with its arguments and result in full.
