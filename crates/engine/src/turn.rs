@@ -402,29 +402,23 @@ impl Turn {
         })
     }
 
-    /// The next token from `logits`, within the guide's mask.
+    /// The next token from `logits`, within the guide's mask: banned ids are ruled out where the
+    /// logits are (a pick reads back no more than without a guide); a list of allowed ids reads
+    /// the row.
     fn choose(&mut self, logits: NextLogits, room: usize) -> Result<u32> {
-        let mask = self.guide.as_mut().map_or(Mask::Any, |g| g.mask(room));
-        let banned: Vec<u32> = match mask {
-            Mask::Any => return self.sampler.pick(logits),
-            Mask::Only(ids) if ids.len() == 1 => return Ok(ids[0]),
+        match self.guide.as_mut().map_or(Mask::Any, |g| g.mask(room)) {
+            Mask::Any => self.sampler.pick(logits),
+            Mask::Not(ids) => self.sampler.pick(logits.without(&ids)),
+            Mask::Only(ids) if ids.len() == 1 => Ok(ids[0]),
             Mask::Only(ids) => {
                 let v = logits.to_vec()?;
                 let mut kept = vec![f32::NEG_INFINITY; v.len()];
                 for id in ids.into_iter().map(|i| i as usize).filter(|&i| i < v.len()) {
                     kept[id] = v[id];
                 }
-                return Ok(self.sampler.sample(&kept));
-            }
-            Mask::Not(ids) => ids,
-        };
-        let mut v = logits.to_vec()?;
-        for id in banned {
-            if let Some(x) = v.get_mut(id as usize) {
-                *x = f32::NEG_INFINITY;
+                Ok(self.sampler.sample(&kept))
             }
         }
-        Ok(self.sampler.sample(&v))
     }
 
     fn prefill_chunk(&mut self, model: &Gemma, session: &mut Session) -> Result<Step> {

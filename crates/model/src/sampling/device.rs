@@ -42,6 +42,20 @@ impl NextLogits {
         crate::backend::is_host(&self.0.device())
     }
 
+    /// The logits with `ids` ruled out (set to −∞) where they are: nothing is read back, so a
+    /// pick after it reads only what it would have read anyway. Ids past the vocabulary are
+    /// ignored.
+    pub fn without(self, ids: &[u32]) -> Self {
+        let vocab = self.vocab();
+        let device = self.0.device();
+        let mut t = self.0;
+        for i in ids.iter().map(|&i| i as usize).filter(|&i| i < vocab) {
+            let minus_inf = Tensor::<2>::full([1, 1], f32::NEG_INFINITY, &device);
+            t = t.slice_assign([0..1, i..i + 1], minus_inf);
+        }
+        Self(t)
+    }
+
     /// All of them, on the host.
     pub fn to_vec(self) -> Result<Vec<f32>> {
         floats(self.0.into_data())
@@ -192,5 +206,34 @@ mod tests {
         assert_eq!(next.vocab(), 3);
         assert!(next.on_host());
         assert_eq!(next.argmax().expect("argmax"), 2);
+    }
+
+    /// Ruling ids out where the logits are draws what the host draws with those ids at −∞, and
+    /// reads back no more than a pick without them.
+    #[test]
+    fn ids_ruled_out_on_the_device_are_never_drawn() {
+        let v = logits(7, true);
+        let banned: Vec<u32> = (0..1000)
+            .filter(|i| i % 97 == 3)
+            .take(4)
+            .chain([5000])
+            .collect();
+        let mut masked = v.clone();
+        for &i in banned.iter().filter(|&&i| i < 1000) {
+            masked[i as usize] = f32::NEG_INFINITY;
+        }
+        for p in [params(0.0, 64, 0.95, 0.0), params(1.0, 64, 0.95, 0.0)] {
+            let mut host = Sampler::new(p.clone());
+            let mut dev = Sampler::new(p.clone());
+            for _ in 0..40 {
+                let want = host.sample(&masked);
+                let got = dev
+                    .pick_on_device(on_device(&v).without(&banned))
+                    .expect("pick");
+                assert_eq!(got, want, "{p:?}");
+                assert!(!banned.contains(&got));
+            }
+            assert!(dev.read_back() <= 128, "{p:?}: {}", dev.read_back());
+        }
     }
 }
