@@ -5,12 +5,14 @@
 //! model's or a server's text may reach a terminal ([`text`]). Plain data and channels: this
 //! crate depends on nothing, and everything else may depend on it.
 
+pub mod context;
 pub mod handle;
 pub mod messages;
 pub mod sampling;
 pub mod text;
 pub mod tools;
 
+pub use context::{Compaction, DEFAULT_COMPACT_PROMPT, Overflow, OverflowMode};
 pub use handle::{ENGINE_THREAD, EngineControl, EngineHandle, Interrupts};
 pub use messages::*;
 pub use sampling::{SamplingLayer, SamplingParams};

@@ -1,6 +1,7 @@
 //! What a front end and an engine say to each other: commands in, events out, each naming its
 //! tab.
 
+use crate::context::{Compaction, Overflow};
 use crate::sampling::{SamplingLayer, SamplingParams};
 use crate::tools::{
     ServerInfo, ToolCall, ToolChoice, ToolDecision, ToolInfo, ToolOutcome, ToolSelection,
@@ -292,6 +293,20 @@ pub enum Command {
         /// Run it (once, for the tab, always) or deny it with a note.
         decision: ToolDecision,
     },
+    /// What the tab does when its context fills up (see [`Overflow`]).
+    SetOverflow {
+        /// The tab.
+        tab: TabId,
+        /// The policy.
+        overflow: Overflow,
+    },
+    /// Compact the tab's conversation now (`/compact`): the model summarizes the older
+    /// exchanges whatever the context's fill, answered with [`Event::Compacted`] (or `Failed`
+    /// when there is nothing to compact).
+    Compact {
+        /// The tab.
+        tab: TabId,
+    },
     /// End the engine thread.
     Shutdown,
 }
@@ -312,7 +327,9 @@ impl Command {
             | Command::SetPath { tab, .. }
             | Command::Fork { tab, .. }
             | Command::SetTools { tab, .. }
-            | Command::DecideTool { tab, .. } => Some(*tab),
+            | Command::DecideTool { tab, .. }
+            | Command::SetOverflow { tab, .. }
+            | Command::Compact { tab } => Some(*tab),
             Command::Shutdown => None,
         }
     }
@@ -457,6 +474,14 @@ pub enum Event {
         /// What came back.
         outcome: ToolOutcome,
     },
+    /// The tab's conversation was compacted or slid (see [`Compaction`]); sent after the
+    /// engine moved to the new path and before the turn that follows, if one does.
+    Compacted {
+        /// The tab.
+        tab: TabId,
+        /// What was done.
+        report: Compaction,
+    },
     /// The turn failed; the tab's session is intact or, after a backend failure, empty and
     /// marked to start over.
     Failed {
@@ -482,6 +507,7 @@ impl Event {
             | Event::Notice { tab, .. }
             | Event::ToolCall { tab, .. }
             | Event::ToolResult { tab, .. }
+            | Event::Compacted { tab, .. }
             | Event::Failed { tab, .. } => Some(*tab),
             Event::Loading { .. }
             | Event::Ready { .. }
