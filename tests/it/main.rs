@@ -8,6 +8,7 @@ mod chat_history;
 mod chats_cli;
 mod cli_generate;
 mod common;
+mod compaction;
 mod config;
 mod demo_model;
 mod engine;

@@ -5,7 +5,9 @@
 use std::sync::mpsc::Sender;
 
 use super::branch::Held;
+use super::compact::Plan;
 use super::images::Image;
+use super::protocol::Attachment;
 use super::protocol::{Event, TabId, TurnEnd};
 use super::reply::{Piece, Reply};
 use super::session::Session;
@@ -39,6 +41,8 @@ pub(super) struct Job {
     /// Where the answer's text starts after the last tool response (stop strings are looked
     /// for after it).
     pub text_start: usize,
+    /// The turn writes a summary to compact the conversation with: its text is kept, not sent.
+    pub compaction: Option<Pending>,
 }
 
 /// A turn's tools.
@@ -48,6 +52,25 @@ pub(super) struct JobTools {
     pub declared: Vec<ToolSpec>,
     /// The calls of the hand-over the turn waits for.
     pub run: Option<ToolRun>,
+}
+
+/// A compaction under way: what its summary is for.
+#[derive(Debug, Clone)]
+pub(super) struct Pending {
+    pub plan: Plan,
+    /// The conversation's tokens before.
+    pub before: usize,
+    /// The message that did not fit, sent once the conversation is compacted (`None`: `/compact`).
+    pub resume: Option<Resume>,
+}
+
+/// A message sent again once its conversation is shorter.
+#[derive(Debug, Clone)]
+pub(super) struct Resume {
+    pub text: String,
+    pub attachments: Vec<Attachment>,
+    /// Shortenings still allowed before it (see `Worker::submit`).
+    pub rounds: u8,
 }
 
 /// What a job needs from the engine for one step.
@@ -117,12 +140,14 @@ impl Job {
         self.reply.restart();
     }
 
-    /// Sends a piece of the reply, keeping the answer's text.
+    /// Sends a piece of the reply, keeping the answer's text (a summary's is kept only).
     fn send(&mut self, cx: &Ctx, p: Piece) {
         if let Piece::Answer(text) = &p {
             self.answer_text.push_str(text);
         }
-        let _ = cx.events.send(event(cx.tab, p));
+        if self.compaction.is_none() {
+            let _ = cx.events.send(event(cx.tab, p));
+        }
     }
 }
 

@@ -13,6 +13,7 @@
 
 mod attach;
 mod branch;
+mod compact;
 pub mod convo_store;
 pub mod handle;
 pub mod images;

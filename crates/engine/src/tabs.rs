@@ -10,7 +10,7 @@ use super::convo_store::ConvoStore;
 use super::images::Image;
 use super::job::Job;
 use super::kv_store::KvStore;
-use super::protocol::{TabId, Tier};
+use super::protocol::{Overflow, TabId, Tier};
 use super::session::Session;
 use super::tools::TabTools;
 use gemma_model::model::Gemma;
@@ -57,6 +57,8 @@ pub(super) struct TabState {
     pub context: usize,
     /// What it declares, may call, and what the user approved.
     pub tools: TabTools,
+    /// What it does when its context fills up.
+    pub overflow: Overflow,
 }
 
 /// Every tab the engine serves, by id.
@@ -87,6 +89,7 @@ impl Tabs {
             context,
             tier: Tier::Device,
             tools: TabTools::default(),
+            overflow: Overflow::default(),
         })
     }
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 use super::branch::Held;
 use super::convo_store::ConvoStore;
 use super::images::Image;
-use super::job::{CHUNK, Ctx, Job};
+use super::job::{CHUNK, Ctx, Job, Pending, Resume};
 use super::kv_store::KvStore;
 use super::options::EngineOptions;
 use super::protocol::{Attachment, Command, Event, Interrupts, TabId, TurnEnd};
@@ -29,6 +29,7 @@ use gemma_model::tokenizer::template::sandbox::Interrupt;
 use gemma_model::vision::VisionTower;
 use gemma_tools::host::ToolSpec;
 
+mod compact;
 mod paths;
 mod pictures;
 mod tool_calls;
@@ -180,7 +181,9 @@ impl<'a> Worker<'a> {
 
     fn apply(&mut self, c: Command) -> Result<()> {
         match c {
-            Command::Submit { tab, text, images } => self.submit(tab, &text, &images)?,
+            Command::Submit { tab, text, images } => self.submit(tab, &text, &images, 2)?,
+            Command::SetOverflow { tab, overflow } => self.tab(tab).overflow = overflow,
+            Command::Compact { tab } => self.compact_now(tab)?,
             Command::Regenerate { tab } => self.regenerate(tab)?,
             Command::Cancel { tab } => {
                 self.stop_tools(tab);
@@ -278,7 +281,17 @@ impl<'a> Worker<'a> {
         Ok(t)
     }
 
-    fn submit(&mut self, tab: TabId, text: &str, attachments: &[Attachment]) -> Result<()> {
+    /// Answers `text` in `tab`. With `rounds` left, a prompt past the tab's overflow share
+    /// compacts (or slides) the conversation first and is sent again after with one round
+    /// less; in the last round, only a prompt that does not fit at all slides (a summary can
+    /// come out longer in tokens than it was sampled).
+    fn submit(
+        &mut self,
+        tab: TabId,
+        text: &str,
+        attachments: &[Attachment],
+        rounds: u8,
+    ) -> Result<()> {
         let lm = self.lm;
         self.idle_tab(tab)?;
         let encoded = self.encode(tab, attachments)?;
@@ -298,6 +311,18 @@ impl<'a> Worker<'a> {
             decl.as_ref(),
         )?;
         let (prompt, images) = place(t, &turn, spec, hidden, &encoded)?;
+        let next = prompt.len().saturating_sub(t.convo.len());
+        if rounds > 0 && self.overflowing(tab, prompt.len(), rounds) {
+            let resume = Resume {
+                text: text.to_string(),
+                attachments: attachments.to_vec(),
+                rounds: rounds - 1,
+            };
+            if self.compact(tab, next, Some(resume))? {
+                return Ok(());
+            }
+        }
+        let t = self.idle_tab(tab)?;
         let exchange = t.held.clone().map(|h| (h, text.to_string()));
         if let Some(e) = turn.template_error {
             self.template_failed(tab, e);
@@ -305,7 +330,7 @@ impl<'a> Worker<'a> {
         if let Some(text) = turn.template_slow {
             self.emit(Event::Notice { tab, text });
         }
-        self.start(tab, prompt, turn.header, exchange, images, declared)
+        self.start(tab, prompt, turn.header, exchange, images, declared, None)
     }
 
     /// The checkpoint's template failed and the built-in layout stood in: said once, in full.
@@ -333,11 +358,13 @@ impl<'a> Worker<'a> {
             Some((h, last.user))
         });
         let declared = self.declared(tab);
-        self.start(tab, prompt, header, exchange, images, declared)
+        self.start(tab, prompt, header, exchange, images, declared, None)
     }
 
     /// Starts a turn whose whole conversation is `prompt`; `exchange` is what the tab's
-    /// exchanges become before it (with its user text), when known.
+    /// exchanges become before it (with its user text), when known. With `compaction`, the
+    /// turn writes a summary: short, without tools, its text kept rather than shown.
+    #[allow(clippy::too_many_arguments)]
     fn start(
         &mut self,
         tab: TabId,
@@ -346,6 +373,7 @@ impl<'a> Worker<'a> {
         exchange: Option<(Vec<Held>, String)>,
         images: Vec<Image>,
         declared: Vec<ToolSpec>,
+        compaction: Option<Pending>,
     ) -> Result<()> {
         let inject = self
             .options
@@ -358,9 +386,15 @@ impl<'a> Worker<'a> {
         // A new seed per turn (from the tab's), so that a regenerate can answer differently.
         let mut sampling = t.sampling.clone();
         sampling.seed = sampling.seed.wrapping_add(now);
+        let summary = compaction.is_some();
         let opts = TurnOptions {
             sampling,
-            max_new_tokens: t.max_new_tokens,
+            // A summary gets what its turn leaves, up to its share.
+            max_new_tokens: match summary {
+                true => super::compact::summary_tokens(t.context)
+                    .min(t.context.saturating_sub(prompt.len() + 1)),
+                false => t.max_new_tokens,
+            },
             end_ids,
             context: t.context,
             chunk: CHUNK,
@@ -371,8 +405,12 @@ impl<'a> Worker<'a> {
         if let Some(n) = inject {
             t.session.fail_after(n);
         }
-        let stops = t.stop_strings.clone();
-        let (turn, tools) = self.guided(tab, turn, declared)?;
+        let stops = if summary {
+            Vec::new()
+        } else {
+            t.stop_strings.clone()
+        };
+        let (turn, tools) = self.guided(tab, turn, declared, summary)?;
         let t = self.tab(tab);
         t.job = Some(Job {
             turn,
@@ -384,6 +422,7 @@ impl<'a> Worker<'a> {
             images,
             tools,
             text_start: 0,
+            compaction,
         });
         self.enforce_budget(tab);
         Ok(())
@@ -440,6 +479,9 @@ impl<'a> Worker<'a> {
     /// policy the history holds the answer without its thought, as the template renders it,
     /// and the session is re-prefilled to match by a quiet job.
     fn finish(&mut self, tab: TabId, mut job: Job, end: TurnEnd) -> Result<()> {
+        if let Some(pending) = job.compaction.take() {
+            return self.compacted(tab, job, end, pending);
+        }
         let strip = self.options.thinking_policy == ThinkingPolicy::Strip;
         let channels = self.channels.filter(|_| strip && job.reply.thought_seen());
         let Some(t) = self.tabs.get_mut(tab) else {
@@ -488,6 +530,7 @@ impl<'a> Worker<'a> {
                 images: t.images.clone(),
                 tools: None,
                 text_start: 0,
+                compaction: None,
             });
         }
         // The conversation as it now stands (unchanged when the prompt was not all prefilled):

@@ -160,7 +160,11 @@ impl Server {
             Command::SetThinking { tab, on } => self.tabs.entry(tab).or_default().thinking = on,
             Command::SetSystem { tab, text } => self.tabs.entry(tab).or_default().system = text,
             // The server's context is its own: nothing to change here.
-            Command::SetContext { .. } => {}
+            Command::SetContext { .. } | Command::SetOverflow { .. } => {}
+            Command::Compact { tab } => self.fail(
+                tab,
+                "compaction runs on the model in this process; a server keeps its own context",
+            ),
             // The server's prefix cache finds what a new path shares with the old one.
             Command::Attach { tab, history, .. }
             | Command::SetPath { tab, history }

@@ -131,6 +131,14 @@ impl Worker<'_> {
             history,
             &setting,
         )?;
+        self.adopt(tab, r)
+    }
+
+    /// Makes `r` the tab's conversation, its pictures carried where the ids are shared, saved
+    /// and told ([`Event::Committed`], [`Event::Rebased`]).
+    pub(super) fn adopt(&mut self, tab: TabId, r: branch::Rendered) -> Result<()> {
+        let lm = self.lm;
+        let t = self.idle_tab(tab)?;
         t.last_answer = r.last_answer();
         // The pictures of the exchanges the two paths share keep their place.
         t.images = crate::pictures::carry(

@@ -50,12 +50,14 @@ impl Worker<'_> {
         (!declared.is_empty()).then(|| declarations(declared))
     }
 
-    /// `turn` guided for `declared`, and the job's tools (`None` without tools).
+    /// `turn` guided for `declared`, and the job's tools (`None` without tools); `no_calls`:
+    /// the tools stay declared (the header is the conversation's) but none may be called.
     pub(super) fn guided(
         &self,
         tab: TabId,
         turn: Turn,
         declared: Vec<ToolSpec>,
+        no_calls: bool,
     ) -> Result<(Turn, Option<JobTools>)> {
         let Some(tools) = self.tools.as_ref().filter(|_| !declared.is_empty()) else {
             return Ok((turn, None));
@@ -68,7 +70,11 @@ impl Worker<'_> {
             Arc::new(grammar),
             tools.vocab.clone(),
             tools.ids,
-            t.tools.choice,
+            if no_calls {
+                crate::protocol::ToolChoice::None
+            } else {
+                t.tools.choice
+            },
             tools.host.limits().max_calls,
             tools.host.limits().max_call_tokens,
         );

@@ -1,0 +1,340 @@
+//! A tab whose context fills up goes on instead of stopping: before a turn whose prompt passes
+//! the tab's overflow share, the engine compacts the conversation (a summary turn over the older
+//! exchanges, run warm on the resident prefix, then a new path: the summary and the newest
+//! exchanges) or slides it (the oldest exchanges dropped), tells the front end
+//! ([`Event::Compacted`]) and sends the message again. `/compact` does it on demand.
+
+use super::Worker;
+use crate::branch::{self, Held, Setting};
+use crate::compact::{Plan, Sizes, least_summary_tokens, overflows, plan_compact, plan_slide};
+use crate::job::{Job, Pending, Resume};
+use crate::protocol::{Compaction, Event, Exchange, OverflowMode, TabId, TurnEnd, TurnStats};
+use gemma_model::error::{Error, Result};
+
+fn exchange_of(h: &Held) -> Exchange {
+    Exchange {
+        user: h.user.clone(),
+        answer: h.answer.clone(),
+    }
+}
+
+/// What a compaction or slide did, before the figures of the new path are known.
+struct Outcome {
+    mode: OverflowMode,
+    summary: Option<String>,
+    /// The summary as it was sampled (its thought left out): the new path holds these ids.
+    summary_ids: Vec<u32>,
+    summarized: usize,
+    dropped: usize,
+    before: usize,
+    resume: Option<Resume>,
+    stats: Option<TurnStats>,
+}
+
+impl Worker<'_> {
+    /// Whether a prompt of `len` tokens in `tab` calls for its overflow policy: past its share
+    /// of the context, or (the last round) past the context.
+    pub(super) fn overflowing(&mut self, tab: TabId, len: usize, rounds: u8) -> bool {
+        let t = self.tab(tab);
+        let at = if rounds > 1 { t.overflow.at } else { 1.0 };
+        t.overflow.mode != OverflowMode::Stop
+            && t.held.as_ref().is_some_and(|h| !h.is_empty())
+            && overflows(len, t.context, at)
+    }
+
+    /// `/compact`: summarizes the older exchanges now, whatever the tab's policy.
+    pub(super) fn compact_now(&mut self, tab: TabId) -> Result<()> {
+        if self.compact(tab, 0, None)? {
+            return Ok(());
+        }
+        Err(Error::Invalid(
+            "nothing to compact: the conversation has no exchange yet (or was saved by an \
+             earlier release without its exchanges)"
+                .into(),
+        ))
+    }
+
+    /// Starts making `tab`'s conversation shorter for a next message of `next` tokens
+    /// (`resume`, sent again after; `None`: `/compact`, which always compacts). False when no
+    /// plan helps (the turn then goes as it would have, and is refused if it does not fit).
+    pub(super) fn compact(
+        &mut self,
+        tab: TabId,
+        next: usize,
+        resume: Option<Resume>,
+    ) -> Result<bool> {
+        let tok = self.tok;
+        let t = self.idle_tab(tab)?;
+        let mode = match &resume {
+            Some(r) if r.rounds > 0 => t.overflow.mode,
+            Some(_) => OverflowMode::Slide,
+            None => OverflowMode::Compact,
+        };
+        let Some(held) = t.held.as_ref() else {
+            return Ok(false);
+        };
+        let sizes = Sizes {
+            base: 1 + t.header.len(),
+            ends: held.iter().map(|h| h.end).collect(),
+            next,
+            context: t.context,
+            at: t.overflow.at,
+        };
+        let before = t.convo.len();
+        // The request's own turn: its text and the turn markers around it.
+        let ask = tok.encode(&t.overflow.prompt)?.len() + 8;
+        let mut outcome = Outcome {
+            mode: OverflowMode::Slide,
+            summary: None,
+            summary_ids: Vec::new(),
+            summarized: 0,
+            dropped: 0,
+            before,
+            resume,
+            stats: None,
+        };
+        match mode {
+            OverflowMode::Stop => Ok(false),
+            OverflowMode::Slide => {
+                let Some(dropped) = plan_slide(&sizes) else {
+                    return Ok(false);
+                };
+                outcome.dropped = dropped;
+                self.reshape(tab, outcome)?;
+                Ok(true)
+            }
+            OverflowMode::Compact => {
+                let Some(plan) = plan_compact(&sizes, ask) else {
+                    return Ok(false);
+                };
+                if plan.from == plan.keep_from {
+                    outcome.dropped = plan.keep_from;
+                    self.reshape(tab, outcome)?;
+                } else {
+                    self.summarize(tab, plan, before, outcome.resume)?;
+                }
+                Ok(true)
+            }
+        }
+    }
+
+    /// Starts the summary turn: the exchanges `plan` covers (resident when they begin the
+    /// conversation, so only the request is prefilled), then the tab's request for a summary.
+    /// Exchanges rendered again can take more tokens than they were sampled in: the oldest go
+    /// until the turn fits, and when none does the conversation slides instead.
+    fn summarize(
+        &mut self,
+        tab: TabId,
+        mut plan: Plan,
+        before: usize,
+        resume: Option<Resume>,
+    ) -> Result<()> {
+        let lm = self.lm;
+        let hidden = lm.model.config().hidden_size;
+        let declared = self.declared(tab);
+        let decl = Self::declarations(&declared);
+        let t = self.idle_tab(tab)?;
+        let held = t.held.clone().unwrap_or_default();
+        let covered: Vec<Exchange> = held[..plan.keep_from].iter().map(exchange_of).collect();
+        let setting = Setting {
+            system: t.system.as_deref(),
+            thinking: t.thinking,
+        };
+        let base = 1 + t.header.len();
+        let room = t.context.saturating_sub(least_summary_tokens(t.context));
+        let turn = loop {
+            let r = branch::rebase(
+                lm,
+                &t.convo,
+                t.header.len(),
+                t.held.as_deref(),
+                &covered[plan.from..],
+                &setting,
+            )?;
+            let turn = lm.user_turn(
+                &r.ids,
+                r.header,
+                t.system.as_deref(),
+                t.thinking,
+                &t.overflow.prompt,
+                0,
+                decl.as_ref(),
+            )?;
+            if turn.prompt.len() <= room {
+                break turn;
+            }
+            plan.from += 1;
+            if plan.from == plan.keep_from {
+                let outcome = Outcome {
+                    mode: OverflowMode::Slide,
+                    summary: None,
+                    summary_ids: Vec::new(),
+                    summarized: 0,
+                    dropped: plan.keep_from,
+                    before,
+                    resume,
+                    stats: None,
+                };
+                return self.reshape(tab, outcome);
+            }
+        };
+        // The pictures of the covered exchanges keep their place where the ids do.
+        let images = crate::pictures::carry(
+            &t.images,
+            hidden,
+            (&t.convo, base),
+            (&turn.prompt, 1 + turn.header.len()),
+        );
+        let why = match &resume {
+            Some(_) => format!(
+                "the conversation ({} of {} tokens) and the new message pass {}% of the context",
+                t.convo.len(),
+                t.context,
+                (t.overflow.at * 100.0).round()
+            ),
+            None => "/compact".to_string(),
+        };
+        let covers = match plan.keep_from - plan.from {
+            1 => "the oldest exchange".to_string(),
+            n => format!("the {n} oldest exchanges"),
+        };
+        if let Some(e) = turn.template_error {
+            self.template_failed(tab, e);
+        }
+        self.emit(Event::Notice {
+            tab,
+            text: format!(
+                "{why}: the model summarizes {covers}, then the conversation goes on from the \
+                 summary"
+            ),
+        });
+        let pending = Pending {
+            plan,
+            before,
+            resume,
+        };
+        self.start(
+            tab,
+            turn.prompt,
+            turn.header,
+            None,
+            images,
+            declared,
+            Some(pending),
+        )
+    }
+
+    /// The summary turn ended: the tab moves to the new path and the message goes again. A
+    /// stopped summary leaves the conversation as it was; an empty one slides instead.
+    pub(super) fn compacted(
+        &mut self,
+        tab: TabId,
+        job: Job,
+        end: TurnEnd,
+        pending: Pending,
+    ) -> Result<()> {
+        let stats = job.turn.stats();
+        if end == TurnEnd::Cancelled || !job.turn.prompt_done() {
+            if pending.resume.is_none() {
+                return Err(Error::Invalid(
+                    "the compaction was stopped: the conversation is unchanged".into(),
+                ));
+            }
+            self.emit(Event::Finished { tab, end, stats });
+            return Ok(());
+        }
+        let summary = job.answer_text.trim().to_string();
+        let summary_ids = match self.channels {
+            Some(ch) => crate::thinking::strip(job.turn.answer(), ch),
+            None => job.turn.answer().to_vec(),
+        };
+        let plan = pending.plan;
+        let mut outcome = Outcome {
+            mode: OverflowMode::Compact,
+            summary: Some(summary),
+            summary_ids,
+            summarized: plan.keep_from - plan.from,
+            dropped: plan.from,
+            before: pending.before,
+            resume: pending.resume,
+            stats: Some(stats),
+        };
+        if outcome.summary.as_deref().is_some_and(str::is_empty) {
+            self.emit(Event::Notice {
+                tab,
+                text: "the model wrote an empty summary: the oldest exchanges are dropped instead"
+                    .into(),
+            });
+            outcome.mode = OverflowMode::Slide;
+            outcome.summary = None;
+            outcome.summarized = 0;
+            outcome.dropped = plan.keep_from;
+        }
+        self.reshape(tab, outcome)
+    }
+
+    /// Moves the tab to its shorter path (the summary, if any, then the exchanges after the
+    /// dropped and summarized ones), reports it and sends the waiting message again.
+    fn reshape(&mut self, tab: TabId, o: Outcome) -> Result<()> {
+        let lm = self.lm;
+        let t = self.idle_tab(tab)?;
+        let held = t.held.clone().unwrap_or_default();
+        let prompt = t.overflow.prompt.clone();
+        let from = o.dropped + o.summarized;
+        let mut history: Vec<Exchange> = o
+            .summary
+            .iter()
+            .map(|s| Exchange {
+                user: prompt.clone(),
+                answer: s.clone(),
+            })
+            .collect();
+        history.extend(held[from..].iter().map(exchange_of));
+        let pictures = t.images.len();
+        let setting = Setting {
+            system: t.system.as_deref(),
+            thinking: t.thinking,
+        };
+        // The summary keeps the ids it was sampled in (its text may take more tokens
+        // written again); the kept exchanges are rendered after it.
+        let mut r = branch::Rendered::default();
+        let first = usize::from(o.summary.is_some() && !o.summary_ids.is_empty());
+        branch::render(lm, &mut r, &history[..first], &setting)?;
+        if first == 1 {
+            let base = 1 + r.header;
+            r.ids.truncate(base + r.held[0].answer_start);
+            r.ids.extend(&o.summary_ids);
+            r.held[0].end = r.ids.len() - base;
+        }
+        branch::render(lm, &mut r, &history[first..], &setting)?;
+        self.adopt(tab, r)?;
+        let t = self.idle_tab(tab)?;
+        let (after, kept_pictures) = (t.convo.len(), t.images.len());
+        if kept_pictures < pictures {
+            self.emit(Event::Notice {
+                tab,
+                text: "the pictures of the kept exchanges are left out of the shorter \
+                       conversation (their text stays)"
+                    .into(),
+            });
+        }
+        let report = Compaction {
+            mode: o.mode,
+            prompt,
+            summary: o.summary,
+            summarized: o.summarized,
+            dropped: o.dropped,
+            kept: held.len() - from,
+            before: o.before,
+            after,
+            reused: o.stats.as_ref().map_or(0, |s| s.reused_tokens),
+            prefilled: o.stats.as_ref().map_or(0, |s| s.prefilled_tokens),
+            resumes: o.resume.is_some(),
+        };
+        self.emit(Event::Compacted { tab, report });
+        match o.resume {
+            Some(r) => self.submit(tab, &r.text, &r.attachments, r.rounds),
+            None => Ok(()),
+        }
+    }
+}
