@@ -360,8 +360,12 @@ fn a_reloaded_config_applies_to_the_next_turn_and_a_bad_one_is_shown() {
     let c = Config::from_layers(Some((std::path::Path::new("c.toml"), text))).expect("valid");
     let cmds = app.update(Msg::Config(Ok(Box::new(c))));
     match cmds.as_slice() {
-        [Command::SetSampling { sampling, .. }] => {
-            assert!((sampling.temperature - 0.3).abs() < 1e-6)
+        [
+            Command::SetSampling { sampling, .. },
+            Command::SetOverflow { overflow, .. },
+        ] => {
+            assert!((sampling.temperature - 0.3).abs() < 1e-6);
+            assert_eq!(overflow.mode, gemma_protocol::OverflowMode::Compact);
         }
         other => panic!("expected new settings, got {other:?}"),
     }

@@ -98,6 +98,7 @@ impl App {
                 approval,
             } => self.tool_call(tab, call, approval),
             Event::ToolResult { tab, outcome } => self.tool_result(tab, outcome),
+            Event::Compacted { tab, report } => self.compacted(tab, report),
             e => self.tab_event(e),
         }
         Vec::new()

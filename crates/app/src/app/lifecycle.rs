@@ -15,7 +15,13 @@ impl App {
         tab.uid = Tab::new_uid(id);
         self.tabs.push(tab);
         self.active = self.tabs.len() - 1;
-        let mut cmds = vec![self.sampling_command(&self.tabs[self.active])];
+        let mut cmds = vec![
+            self.sampling_command(&self.tabs[self.active]),
+            Command::SetOverflow {
+                tab: id,
+                overflow: self.settings.overflow.clone(),
+            },
+        ];
         cmds.push(Command::Attach {
             tab: id,
             chat: self.tabs[self.active].uid.clone(),

@@ -5,6 +5,7 @@
 mod approval;
 pub mod attachments;
 pub mod chat_tree;
+pub mod compaction;
 pub mod editor;
 mod events;
 pub mod fences;

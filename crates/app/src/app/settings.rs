@@ -27,6 +27,8 @@ pub struct TurnSettings {
     pub thinking: bool,
     /// A context limit for new tabs, set when the config's changed while the app runs.
     pub context_length: Option<usize>,
+    /// What tabs do when their context fills up.
+    pub overflow: gemma_protocol::Overflow,
 }
 
 impl TurnSettings {
@@ -75,6 +77,7 @@ impl App {
         self.settings.max_new_tokens = c.sampling.max_new_tokens;
         self.settings.stop = c.sampling.stop.clone();
         self.settings.thinking = c.model.thinking;
+        self.settings.overflow = c.sessions.overflow();
         let old = self.config.as_ref().map(|o| o.model.clone());
         let restart = old.as_ref().is_some_and(|a| {
             let b = &c.model;
@@ -121,9 +124,17 @@ impl App {
         }
     }
 
-    /// Settings for every tab again (after the model's defaults or the config changed).
+    /// Settings for every tab again (after the model's defaults or the config changed): its
+    /// sampling and what it does when its context fills up.
     pub(super) fn resend_sampling(&self) -> Vec<Command> {
-        self.tabs.iter().map(|t| self.sampling_command(t)).collect()
+        let overflow = |t: &Tab| Command::SetOverflow {
+            tab: t.id,
+            overflow: self.settings.overflow.clone(),
+        };
+        self.tabs
+            .iter()
+            .flat_map(|t| [self.sampling_command(t), overflow(t)])
+            .collect()
     }
 
     /// Rows for the popup: name, value and where it comes from.

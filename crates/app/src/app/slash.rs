@@ -43,12 +43,13 @@ impl App {
             "image-tokens" => self.set_image_tokens(arg),
             "tools" => out = self.tools_command(arg),
             "tool-choice" => out = self.tool_choice_command(arg),
+            "compact" => out = self.compact(),
             _ => {
                 self.flash = Some(format!(
                     "unknown command /{name}: try /rename NAME, /copy [N], /think on|off, \
                      /system [TEXT], /preset NAME, /export [md|json] [PATH], /attach PATH, \
                      /detach [N], /image-tokens N, /tools [on|off|only NAME…], \
-                     /tool-choice auto|required|none, /help"
+                     /tool-choice auto|required|none, /compact, /help"
                 ));
                 return out;
             }

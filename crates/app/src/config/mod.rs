@@ -6,6 +6,7 @@
 
 pub mod action;
 pub mod approve;
+mod context;
 mod file;
 pub mod keymap;
 pub mod sampling;
@@ -258,6 +259,14 @@ pub struct SessionsConfig {
     /// Days closed tabs' chats are kept (0: for ever).
     #[serde(deserialize_with = "at_least::<_, _, 0>")]
     pub keep_closed_days: u64,
+    /// What a tab does when its context fills up.
+    #[serde(deserialize_with = "context::mode")]
+    pub context_overflow: gemma_protocol::OverflowMode,
+    /// The share of the context that sets it off.
+    #[serde(deserialize_with = "context::share")]
+    pub compact_at: f64,
+    /// The request for the summary (empty: the built-in one).
+    pub compact_prompt: String,
 }
 
 /// `[ui]`: looks and keys.

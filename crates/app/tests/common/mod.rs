@@ -33,6 +33,10 @@ pub fn app(file: SamplingLayer) -> (App, Vec<Command>) {
         stop: Vec::new(),
         thinking: false,
         context_length: None,
+        overflow: gemma_protocol::Overflow {
+            mode: gemma_protocol::OverflowMode::Compact,
+            ..Default::default()
+        },
     };
     App::new(
         model,
