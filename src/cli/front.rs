@@ -95,6 +95,7 @@ pub fn turn_settings(
         stop: config.sampling.stop.clone(),
         thinking: config.model.thinking,
         context_length: None,
+        overflow: config.sessions.overflow(),
     }
 }
 

@@ -25,6 +25,8 @@ use super::tools::{ToolConsole, Tools, tools_for};
 use super::{ModelArgs, SamplingArgs, printable};
 
 /// How long a turn may go without any event before the run gives up on the engine.
+mod compact;
+
 const SILENCE: Duration = Duration::from_secs(3600);
 
 /// A tab's own settings, as the TUI gives them: a preset, a system prompt, its tool choice;
@@ -212,6 +214,10 @@ impl Headless {
         if self.thinking && self.can_think {
             self.engine.send(Command::SetThinking { tab, on: true });
         }
+        self.engine.send(Command::SetOverflow {
+            tab,
+            overflow: self.settings.overflow.clone(),
+        });
         if self.system.is_some() {
             self.engine.send(Command::SetSystem {
                 tab,
@@ -268,6 +274,7 @@ impl Headless {
                     answer.push_str(&text);
                 }
                 Event::Committed { tab, tokens } if tab == self.tab => self.context.0 = tokens,
+                Event::Compacted { tab, report } if tab == self.tab => self.compacted(&report),
                 Event::TemplateFallback { tab, error } if tab == self.tab => errln!(
                     "warning: {}; using the built-in chat layout",
                     printable(&error, false)
@@ -365,7 +372,8 @@ pub fn once(
     Ok(())
 }
 
-/// Piped chat: a turn per line of stdin until EOF or `/quit`; `/reset` starts over.
+/// Piped chat: a turn per line of stdin until EOF or `/quit`; `/reset` starts over, `/compact`
+/// summarizes the older exchanges.
 pub fn lines(
     common: &ModelArgs,
     sampling: &SamplingArgs,
@@ -374,7 +382,7 @@ pub fn lines(
     raw: bool,
 ) -> anyhow::Result<()> {
     let mut chat = Headless::open(common, sampling, tab, max_new, raw)?;
-    errln!("Type a message; /reset starts over, /quit or Ctrl+D leaves.");
+    errln!("Type a message; /reset starts over, /compact summarizes, /quit or Ctrl+D leaves.");
     for line in std::io::stdin().lines() {
         let line = line.context("reading stdin")?;
         match line.trim() {
@@ -383,6 +391,11 @@ pub fn lines(
             "/reset" => {
                 chat.reset();
                 errln!("(new conversation)\n");
+            }
+            "/compact" => {
+                if let Err(e) = chat.compact() {
+                    errln!("error: {}\n", printable(&format!("{e:#}"), false));
+                }
             }
             text => match chat.turn(text) {
                 Ok(a) => errln!("{}\n", chat.describe(&a.stats)),

@@ -275,3 +275,35 @@ fn output_errors_end_the_command_without_a_panic() {
         );
     }
 }
+
+/// Piped chat follows `context_overflow`: past `compact_at` the conversation is compacted (said
+/// on stderr) and goes on, and `/compact` does it by hand; under `stop` the turn that does not
+/// fit is refused.
+#[test]
+fn piped_chat_compacts_a_full_context() {
+    let m = fixture("gemma4_e2b_style", None);
+    let args = ["--temperature", "0", "--max-new-tokens", "4"];
+    let lines: String = (1..=12)
+        .map(|i| format!("Message {i}: the river and the hill of {i}.\n"))
+        .collect();
+    let config = "[model]\ncontext_length = 512\n[sessions]\ncompact_at = 0.8\n";
+    let (_, err) = ok(&run(m.path(), config, &args, &lines));
+    assert!(err.contains("note: context compacted"), "{err}");
+    assert!(!err.contains("error:"), "{err}");
+    assert_eq!(
+        err.lines().filter(|l| l.starts_with('[')).count(),
+        12,
+        "{err}"
+    );
+    let (_, err) = ok(&run(
+        m.path(),
+        config,
+        &args,
+        "Hello\nAgain\n/compact\nOnce more\n",
+    ));
+    assert!(err.contains("summarized"), "{err}");
+    let stop = "[model]\ncontext_length = 512\n[sessions]\ncontext_overflow = \"stop\"\n";
+    let (_, err) = ok(&run(m.path(), stop, &args, &lines));
+    assert!(!err.contains("note: context compacted"), "{err}");
+    assert!(err.contains("error: context length exceeded"), "{err}");
+}
