@@ -26,6 +26,7 @@ macro_rules! out {
     }};
 }
 
+mod attach;
 mod bench;
 mod chats_cmd;
 mod config_cmd;
@@ -61,6 +62,8 @@ pub struct Cli {
     prompt: Option<String>,
     #[command(flatten)]
     images: images::ImageArgs,
+    #[command(flatten)]
+    attach: attach::AttachArgs,
     #[command(flatten)]
     common: ModelArgs,
     /// Most tokens per answer, 1 or more (default: the config's `sampling.max_new_tokens`).
@@ -359,12 +362,12 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     let (common, sampling, tab) = (&cli.common, &cli.sampling, &cli.tab);
     match cli.prompt {
         Some(prompt) => {
-            let images = cli.images.attachments()?;
+            let (prompt, images) = cli.attach.prompt(common, &prompt, &cli.images)?;
             headless::once(common, sampling, tab, max_new, (&prompt, images), cli.raw)
         }
-        None if !cli.images.images.is_empty() => Err(Refused(
-            "--image goes with --prompt TEXT (in the app, /attach PATH adds a picture to the next \
-             message)"
+        None if !cli.images.images.is_empty() || !cli.attach.files.is_empty() => Err(Refused(
+            "--image and --attach go with --prompt TEXT (in the app, /attach PATH adds a picture \
+             or a text file to the next message)"
                 .into(),
         )
         .into()),

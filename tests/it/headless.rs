@@ -307,3 +307,62 @@ fn piped_chat_compacts_a_full_context() {
     assert!(!err.contains("note: context compacted"), "{err}");
     assert!(err.contains("error: context length exceeded"), "{err}");
 }
+
+/// `--attach FILE` sends the file before the prompt as the app's `/attach` does: the same text
+/// ([`gemma_app::attach::compose`]) prefills the same tokens and, greedy, answers the same; a
+/// binary file, a file over `ui.attach_max_kb` and `--attach` without `--prompt` are refused
+/// (exit 2) with the reason.
+#[test]
+fn attached_text_files_go_before_the_prompt() {
+    let m = fixture("gemma4_e2b_style", None);
+    let dir = tempfile::tempdir().expect("tmp");
+    let file = dir.path().join("notes.md");
+    std::fs::write(&file, "# Plan\n\n```sh\nmake\n```\n").expect("write");
+    let path = file.to_string_lossy().into_owned();
+    let greedy = ["--temperature", "0", "--max-new-tokens", "6"];
+    let with = |extra: &[&str]| {
+        let mut args = greedy.to_vec();
+        args.extend(extra);
+        run(m.path(), "", &args, "")
+    };
+    let (attached, err) = ok(&with(&["--prompt", "Summarise.", "--attach", &path]));
+    let read = gemma_app::attach::read_text(&file, 256).expect("text");
+    let composed = gemma_app::attach::compose(&[read], "Summarise.");
+    assert!(
+        composed.contains("notes.md\n````markdown\n# Plan"),
+        "{composed}"
+    );
+    let (inline, err2) = ok(&with(&["--prompt", &composed]));
+    assert_eq!(stat(&err, "prefilled "), stat(&err2, "prefilled "), "{err}");
+    assert_eq!(attached, inline);
+    let (_, plain) = ok(&with(&["--prompt", "Summarise."]));
+    assert!(
+        stat(&err, "prefilled ") > stat(&plain, "prefilled "),
+        "{plain}"
+    );
+    // Refusals name the file and the reason.
+    let bin = dir.path().join("blob.bin");
+    std::fs::write(&bin, b"\0\x01\x02").expect("write");
+    let out = with(&["--prompt", "x", "--attach", &bin.to_string_lossy()]);
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{e}");
+    assert!(e.contains("blob.bin: it is not text (binary data)"), "{e}");
+    let args = ["--prompt", "x", "--max-new-tokens", "2", "--attach", &path];
+    let out = run(m.path(), "[ui]\nattach_max_kb = 1\n", &args, "");
+    assert!(out.status.success(), "fits in 1 KiB");
+    std::fs::write(&file, "y".repeat(1500)).expect("write");
+    let out = run(m.path(), "[ui]\nattach_max_kb = 1\n", &args, "");
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains("notes.md: it is 1.5 kB, above ui.attach_max_kb = 1 KiB"),
+        "{e}"
+    );
+    let out = run(m.path(), "", &["--attach", &path], "");
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains("--image and --attach go with --prompt TEXT"),
+        "{e}"
+    );
+}

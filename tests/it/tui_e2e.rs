@@ -572,8 +572,11 @@ fn a_picture_is_attached_shown_and_answered() {
         30,
     );
     t.wait("the model to load", 60, |s| s.contains("Ready"));
-    // A file that is no picture is refused, and nothing is attached.
-    t.type_text(&format!("/attach {}", src.join("config.json").display()));
+    // A file that is neither a picture nor text that fits is refused, and nothing is attached.
+    t.type_text(&format!(
+        "/attach {}",
+        src.join("model.safetensors").display()
+    ));
     t.keys(&["Enter"]);
     t.wait("the refusal", 10, |s| s.contains("cannot attach"));
     t.type_text("/image-tokens 70");
@@ -591,5 +594,31 @@ fn a_picture_is_attached_shown_and_answered() {
     t.type_text("And?");
     t.keys(&["Enter"]);
     t.wait("a warm follow-up", 60, |s| s.contains("exact_prefix"));
+    quit_and_check_restored(&t);
+}
+
+/// `/attach` with a text file in a real terminal: its chip in the input, the meter's estimate
+/// before sending, the answer after it, the chip on the message, and the engine's count in the
+/// meter once the turn is committed.
+#[test]
+fn a_text_file_is_attached_counted_and_answered() {
+    let (dir, _data, _args, t) = start_tiny("gemma-e2e-attach");
+    let file = dir.path().join("notes.txt");
+    std::fs::write(&file, "the tide comes in twice a day\n").expect("write");
+    t.type_text(&format!("/attach '{}'", file.display()));
+    t.keys(&["Enter"]);
+    let s = t.wait("the chip in the input", 10, |s| {
+        s.contains("[file notes.txt")
+    });
+    assert!(s.contains("[file notes.txt · 30 B · ~"), "{s}");
+    assert!(s.contains("ctx 0 + ~"), "the meter counts the file: {s}");
+    t.type_text("Summarise.");
+    t.keys(&["Enter"]);
+    let s = t.wait("the answer", 60, |s| s.contains("prefilled"));
+    assert!(
+        s.contains("You") && s.contains("[file notes.txt") && s.contains("Summarise."),
+        "{s}"
+    );
+    assert!(!s.contains(" + ~"), "the estimate is gone once sent: {s}");
     quit_and_check_restored(&t);
 }

@@ -10,9 +10,11 @@
 //! | change a setting's range or default | `config/sampling.rs` (sampling), `config/mod.rs` (the file's structure) |
 //! | change how a message looks | `ui/transcript.rs`, `ui/markdown.rs`, `ui/theme.rs` |
 //! | change tool calls: approval, lines under answers, `/tools` | `app/approval.rs`, `app/tools.rs`, `app/tool_cmds.rs`, `ui/approval.rs`, `ui/tool_lines.rs` |
+//! | change how attached text files are read or sent | `attach/` (`compose` makes a turn's text), `app/attachments.rs` (`/attach`, chips) |
 //! | change how chats are saved, exported or imported | `chats/` (the files), `app/persist.rs` and `app/chat_tree.rs` (tabs into them and back) |
 
 pub mod app;
+pub mod attach;
 pub mod chats;
 pub mod config;
 pub mod error;

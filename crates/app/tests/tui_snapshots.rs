@@ -1048,7 +1048,7 @@ fn pictures_are_attached_shown_removed_and_sent() {
     let pictures = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../tests/fixtures/vision/e2b_style");
     let a = pictures.join("a.png");
-    // A bad budget and a file that is no picture change nothing.
+    // A bad budget and a file that is neither a picture nor text that fits change nothing.
     type_text(&mut app, "/image-tokens 100");
     app.update(key(KeyCode::Enter));
     assert!(
@@ -1058,7 +1058,7 @@ fn pictures_are_attached_shown_removed_and_sent() {
     );
     type_text(
         &mut app,
-        &format!("/attach {}", pictures.join("config.json").display()),
+        &format!("/attach {}", pictures.join("model.safetensors").display()),
     );
     app.update(key(KeyCode::Enter));
     assert!(

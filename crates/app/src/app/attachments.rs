@@ -1,12 +1,15 @@
-//! Pictures attached to the next message: `/attach PATH` (or a picture's path pasted on its own),
-//! `/detach [N]`, and `/image-tokens N` for the tab's budget. Each shows as a chip
-//! (`[img photo.jpg 1024×768 · 280 tok]`) in the input until it is sent, and in the transcript on
-//! the message after; the engine reads and encodes the file when the message goes.
+//! What goes with the next message: pictures and text files. `/attach PATH…` (paths, quoted
+//! paths, globs; a picture's path pasted on its own too), `/detach [N]`, and `/image-tokens N`
+//! for the tab's budget. Each shows as a chip in the input until it is sent, and in the
+//! transcript on the message after: `[img photo.jpg 1024×768 · 280 tok]` (the engine reads and
+//! encodes the picture when the message goes) or `[file main.rs · 3.4 kB · ~870 tok]` (read
+//! now, sent as a block before the text: [`crate::attach`]).
 
 use std::path::{Path, PathBuf};
 
 use super::App;
-
+use super::tab::Tab;
+use crate::attach::{self, TextFile, expand_home, looks_like_picture};
 /// Gemma 4's default budget: soft tokens per picture at most.
 pub const DEFAULT_TOKENS: usize = 280;
 
@@ -57,41 +60,59 @@ impl Chip {
 }
 
 impl App {
-    /// `/attach PATH`: the picture goes with the next message.
+    /// `/attach PATH…`: each picture and text file goes with the next message; what cannot be
+    /// attached is named with the reason, and the rest is attached all the same.
     pub(super) fn attach(&mut self, arg: &str) {
-        let arg = arg.trim().trim_matches(|c| c == '\'' || c == '"');
-        if arg.is_empty() {
-            self.flash = Some("/attach PATH adds a picture to the next message".into());
+        let args = attach::split_args(arg);
+        if args.is_empty() {
+            self.flash = Some(
+                "/attach PATH… adds pictures and text files (globs too) to the next message".into(),
+            );
             return;
         }
+        let max_kb = self
+            .config
+            .as_ref()
+            .map_or(attach::DEFAULT_MAX_KB, |c| c.ui.attach_max_kb);
         let Some(t) = self.tab_mut() else { return };
-        match Chip::probe(&expand_home(arg), t.image_tokens) {
-            Ok(chip) => {
-                let label = chip.label();
-                t.attachments.push(chip);
-                self.flash = Some(format!("attached {label}: /detach removes it"));
+        let mut added = Vec::new();
+        let mut refused = Vec::new();
+        for path in args.iter().flat_map(|a| match attach::expand(a) {
+            Ok(paths) => paths.into_iter().map(Ok).collect(),
+            Err(e) => vec![Err(e.to_string())],
+        }) {
+            match path.and_then(|p| add(t, &p, max_kb)) {
+                Ok(label) => added.push(label),
+                Err(why) => refused.push(why),
             }
-            Err(why) => self.flash = Some(format!("cannot attach: {why}")),
         }
+        self.flash = Some(attached_note(&added, &refused));
     }
 
-    /// `/detach [N]`: removes the Nth chip (1 is the first), or all of them.
+    /// `/detach [N]`: removes the Nth chip (1 is the first; pictures come before files), or all
+    /// of them.
     pub(super) fn detach(&mut self, arg: &str) {
         let Some(t) = self.tab_mut() else { return };
-        let gone = match arg.trim().parse::<usize>() {
-            Ok(n) if (1..=t.attachments.len()).contains(&n) => {
-                vec![t.attachments.remove(n - 1)]
+        let pictures = t.attachments.len();
+        let gone: Vec<String> = match arg.trim().parse::<usize>() {
+            Ok(n) if (1..=pictures).contains(&n) => vec![t.attachments.remove(n - 1).label()],
+            Ok(n) if n > pictures && n <= pictures + t.files.len() => {
+                vec![t.files.remove(n - pictures - 1).label()]
             }
             Ok(n) => {
-                self.flash = Some(format!("there is no picture {n} attached"));
+                self.flash = Some(format!("there is no attachment {n}"));
                 return;
             }
-            Err(_) => std::mem::take(&mut t.attachments),
+            Err(_) => {
+                let mut all: Vec<String> = t.attachments.drain(..).map(|c| c.label()).collect();
+                all.extend(t.files.drain(..).map(|f| f.label()));
+                all
+            }
         };
-        self.flash = Some(match gone.len() {
-            0 => "no picture is attached".into(),
-            1 => format!("removed {}", gone[0].label()),
-            n => format!("removed {n} pictures"),
+        self.flash = Some(match gone.as_slice() {
+            [] => "nothing is attached".into(),
+            [one] => format!("removed {one}"),
+            all => format!("removed {} attachments", all.len()),
         });
     }
 
@@ -131,18 +152,52 @@ impl App {
     }
 }
 
-fn looks_like_picture(s: &str) -> bool {
-    let lower = s.to_ascii_lowercase();
-    [".png", ".jpg", ".jpeg", ".webp", ".gif"]
-        .iter()
-        .any(|e| lower.ends_with(e))
+/// Attaches the file at `path` to `t`: a picture by its extension, anything else as text.
+/// Returns its chip's label, or why it was refused.
+fn add(t: &mut Tab, path: &Path, max_kb: u64) -> Result<String, String> {
+    if looks_like_picture(&path.to_string_lossy()) {
+        let chip = Chip::probe(path, t.image_tokens).map_err(|why| {
+            let name = gemma_protocol::text::one_line(&path.to_string_lossy()).into_owned();
+            format!("cannot attach {name}: {why}")
+        })?;
+        let label = chip.label();
+        t.attachments.push(chip);
+        return Ok(label);
+    }
+    let file = attach::read_text(path, max_kb).map_err(|e| e.to_string())?;
+    let label = file.label();
+    t.files.push(file);
+    Ok(label)
 }
 
-/// `~/x` as the home directory's `x`; a `file://` URL as its path.
-fn expand_home(s: &str) -> PathBuf {
-    let s = s.strip_prefix("file://").unwrap_or(s);
-    match (s.strip_prefix("~/"), std::env::var_os("HOME")) {
-        (Some(rest), Some(home)) => PathBuf::from(home).join(rest),
-        _ => PathBuf::from(s),
+/// What `/attach` says: what was attached, then what was not and why.
+fn attached_note(added: &[String], refused: &[String]) -> String {
+    let mut parts = Vec::new();
+    match added {
+        [] => {}
+        [one] => parts.push(format!("attached {one}: /detach removes it")),
+        all => parts.push(format!(
+            "attached {} files: /detach removes them",
+            all.len()
+        )),
+    }
+    parts.extend(refused.iter().cloned());
+    parts.join("; ")
+}
+
+impl Tab {
+    /// Tokens the attachments waiting to be sent will take: pictures' soft tokens and files'
+    /// estimates ([`attach::estimate_tokens`]).
+    pub fn pending_tokens(&self) -> usize {
+        let pictures: usize = self.attachments.iter().map(Chip::soft_tokens).sum();
+        pictures + self.files.iter().map(TextFile::tokens).sum::<usize>()
+    }
+
+    /// The chips of what waits to be sent: pictures, then files.
+    pub fn chip_labels(&self) -> Vec<String> {
+        let pictures = self.attachments.iter().map(Chip::label);
+        pictures
+            .chain(self.files.iter().map(TextFile::label))
+            .collect()
     }
 }

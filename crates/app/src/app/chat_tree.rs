@@ -1,6 +1,6 @@
 //! A tab as its chat file holds it and back: the path shown, every branch of the conversation
-//! tree (ids and parents), each message's role as the file names it, its tool calls, and the
-//! tab's tools.
+//! tree (ids and parents), each message's role as the file names it, its pictures, text files
+//! and tool calls, and the tab's tools.
 
 use std::collections::HashSet;
 
@@ -8,9 +8,10 @@ use super::attachments::Chip;
 use super::tab::Branch;
 use super::tab::{Message, Role, Tab};
 use super::tools::{RunState, ToolRun};
+use crate::attach::TextFile;
 use crate::chats::{
-    SavedBranch, SavedChat, SavedImage, SavedMessage, SavedSampling, SavedStats, SavedTool,
-    SavedTools, VERSION,
+    SavedBranch, SavedChat, SavedFile, SavedImage, SavedMessage, SavedSampling, SavedStats,
+    SavedTool, SavedTools, VERSION,
 };
 use gemma_protocol::{Reuse, ToolChoice, ToolSelection, TurnStats};
 
@@ -61,6 +62,14 @@ fn saved_message(m: &Message, parent: Option<u64>) -> SavedMessage {
                 path: c.path.to_string_lossy().into_owned(),
                 tokens: c.tokens,
                 size: c.size,
+            })
+            .collect(),
+        files: m
+            .files
+            .iter()
+            .map(|f| SavedFile {
+                name: f.name.clone(),
+                text: f.text.clone(),
             })
             .collect(),
         tools: m.tools.iter().map(saved_tool).collect(),
@@ -134,6 +143,14 @@ fn message(m: SavedMessage) -> Message {
             path: i.path.into(),
             tokens: i.tokens,
             size: i.size,
+        })
+        .collect();
+    out.files = m
+        .files
+        .into_iter()
+        .map(|f| TextFile {
+            name: f.name,
+            text: f.text,
         })
         .collect();
     out.tools = m.tools.into_iter().map(tool_run).collect();

@@ -1,6 +1,7 @@
 //! Tabs opened and closed, and a message sent: a new tab set up in the engine (sampling,
 //! context, thinking, the default preset), a closed tab archived (and kept for search), and the
-//! input sent as a turn, or as a new version of an earlier message being edited.
+//! input sent as a turn (its attached files' blocks before the typed text), or as a new version
+//! of an earlier message being edited.
 
 use super::tab::{Message, Phase, Role, Tab};
 use super::{App, persist};
@@ -74,7 +75,7 @@ impl App {
             return Vec::new();
         };
         let text = t.editor.text();
-        if text.trim().is_empty() && t.attachments.is_empty() {
+        if text.trim().is_empty() && t.attachments.is_empty() && t.files.is_empty() {
             return Vec::new();
         }
         if t.phase.busy() {
@@ -114,6 +115,9 @@ impl App {
             .collect();
         let mut m = Message::new(Role::User, text.trim_end());
         m.images = chips;
+        m.files = std::mem::take(&mut t.files);
+        // The text the history is rebuilt from later, byte for byte (`persist::exchanges`).
+        let text = m.sent();
         t.push(m);
         cmds.push(Command::Submit {
             tab: t.id,

@@ -257,7 +257,10 @@ impl App {
         }
         let w = self.size.0.saturating_sub(2) as usize;
         let rows = self.tab().map_or(1, |t| t.editor.layout(w).0.len()) as u16;
-        let chips = u16::from(self.tab().is_some_and(|t| !t.attachments.is_empty()));
+        let chips = u16::from(
+            self.tab()
+                .is_some_and(|t| !t.attachments.is_empty() || !t.files.is_empty()),
+        );
         rows.clamp(1, INPUT_ROWS) + 2 + chips
     }
 

@@ -16,8 +16,9 @@ pub fn exchanges(messages: &[Message]) -> Vec<Exchange> {
     let mut out: Vec<Exchange> = Vec::new();
     for m in messages {
         match m.role {
+            // As it was sent: its files' blocks before its text.
             Role::User => out.push(Exchange {
-                user: m.text.clone(),
+                user: m.sent(),
                 answer: String::new(),
             }),
             Role::Model => {

@@ -1,7 +1,7 @@
 //! Search across every chat (Ctrl+F): an overlay that lists, as you type, the messages that hold
-//! the text (case-insensitive for ASCII; an answer's tool calls too) in the open tabs, then in
-//! the closed tabs' saved chats, with the tab and a snippet; Enter opens that tab (reopening a
-//! closed chat) at that message, scrolled to it and highlighted.
+//! the text (case-insensitive for ASCII; attached files and an answer's tool calls too) in the
+//! open tabs, then in the closed tabs' saved chats, with the tab and a snippet; Enter opens that
+//! tab (reopening a closed chat) at that message, scrolled to it and highlighted.
 
 use aho_corasick::AhoCorasick;
 use crossterm::event::{KeyCode, KeyEvent};
@@ -51,8 +51,13 @@ pub fn search<'a>(tabs: impl IntoIterator<Item = &'a Tab>, query: &str, limit: u
         title: &t.title,
         closed: None,
         messages: t.messages.iter().map(|m| {
-            let tools = m.tools.iter().flat_map(|r| r.searchable()).collect();
-            (m.role, m.text.as_str(), tools)
+            let files = m
+                .files
+                .iter()
+                .flat_map(|f| [f.name.as_str(), f.text.as_str()]);
+            let tools = m.tools.iter().flat_map(|r| r.searchable());
+            let extra = files.map(|f| (FILE, f)).chain(tools.map(|t| (TOOL, t)));
+            (m.role, m.text.as_str(), extra.collect())
         }),
     });
     search_chats(chats, query, limit)
@@ -66,19 +71,29 @@ pub fn search_closed(closed: &[(String, SavedChat)], query: &str, limit: usize) 
         title: &c.title,
         closed: Some(uid),
         messages: c.messages.iter().map(|m| {
+            let files = m
+                .files
+                .iter()
+                .flat_map(|f| [f.name.as_str(), f.text.as_str()]);
             let tools = m
                 .tools
                 .iter()
-                .flat_map(|t| [t.name.as_str(), t.arguments.as_str(), t.result.as_str()])
-                .collect();
-            (role_of(&m.role), m.text.as_str(), tools)
+                .flat_map(|t| [t.name.as_str(), t.arguments.as_str(), t.result.as_str()]);
+            let extra = files.map(|f| (FILE, f)).chain(tools.map(|t| (TOOL, t)));
+            (role_of(&m.role), m.text.as_str(), extra.collect())
         }),
     });
     search_chats(chats, query, limit)
 }
 
+/// What a hit in a message's attached file starts its snippet with.
+const FILE: &str = "file: ";
+/// What a hit in an answer's tool call starts its snippet with.
+const TOOL: &str = "tool: ";
+
 /// One chat as search reads it: where its hits lead, and its messages oldest first, each with
-/// the texts of its tool calls (names, arguments, results).
+/// the texts of its attached files (names, contents) and tool calls (names, arguments,
+/// results), each after the lead its snippet takes.
 struct Chat<'a, I> {
     tab: TabId,
     title: &'a str,
@@ -93,20 +108,21 @@ fn search_chats<'a, I>(
     limit: usize,
 ) -> Vec<Hit>
 where
-    I: DoubleEndedIterator<Item = (Role, &'a str, Vec<&'a str>)> + ExactSizeIterator,
+    I: DoubleEndedIterator<Item = (Role, &'a str, Vec<(&'static str, &'a str)>)>
+        + ExactSizeIterator,
 {
     let mut hits = Vec::new();
     let Some(finder) = finder(query) else {
         return hits;
     };
     for chat in chats {
-        for (i, (role, text, tools)) in chat.messages.enumerate().rev() {
+        for (i, (role, text, extra)) in chat.messages.enumerate().rev() {
             if !matches!(role, Role::User | Role::Model | Role::System) {
                 continue;
             }
-            // The message's own text first, then its tool calls'.
+            // The message's own text first, then its files' and its tool calls'.
             let found = std::iter::once((text, ""))
-                .chain(tools.into_iter().map(|t| (t, "tool: ")))
+                .chain(extra.into_iter().map(|(lead, t)| (t, lead)))
                 .find_map(|(t, lead)| finder.find(t).map(|f| (t, lead, f)));
             if let Some((text, lead, found)) = found {
                 hits.push(Hit {

@@ -1,8 +1,8 @@
 //! Commands typed in the input (`/rename NAME`, `/copy [N]`, `/think on|off`, `/system [TEXT]`,
-//! `/export [md|json] [PATH]`, `/attach PATH`, `/detach [N]`, `/image-tokens N`, `/tools …`,
+//! `/export [md|json] [PATH]`, `/attach PATH…`, `/detach [N]`, `/image-tokens N`, `/tools …`,
 //! `/tool-choice …` (in `tool_cmds`), `/help`) and
 //! what they do to the app: copying the last answer or a numbered code block, thinking and the
-//! system prompt per tab, exporting the tab, pictures for the next message.
+//! system prompt per tab, exporting the tab, pictures and text files for the next message.
 
 use super::tab::{Message, Role};
 use super::{App, Overlay, fences};
@@ -47,7 +47,7 @@ impl App {
             _ => {
                 self.flash = Some(format!(
                     "unknown command /{name}: try /rename NAME, /copy [N], /think on|off, \
-                     /system [TEXT], /preset NAME, /export [md|json] [PATH], /attach PATH, \
+                     /system [TEXT], /preset NAME, /export [md|json] [PATH], /attach PATH…, \
                      /detach [N], /image-tokens N, /tools [on|off|only NAME…], \
                      /tool-choice auto|required|none, /compact, /help"
                 ));

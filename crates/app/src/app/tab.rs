@@ -7,6 +7,7 @@ use std::time::Instant;
 use super::attachments::Chip;
 use super::editor::Editor;
 use super::tools::ToolRun;
+use crate::attach::{TextFile, compose};
 use crate::config::sampling::SamplingLayer;
 use gemma_protocol::{TabId, Tier, ToolCall, ToolChoice, ToolSelection, TurnStats};
 
@@ -56,6 +57,8 @@ pub struct Message {
     pub stats: Option<TurnStats>,
     /// The pictures sent with it (a user message).
     pub images: Vec<Chip>,
+    /// The text files sent with it, before its text (a user message): see [`Message::sent`].
+    pub files: Vec<TextFile>,
     /// The tools the answer called, in order (a model message).
     pub tools: Vec<ToolRun>,
     /// Its tool calls shown with their arguments and results (Enter on the selected answer).
@@ -75,9 +78,16 @@ impl Message {
             versions: None,
             stats: None,
             images: Vec::new(),
+            files: Vec::new(),
             tools: Vec::new(),
             expanded: false,
         }
+    }
+
+    /// The text the model reads for it: its files' blocks, then its text ([`compose`]), the
+    /// same for the turn sent and for the history rebuilt from it.
+    pub fn sent(&self) -> String {
+        compose(&self.files, &self.text)
     }
 }
 
@@ -169,6 +179,8 @@ pub struct Tab {
     pub editing: Option<usize>,
     /// Pictures attached to the next message.
     pub attachments: Vec<Chip>,
+    /// Text files attached to the next message.
+    pub files: Vec<TextFile>,
     /// Soft tokens per picture at most, for pictures attached from now on.
     pub image_tokens: usize,
     /// The next message id.
@@ -215,6 +227,7 @@ impl Tab {
             selected: None,
             editing: None,
             attachments: Vec::new(),
+            files: Vec::new(),
             image_tokens: super::attachments::DEFAULT_TOKENS,
             next_msg: 1,
             approvals: std::collections::VecDeque::new(),

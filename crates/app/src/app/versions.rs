@@ -83,8 +83,9 @@ impl App {
         match m.role {
             Role::User => {
                 let text = m.text.clone();
-                // Its pictures go with the new version unless removed (/detach).
+                // Its pictures and files go with the new version unless removed (/detach).
                 t.attachments = m.images.clone();
+                t.files = m.files.clone();
                 t.editor.set(&text);
                 t.editing = Some(i);
                 t.selected = None;
@@ -129,6 +130,7 @@ impl App {
         }
         t.editor.take();
         t.attachments.clear();
+        t.files.clear();
         self.flash = Some("edit cancelled".into());
         true
     }
@@ -197,7 +199,7 @@ impl App {
             .selected
             .and_then(|i| src.messages.get(i))
             .filter(|m| m.role == Role::User)
-            .map(|m| m.text.clone());
+            .map(|m| (m.text.clone(), m.images.clone(), m.files.clone()));
         let upto = match src.selected {
             Some(i) if draft.is_some() => i,
             Some(i) => i + 1,
@@ -216,8 +218,10 @@ impl App {
             t.push(m);
         }
         t.next_msg = t.messages.iter().map(|m| m.id).max().unwrap_or(0) + 1;
-        if let Some(text) = draft {
+        // The draft keeps its pictures and files, as an edit does.
+        if let Some((text, images, files)) = draft {
             t.editor.set(&text);
+            (t.attachments, t.files) = (images, files);
         }
         t.overrides = overrides;
         t.max_new_tokens = max_new_tokens;

@@ -1,11 +1,12 @@
 //! Chats out and in: a saved chat as Markdown a person reads (code blocks kept as written,
-//! thoughts and tool calls folded) or as JSON (the chat file's own format, which `import` reads back), and
-//! imports from that JSON or from ChatGPT's `conversations.json` export.
+//! thoughts, attached files and tool calls folded) or as JSON (the chat file's own format, which
+//! `import` reads back), and imports from that JSON or from ChatGPT's `conversations.json` export.
 
 use serde_json::Value;
 
 use super::chatgpt::chatgpt;
-use super::{SavedChat, SavedTool, VERSION};
+use super::{SavedChat, SavedFile, SavedTool, VERSION};
+use crate::attach::fence;
 
 /// `dir/stem.ext`, or `dir/stem-2.ext`, `-3`… when taken (by a file, a link or anything else).
 pub fn free_name(dir: &std::path::Path, stem: &str, ext: &str) -> std::path::PathBuf {
@@ -71,6 +72,9 @@ pub fn markdown(chat: &SavedChat) -> String {
                         .file_name()
                         .map_or_else(|| i.path.clone(), |n| n.to_string_lossy().into_owned());
                     out.push_str(&format!("![{name}](<{}>)\n\n", i.path));
+                }
+                for f in &m.files {
+                    out.push_str(&file_markdown(f));
                 }
                 out.push_str(&format!("{}\n\n", m.text.trim_end()));
             }
@@ -144,10 +148,18 @@ fn tool_markdown(t: &SavedTool) -> String {
     )
 }
 
-/// A code fence longer than any run of backticks in `text`.
-fn fence(text: &str) -> String {
-    let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
-    "`".repeat(longest.max(2) + 1)
+/// An attached text file as Markdown: a folded block whose summary names it and its size,
+/// holding its contents in a fence of its language.
+fn file_markdown(f: &SavedFile) -> String {
+    let name = one_line(&f.name).replace('&', "&amp;").replace('<', "&lt;");
+    let body = f.text.strip_suffix('\n').unwrap_or(&f.text);
+    let lang = crate::attach::language(&f.name).unwrap_or("");
+    format!(
+        "<details><summary>File: {name} ({})</summary>\n\n{}{lang}\n{body}\n{}\n\n</details>\n\n",
+        human_bytes(f.text.len()),
+        fence(body),
+        fence(body),
+    )
 }
 
 fn one_line(s: &str) -> String {

@@ -1,6 +1,6 @@
 //! The chat file's format ([`SavedChat`], version 4): the path a tab shows, each message with its
 //! id and its parent's, the other branches of its conversation tree, the tab's own sampling and
-//! tools, each answer's stats and tool calls. Version 3 files (no tools) load as they are;
+//! tools, each answer's stats and tool calls, each message's attached text files. Version 3 files (no tools) load as they are;
 //! version 2 files (the transcript only) load as a tree of one path; a file whose ids do not make
 //! a tree (hand-edited) loads its path alone, numbered afresh.
 
@@ -78,9 +78,23 @@ pub struct SavedMessage {
     /// The pictures sent with it: where they were, their budget and size.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub images: Vec<SavedImage>,
+    /// The text files sent with it, their contents as they were sent (absent in files written
+    /// before `/attach` took text).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<SavedFile>,
     /// The tools the answer called, in order (version 4).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tools: Vec<SavedTool>,
+}
+
+/// A text file sent with a message, kept whole: the message reads the same after the file
+/// changes or goes.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct SavedFile {
+    /// Its name as sent (the path as given, `~/…` under the home directory).
+    pub name: String,
+    /// Its contents.
+    pub text: String,
 }
 
 /// A tool call an answer made, and what came of it.

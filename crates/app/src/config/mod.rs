@@ -279,6 +279,9 @@ pub struct UiConfig {
     pub theme: Theme,
     /// Thoughts expanded by default.
     pub show_thoughts: bool,
+    /// The largest text file `/attach` and `--attach` take, in KiB.
+    #[serde(deserialize_with = "at_least::<_, _, 1>")]
+    pub attach_max_kb: u64,
     /// Action name → key chords.
     pub keys: BTreeMap<String, Vec<String>>,
 }

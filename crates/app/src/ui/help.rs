@@ -30,7 +30,7 @@ pub fn help(f: &mut Frame, app: &App) {
     let footer = [
         "Commands: /rename NAME · /copy [N] (code block N) · /think on|off · /system [TEXT]",
         "          /preset NAME · /export [md|json] [PATH] (this tab to a file)",
-        "          /attach PATH (a picture; or paste its path) · /detach [N] · /image-tokens N",
+        "          /attach PATH… (pictures, text files, globs) · /detach [N] · /image-tokens N",
         "          /tools [on|off|only NAME…] · /tool-choice auto|required|none",
         "Tool call: y once · t this tab · a always · n deny with a note · Esc deny;",
         "          Enter on a selected answer opens or folds its tool calls.",

@@ -1,5 +1,5 @@
 //! One message as styled lines: its name (with ‹n/m› when its turn has versions), the chips of
-//! its pictures, its thought (folded or not), its markdown body with numbered code fences, its
+//! its pictures and files, its thought (folded or not), its markdown body with numbered code fences, its
 //! tool calls (`tool_lines`), and its footer.
 
 use ratatui::text::{Line, Span};
@@ -23,8 +23,10 @@ pub fn message_lines(
     match m.role {
         Role::User => {
             lines.push(name_line("You", theme.user, m, theme));
-            if !m.images.is_empty() {
-                let chips: Vec<String> = m.images.iter().map(|c| c.label()).collect();
+            // Its pictures and files as chips; a file's contents are not shown.
+            let pictures = m.images.iter().map(|c| c.label());
+            let chips: Vec<String> = pictures.chain(m.files.iter().map(|f| f.label())).collect();
+            if !chips.is_empty() {
                 lines.extend(markdown::plain(
                     &chips.join(" "),
                     width,

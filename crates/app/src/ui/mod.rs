@@ -191,15 +191,19 @@ fn input(f: &mut Frame, area: Rect, app: &App) {
     let Some(t) = app.tab() else { return };
     let inner_w = area.width.saturating_sub(2) as usize;
     let (rows, (cx, cy)) = t.editor.layout(inner_w);
-    let chips = usize::from(!t.attachments.is_empty());
+    let chips = usize::from(!t.attachments.is_empty() || !t.files.is_empty());
     let visible = (area.height.saturating_sub(2) as usize).saturating_sub(chips);
     let first = (cy + 1).saturating_sub(visible);
     let mut lines: Vec<Line> = Vec::with_capacity(visible + chips);
     if chips > 0 {
-        let labels: Vec<String> = t.attachments.iter().map(|c| c.label()).collect();
+        let labels = t.chip_labels();
         let mut shown = labels.join(" ");
         if shown.width() > inner_w {
-            shown = format!("{} pictures attached (/detach removes them)", labels.len());
+            shown = format!(
+                "{} attached · ~{} tok (/detach removes them)",
+                labels.len(),
+                t.pending_tokens()
+            );
         }
         lines.push(Line::from(Span::styled(shown, theme.accent)));
     }
@@ -249,8 +253,13 @@ fn status(f: &mut Frame, area: Rect, app: &App) {
     ));
     if let Some(t) = app.tab() {
         let limit = t.context_limit.unwrap_or(app.model.context_limit).max(1);
-        let pct = t.context_used * 100 / limit;
-        let ctx = format!(" ctx {}/{limit} ({pct}%) ", t.context_used);
+        // What waits to be sent counts too, estimated (`~`) until the engine counts it.
+        let pending = t.pending_tokens();
+        let pct = (t.context_used + pending) * 100 / limit;
+        let ctx = match pending {
+            0 => format!(" ctx {}/{limit} ({pct}%) ", t.context_used),
+            n => format!(" ctx {} + ~{n}/{limit} ({pct}%) ", t.context_used),
+        };
         let style = if pct >= 95 {
             theme.error
         } else if pct >= 80 {
