@@ -4,47 +4,17 @@
 
 mod common;
 
-use std::time::Instant;
-
-use common::{key, type_text};
+use common::{draw, key, ready_app, type_text};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use gemma_app::app::persist::exchanges;
 use gemma_app::app::{App, Msg, Overlay};
 use gemma_app::attach::{TextFile, compose};
 use gemma_app::chats::SavedChat;
-use gemma_app::config::sampling::SamplingLayer;
-use gemma_app::ui::{self, view::View};
 use gemma_protocol::{Command, Event, Reuse, TurnEnd, TurnStats};
-use ratatui::Terminal;
-use ratatui::backend::TestBackend;
 
 /// The fixtures, relative to the crate (the tests' working directory): names stay the same on
 /// every machine.
 const DIR: &str = "tests/fixtures/attach";
-
-fn ready_app() -> App {
-    let (mut app, _) = common::app(SamplingLayer::default());
-    app.update(Msg::Engine(Event::Ready {
-        model: "gemma3_text".into(),
-        context_length: 8192,
-        thinking: false,
-        generation: SamplingLayer::default(),
-    }));
-    app
-}
-
-fn draw(app: &mut App, w: u16, h: u16) -> Terminal<TestBackend> {
-    app.update(Msg::Resize(w, h));
-    app.update(Msg::Tick(Instant::now()));
-    let mut t = Terminal::new(TestBackend::new(w, h)).expect("terminal");
-    let mut measured = None;
-    t.draw(|f| measured = ui::render(f, app, &mut View::default()))
-        .expect("draw");
-    if let Some(m) = measured {
-        app.measured(m);
-    }
-    t
-}
 
 fn command(app: &mut App, line: &str) {
     type_text(app, line);

@@ -4,32 +4,15 @@
 
 mod common;
 
-use std::time::Instant;
-
-use common::{key, type_text};
+use common::{draw, key, ready_app as new_app, type_text};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use gemma_app::app::{App, Msg};
 use gemma_app::chats::{SaveJob, SavedChat, VERSION, export};
 use gemma_app::config::Config;
-use gemma_app::config::sampling::SamplingLayer;
-use gemma_app::ui::{self, view::View};
 use gemma_protocol::{
     Command, Event, Reuse, ServerInfo, TabId, ToolCall, ToolChoice, ToolDecision, ToolInfo,
     ToolOutcome, ToolSelection, TurnEnd, TurnStats,
 };
-use ratatui::Terminal;
-use ratatui::backend::TestBackend;
-
-fn new_app() -> App {
-    let (mut app, _) = common::app(SamplingLayer::default());
-    app.update(Msg::Engine(Event::Ready {
-        model: "gemma3_text".into(),
-        context_length: 8192,
-        thinking: false,
-        generation: SamplingLayer::default(),
-    }));
-    app
-}
 
 fn send(app: &mut App, text: &str) -> TabId {
     type_text(app, text);
@@ -37,19 +20,6 @@ fn send(app: &mut App, text: &str) -> TabId {
         [Command::Submit { tab, .. }] => *tab,
         other => panic!("expected one submit, got {other:?}"),
     }
-}
-
-fn draw(app: &mut App, w: u16, h: u16) -> Terminal<TestBackend> {
-    app.update(Msg::Resize(w, h));
-    app.update(Msg::Tick(Instant::now()));
-    let mut t = Terminal::new(TestBackend::new(w, h)).expect("terminal");
-    let mut measured = None;
-    t.draw(|f| measured = ui::render(f, app, &mut View::default()))
-        .expect("draw");
-    if let Some(m) = measured {
-        app.measured(m);
-    }
-    t
 }
 
 fn call(id: u64, name: &str, arguments: &str) -> ToolCall {

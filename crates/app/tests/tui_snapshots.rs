@@ -5,25 +5,18 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{key, type_text};
+use common::{draw, draw_at, key, type_text};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use gemma_app::app::{App, Msg, Overlay};
 use gemma_app::config::Config;
 use gemma_app::config::sampling::{SamplingLayer, Source};
-use gemma_app::ui::{self, view::View};
 use gemma_protocol::{Command, Event, ProgressUnit, Reuse, TabId, Tier, TurnEnd, TurnStats};
-use ratatui::Terminal;
-use ratatui::backend::TestBackend;
 
 fn new_app() -> (App, Vec<Command>) {
     common::app(SamplingLayer {
         temperature: Some(0.7),
         ..SamplingLayer::default()
     })
-}
-
-fn draw(app: &mut App, w: u16, h: u16) -> Terminal<TestBackend> {
-    draw_at(app, w, h, Instant::now())
 }
 
 fn ctrl(c: char) -> Msg {
@@ -120,21 +113,6 @@ fn streaming_mid_answer_with_markdown() {
     }
     app.update(Msg::Tick(t0 + Duration::from_secs(2)));
     insta::assert_snapshot!(draw_at(&mut app, 80, 24, t0 + Duration::from_secs(2)).backend());
-}
-
-/// Like [`draw`] with a fixed clock, so that tok/s is stable.
-fn draw_at(app: &mut App, w: u16, h: u16, now: Instant) -> Terminal<TestBackend> {
-    app.update(Msg::Resize(w, h));
-    app.update(Msg::Tick(now));
-    let mut t = Terminal::new(TestBackend::new(w, h)).expect("terminal");
-    // A fresh view each time: the renderer's cache must not change what is drawn.
-    let mut measured = None;
-    t.draw(|f| measured = ui::render(f, app, &mut View::default()))
-        .expect("draw");
-    if let Some(m) = measured {
-        app.measured(m);
-    }
-    t
 }
 
 #[test]

@@ -58,3 +58,41 @@ pub fn type_text(app: &mut App, text: &str) -> Vec<Command> {
         .flat_map(|c| app.update(key(KeyCode::Char(c))))
         .collect()
 }
+
+/// [`app`] with default sampling, its model loaded (Gemma 3, no thinking, 8192 tokens).
+pub fn ready_app() -> App {
+    let (mut app, _) = app(SamplingLayer::default());
+    app.update(Msg::Engine(gemma_protocol::Event::Ready {
+        model: "gemma3_text".into(),
+        context_length: 8192,
+        thinking: false,
+        generation: SamplingLayer::default(),
+    }));
+    app
+}
+
+/// The screen `w`×`h` at `now` (a fixed clock keeps tok/s stable), drawn with a fresh view each
+/// time: the renderer's cache must not change what is drawn.
+pub fn draw_at(
+    app: &mut App,
+    w: u16,
+    h: u16,
+    now: std::time::Instant,
+) -> ratatui::Terminal<ratatui::backend::TestBackend> {
+    app.update(Msg::Resize(w, h));
+    app.update(Msg::Tick(now));
+    let backend = ratatui::backend::TestBackend::new(w, h);
+    let mut t = ratatui::Terminal::new(backend).expect("terminal");
+    let mut measured = None;
+    t.draw(|f| measured = gemma_app::ui::render(f, app, &mut gemma_app::ui::view::View::default()))
+        .expect("draw");
+    if let Some(m) = measured {
+        app.measured(m);
+    }
+    t
+}
+
+/// [`draw_at`] now.
+pub fn draw(app: &mut App, w: u16, h: u16) -> ratatui::Terminal<ratatui::backend::TestBackend> {
+    draw_at(app, w, h, std::time::Instant::now())
+}
