@@ -210,7 +210,11 @@ impl Headless {
             stop: self.settings.stop.clone(),
         });
         if self.thinking && self.can_think {
-            self.engine.send(Command::SetThinking { tab, on: true });
+            self.engine.send(Command::SetThinking {
+                tab,
+                on: true,
+                budget: None,
+            });
         }
         if self.system.is_some() {
             self.engine.send(Command::SetSystem {

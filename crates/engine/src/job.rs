@@ -129,6 +129,10 @@ impl Job {
 fn event(tab: TabId, piece: Piece) -> Event {
     match piece {
         Piece::Answer(text) => Event::Token { tab, text },
-        Piece::Thought(text) => Event::Thought { tab, text },
+        Piece::Thought(text) => Event::Thought {
+            tab,
+            text,
+            tokens: 0,
+        },
     }
 }

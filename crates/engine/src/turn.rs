@@ -299,6 +299,7 @@ impl Turn {
             generated_tokens: self.answer.len() - self.tool_tokens,
             tool_calls: self.tool_calls,
             tool_tokens: self.tool_tokens,
+            thought_tokens: 0,
         }
     }
 

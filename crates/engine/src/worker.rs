@@ -227,7 +227,7 @@ impl<'a> Worker<'a> {
                 t.max_new_tokens = max_new_tokens;
                 t.stop_strings = stop;
             }
-            Command::SetThinking { tab, on } => {
+            Command::SetThinking { tab, on, .. } => {
                 self.tab(tab).thinking = on;
                 if on && !self.lm.supports_thinking() {
                     return Err(Error::Invalid(

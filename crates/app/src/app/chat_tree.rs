@@ -147,6 +147,7 @@ fn message(m: SavedMessage) -> Message {
         generated_tokens: s.generated_tokens,
         tool_calls: 0,
         tool_tokens: 0,
+        thought_tokens: 0,
     });
     out
 }

@@ -27,7 +27,11 @@ impl App {
             cmds.push(Command::SetContext { tab: id, tokens });
         }
         if self.settings.thinking {
-            cmds.push(Command::SetThinking { tab: id, on: true });
+            cmds.push(Command::SetThinking {
+                tab: id,
+                on: true,
+                budget: None,
+            });
         }
         let choice = self.configured_choice(None);
         if choice != gemma_protocol::ToolChoice::Auto {

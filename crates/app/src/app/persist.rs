@@ -110,6 +110,7 @@ impl App {
             cmds.push(Command::SetThinking {
                 tab: t.id,
                 on: chat.thinking,
+                budget: None,
             });
         }
         let (messages, branches) = chat_tree::tree(chat.messages, chat.branches);

@@ -88,7 +88,11 @@ impl App {
             .filter(|_| self.model.thinking || !self.model.ready)
         {
             t.thinking = on;
-            cmds.push(Command::SetThinking { tab: t.id, on });
+            cmds.push(Command::SetThinking {
+                tab: t.id,
+                on,
+                budget: None,
+            });
         }
         if let Some(system) = &p.system
             && t.system() != Some(system.as_str())

@@ -147,7 +147,11 @@ impl App {
         t.thinking = on;
         let note = if on { "thinking on" } else { "thinking off" };
         t.push(Message::new(Role::Notice, note));
-        vec![Command::SetThinking { tab: t.id, on }]
+        vec![Command::SetThinking {
+            tab: t.id,
+            on,
+            budget: None,
+        }]
     }
 
     /// Copies the last answer, or code block `n` of the tab.

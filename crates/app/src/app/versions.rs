@@ -234,6 +234,7 @@ impl App {
             cmds.push(Command::SetThinking {
                 tab: t.id,
                 on: thinking,
+                budget: None,
             });
         }
         cmds.push(Command::SetSystem {

@@ -157,7 +157,7 @@ impl Server {
                 t.max_new_tokens = max_new_tokens;
                 t.stop = stop;
             }
-            Command::SetThinking { tab, on } => self.tabs.entry(tab).or_default().thinking = on,
+            Command::SetThinking { tab, on, .. } => self.tabs.entry(tab).or_default().thinking = on,
             Command::SetSystem { tab, text } => self.tabs.entry(tab).or_default().system = text,
             // The server's context is its own: nothing to change here.
             Command::SetContext { .. } => {}
