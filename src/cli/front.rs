@@ -27,7 +27,9 @@ pub fn engine_options(config: &Config, data: Option<&Path>) -> EngineOptions {
             config::ThinkingPolicy::Keep => ThinkingPolicy::Keep,
             config::ThinkingPolicy::Strip => ThinkingPolicy::Strip,
         },
+        thinking_message: None,
         inject_failure: None,
+        forced: Vec::new(),
         // Started by the front end when the config names any ([`super::tools::start_tools`]).
         tools: None,
         // The flag's or the config's, set with the model choice ([`spawn_engine`]).

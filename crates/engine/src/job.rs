@@ -122,17 +122,14 @@ impl Job {
         if let Piece::Answer(text) = &p {
             self.answer_text.push_str(text);
         }
-        let _ = cx.events.send(event(cx.tab, p));
-    }
-}
-
-fn event(tab: TabId, piece: Piece) -> Event {
-    match piece {
-        Piece::Answer(text) => Event::Token { tab, text },
-        Piece::Thought(text) => Event::Thought {
-            tab,
-            text,
-            tokens: 0,
-        },
+        let tab = cx.tab;
+        let _ = cx.events.send(match p {
+            Piece::Answer(text) => Event::Token { tab, text },
+            Piece::Thought(text) => Event::Thought {
+                tab,
+                text,
+                tokens: self.turn.thought_tokens(),
+            },
+        });
     }
 }

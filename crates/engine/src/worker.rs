@@ -10,6 +10,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::time::Duration;
 
 use super::branch::Held;
+use super::budget::{ThoughtLimit, ThoughtVocab};
 use super::convo_store::ConvoStore;
 use super::images::Image;
 use super::job::{CHUNK, Ctx, Job};
@@ -48,6 +49,8 @@ pub(super) struct Worker<'a> {
     end_ids: Vec<u32>,
     /// Channel markers when the model thinks.
     channels: Option<Channels>,
+    /// What the thought budget needs of the vocabulary, when the model thinks.
+    thoughts: Option<Arc<ThoughtVocab>>,
     /// The tab served last (round-robin).
     last: Option<TabId>,
     options: EngineOptions,
@@ -84,6 +87,10 @@ impl<'a> Worker<'a> {
             tabs: Tabs::default(),
             end_ids: lm.chat_end_ids(),
             channels,
+            thoughts: channels.map(|ch| {
+                let message = options.thinking_message.as_deref();
+                Arc::new(ThoughtVocab::new(tok, ch, message))
+            }),
             last: None,
             options,
             kv: stores.kv,
@@ -227,8 +234,10 @@ impl<'a> Worker<'a> {
                 t.max_new_tokens = max_new_tokens;
                 t.stop_strings = stop;
             }
-            Command::SetThinking { tab, on, .. } => {
-                self.tab(tab).thinking = on;
+            Command::SetThinking { tab, on, budget } => {
+                let t = self.tab(tab);
+                t.thinking = on;
+                t.thought_budget = budget;
                 if on && !self.lm.supports_thinking() {
                     return Err(Error::Invalid(
                         "this model has no thinking mode; the setting has no effect".into(),
@@ -353,11 +362,21 @@ impl<'a> Worker<'a> {
             .take_if(|(t, _)| *t == tab)
             .map(|(_, n)| n);
         let (channels, end_ids) = (self.channels, self.end_ids.clone());
+        let (thoughts, forced) = (self.thoughts.clone(), self.options.forced.clone());
         let now = self.tabs.touch(tab);
         let t = self.tab(tab);
         // A new seed per turn (from the tab's), so that a regenerate can answer differently.
         let mut sampling = t.sampling.clone();
         sampling.seed = sampling.seed.wrapping_add(now);
+        // Thinking off allows no thought: one opened anyway is closed at once.
+        let thinking = thoughts.map(|vocab| ThoughtLimit {
+            budget: if t.thinking {
+                t.thought_budget
+            } else {
+                Some(0)
+            },
+            vocab,
+        });
         let opts = TurnOptions {
             sampling,
             max_new_tokens: t.max_new_tokens,
@@ -366,6 +385,8 @@ impl<'a> Worker<'a> {
             chunk: CHUNK,
             boundary_snapshot: true,
             prompt_logits: false,
+            thinking,
+            forced,
         };
         let turn = Turn::start_with(&mut t.session, prompt, images.clone(), opts)?;
         if let Some(n) = inject {
