@@ -305,6 +305,7 @@ impl ModelArgs {
                 .then_some(config.model.context_length),
             // The options' tools go to either engine ([`front::spawn_engine`]).
             tools: None,
+            thinking_message: None,
         }))
     }
 }
