@@ -305,7 +305,7 @@ impl ModelArgs {
                 .then_some(config.model.context_length),
             // The options' tools go to either engine ([`front::spawn_engine`]).
             tools: None,
-            thinking_message: None,
+            thinking_message: config.model.thinking_message(),
         }))
     }
 }
@@ -381,7 +381,30 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::printable;
+    use clap::Parser;
+    use gemma_app::config::Thinking;
+
+    use super::{Cli, printable};
+
+    #[test]
+    fn thinking_is_a_level_or_a_number_of_tokens() {
+        let level = |args: &[&str]| {
+            Cli::try_parse_from([&["gemma-chat"], args].concat()).map(|c| c.tab.thinking)
+        };
+        assert_eq!(
+            level(&["--thinking", "high"]).ok(),
+            Some(Some(Thinking::High))
+        );
+        assert_eq!(
+            level(&["--prompt", "hi", "--thinking", "300"]).ok(),
+            Some(Some(Thinking::Tokens(300)))
+        );
+        assert_eq!(level(&[]).ok(), Some(None));
+        let e = level(&["--thinking", "lots"])
+            .expect_err("refused")
+            .to_string();
+        assert!(e.contains("unbounded"), "{e}");
+    }
 
     #[test]
     fn headless_text_keeps_newlines_and_tabs_only() {
