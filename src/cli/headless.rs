@@ -50,9 +50,17 @@ pub struct TabArgs {
     /// Approve every tool call (a headless run denies them otherwise, and says so on stderr).
     #[arg(long, global = true)]
     pub yes: bool,
-    /// Gemma 4 thinking: off, low, medium, high, unbounded or thought tokens per turn (default:
-    /// the preset's `thinking`, then `[model] thinking`).
-    #[arg(long, global = true, value_name = "LEVEL", value_parser = Thinking::parse)]
+    /// Gemma 4 thinking: off, low, medium, high, unbounded or thought tokens per turn; alone,
+    /// medium (default: the preset's `thinking`, then `[model] thinking`). `template render`
+    /// renders with `enable_thinking` unless it is off.
+    #[arg(
+        long,
+        global = true,
+        value_name = "LEVEL",
+        num_args = 0..=1,
+        default_missing_value = "medium",
+        value_parser = Thinking::parse
+    )]
     pub thinking: Option<Thinking>,
 }
 

@@ -349,7 +349,10 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Some(Command::Config(args)) => return config_cmd::run(args, &cli.common, &cli.sampling),
         Some(Command::Bench(args)) => return bench::run(args, &cli.common),
-        Some(Command::Template(args)) => return template_cmd::run(args, &cli.common, cli.raw),
+        Some(Command::Template(args)) => {
+            let thinking = cli.tab.thinking.is_some_and(|l| l.is_on());
+            return template_cmd::run(args, &cli.common, thinking, cli.raw);
+        }
         Some(Command::Export(args)) => return chats_cmd::export(args, cli.raw),
         Some(Command::Import(args)) => return chats_cmd::import(args),
         Some(Command::Mcp(args)) => return mcp_cmd::run(args, &cli.common),
@@ -400,6 +403,11 @@ mod tests {
             Some(Some(Thinking::Tokens(300)))
         );
         assert_eq!(level(&[]).ok(), Some(None));
+        // Alone (as `template render --thinking`), it is on: medium.
+        assert_eq!(
+            level(&["template", "render", "--messages", "m.json", "--thinking"]).ok(),
+            Some(Some(Thinking::Medium))
+        );
         let e = level(&["--thinking", "lots"])
             .expect_err("refused")
             .to_string();
