@@ -36,7 +36,7 @@ fn main() {
     let mut tabs = Vec::with_capacity(1000);
     let mut bytes = 0;
     for id in 0..1000u64 {
-        let mut t = Tab::new(id, format!("chat {id}"), false);
+        let mut t = Tab::new(id, format!("chat {id}"), Default::default());
         for m in 0..20 {
             let text: Vec<&str> = (0..45)
                 .map(|_| words[(next() % words.len() as u64) as usize])

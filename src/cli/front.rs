@@ -27,7 +27,9 @@ pub fn engine_options(config: &Config, data: Option<&Path>) -> EngineOptions {
             config::ThinkingPolicy::Keep => ThinkingPolicy::Keep,
             config::ThinkingPolicy::Strip => ThinkingPolicy::Strip,
         },
+        thinking_message: config.model.thinking_message(),
         inject_failure: None,
+        forced: Vec::new(),
         // Started by the front end when the config names any ([`super::tools::start_tools`]).
         tools: None,
         // The flag's or the config's, set with the model choice ([`spawn_engine`]).
@@ -94,6 +96,7 @@ pub fn turn_settings(
         max_new_tokens: max_new.unwrap_or(config.sampling.max_new_tokens),
         stop: config.sampling.stop.clone(),
         thinking: config.model.thinking,
+        thinking_budgets: config.model.thinking_budgets,
         context_length: None,
         overflow: config.sessions.overflow(),
     }

@@ -104,6 +104,9 @@ pub fn run(
         end_ids: lm.end_ids.clone(),
         context: cfg.max_position_embeddings,
         boundary_snapshot: false,
+        // A raw prompt's continuation, as transformers would write it: no thought budget.
+        thinking: None,
+        forced: Vec::new(),
     };
     let mut session = Session::new(&lm.model);
     let mut turn = Turn::start_with(&mut session, prompt_ids.clone(), images, opts)?;

@@ -12,8 +12,8 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::Args;
 use gemma_app::app::TurnSettings;
-use gemma_app::config::Config;
 use gemma_app::config::sampling::SamplingLayer;
+use gemma_app::config::{Config, Thinking};
 use gemma_engine::protocol::{
     Attachment, Command, Event, ProgressUnit, TabId, ToolChoice, ToolSelection, TurnEnd, TurnStats,
 };
@@ -52,6 +52,18 @@ pub struct TabArgs {
     /// Approve every tool call (a headless run denies them otherwise, and says so on stderr).
     #[arg(long, global = true)]
     pub yes: bool,
+    /// Gemma 4 thinking: off, low, medium, high, unbounded or thought tokens per turn; alone,
+    /// medium (default: the preset's `thinking`, then `[model] thinking`). `template render`
+    /// renders with `enable_thinking` unless it is off.
+    #[arg(
+        long,
+        global = true,
+        value_name = "LEVEL",
+        num_args = 0..=1,
+        default_missing_value = "medium",
+        value_parser = Thinking::parse
+    )]
+    pub thinking: Option<Thinking>,
 }
 
 impl TabArgs {
@@ -78,6 +90,10 @@ impl TabArgs {
             // New tabs' default; a preset's own `tool_choice` still wins there.
             config.tools.choice = choice;
         }
+        if let Some(level) = self.thinking {
+            // New tabs' default, as for the tool choice.
+            config.model.thinking = level;
+        }
         Ok(())
     }
 }
@@ -100,7 +116,7 @@ pub struct Headless {
     settings: TurnSettings,
     overrides: SamplingLayer,
     max_new: Option<usize>,
-    thinking: bool,
+    thinking: Thinking,
     system: Option<String>,
     /// The model has a thinking mode.
     can_think: bool,
@@ -146,7 +162,10 @@ impl Headless {
         let mut me = Self {
             engine,
             tab: 1,
-            thinking: preset_thinking.unwrap_or(settings.thinking),
+            thinking: tab
+                .thinking
+                .or(preset_thinking)
+                .unwrap_or(settings.thinking),
             settings,
             overrides,
             max_new: preset_max,
@@ -211,8 +230,9 @@ impl Headless {
             max_new_tokens,
             stop: self.settings.stop.clone(),
         });
-        if self.thinking && self.can_think {
-            self.engine.send(Command::SetThinking { tab, on: true });
+        if self.thinking.is_on() && self.can_think {
+            let budgets = &self.settings.thinking_budgets;
+            self.engine.send(self.thinking.command(tab, budgets));
         }
         self.engine.send(Command::SetOverflow {
             tab,
@@ -313,14 +333,18 @@ impl Headless {
     /// A turn's numbers as one line for stderr.
     pub fn describe(&self, s: &TurnStats) -> String {
         format!(
-            "[{} · reused {} · prefilled {} at {:.0} tok/s · {} tokens at {:.1} tok/s{} · context \
-             {}/{}{}]",
+            "[{} · reused {} · prefilled {} at {:.0} tok/s · {} tokens at {:.1} tok/s{}{} · \
+             context {}/{}{}]",
             s.reuse.as_str(),
             s.reused_tokens,
             s.prefilled_tokens,
             s.prefill_tok_s,
             s.generated_tokens,
             s.decode_tok_s,
+            match s.thought_tokens {
+                0 => String::new(),
+                n => format!(" · {n} thought"),
+            },
             super::tools::describe_stats(s),
             self.context.0,
             self.context.1,
@@ -335,7 +359,12 @@ impl Headless {
 
 /// The preset the tab takes (`--preset`, else `ui.default_preset`): its sampling layer, answer
 /// length, thinking and system prompt.
-type PresetParts = (SamplingLayer, Option<usize>, Option<bool>, Option<String>);
+type PresetParts = (
+    SamplingLayer,
+    Option<usize>,
+    Option<Thinking>,
+    Option<String>,
+);
 
 fn preset(config: &Config, tab: &TabArgs) -> anyhow::Result<PresetParts> {
     let Some(name) = preset_name(config, tab) else {

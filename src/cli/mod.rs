@@ -308,6 +308,7 @@ impl ModelArgs {
                 .then_some(config.model.context_length),
             // The options' tools go to either engine ([`front::spawn_engine`]).
             tools: None,
+            thinking_message: config.model.thinking_message(),
         }))
     }
 }
@@ -351,7 +352,10 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Some(Command::Config(args)) => return config_cmd::run(args, &cli.common, &cli.sampling),
         Some(Command::Bench(args)) => return bench::run(args, &cli.common),
-        Some(Command::Template(args)) => return template_cmd::run(args, &cli.common, cli.raw),
+        Some(Command::Template(args)) => {
+            let thinking = cli.tab.thinking.is_some_and(|l| l.is_on());
+            return template_cmd::run(args, &cli.common, thinking, cli.raw);
+        }
         Some(Command::Export(args)) => return chats_cmd::export(args, cli.raw),
         Some(Command::Import(args)) => return chats_cmd::import(args),
         Some(Command::Mcp(args)) => return mcp_cmd::run(args, &cli.common),
@@ -383,7 +387,35 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::printable;
+    use clap::Parser;
+    use gemma_app::config::Thinking;
+
+    use super::{Cli, printable};
+
+    #[test]
+    fn thinking_is_a_level_or_a_number_of_tokens() {
+        let level = |args: &[&str]| {
+            Cli::try_parse_from([&["gemma-chat"], args].concat()).map(|c| c.tab.thinking)
+        };
+        assert_eq!(
+            level(&["--thinking", "high"]).ok(),
+            Some(Some(Thinking::High))
+        );
+        assert_eq!(
+            level(&["--prompt", "hi", "--thinking", "300"]).ok(),
+            Some(Some(Thinking::Tokens(300)))
+        );
+        assert_eq!(level(&[]).ok(), Some(None));
+        // Alone (as `template render --thinking`), it is on: medium.
+        assert_eq!(
+            level(&["template", "render", "--messages", "m.json", "--thinking"]).ok(),
+            Some(Some(Thinking::Medium))
+        );
+        let e = level(&["--thinking", "lots"])
+            .expect_err("refused")
+            .to_string();
+        assert!(e.contains("unbounded"), "{e}");
+    }
 
     #[test]
     fn headless_text_keeps_newlines_and_tabs_only() {

@@ -34,8 +34,8 @@ struct RenderArgs {
     /// The conversation: a JSON list of messages (`[{"role": "user", "content": "Hi"}]`).
     #[arg(long)]
     messages: PathBuf,
-    /// Thinking on (`enable_thinking` true); without it, false, as gemma-chat renders turns.
-    #[arg(long)]
+    /// `enable_thinking`: set from the global `--thinking`, not a flag of its own.
+    #[arg(skip)]
     thinking: bool,
     /// Leave out the generation prompt (the opening of the model's turn).
     #[arg(long)]
@@ -49,8 +49,16 @@ struct RenderArgs {
 }
 
 /// Runs `template`.
-pub fn run(args: TemplateArgs, common: &ModelArgs, raw: bool) -> anyhow::Result<()> {
-    let TemplateCommand::Render(args) = args.command;
+/// Renders as `args` say; `thinking`: `enable_thinking` (the global `--thinking [LEVEL]`, on at
+/// any level but off), else false, as gemma-chat renders turns.
+pub fn run(
+    args: TemplateArgs,
+    common: &ModelArgs,
+    thinking: bool,
+    raw: bool,
+) -> anyhow::Result<()> {
+    let TemplateCommand::Render(mut args) = args.command;
+    args.thinking = thinking;
     let text = super::read_text(&args.messages, 16 << 20)?;
     let messages: serde_json::Value = serde_json::from_str(&text)
         .with_context(|| format!("{} is not JSON", args.messages.display()))?;

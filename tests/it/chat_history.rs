@@ -76,7 +76,11 @@ fn setup(h: &EngineHandle, tab: TabId, system: Option<&str>, thinking: bool) {
         tab,
         text: system.map(str::to_string),
     });
-    h.send(Command::SetThinking { tab, on: thinking });
+    h.send(Command::SetThinking {
+        tab,
+        on: thinking,
+        budget: None,
+    });
 }
 
 /// The ids the template writes for `users` (each with the thinking setting it was sent with)
@@ -300,7 +304,11 @@ fn a_restored_tab_holds_what_a_warm_tab_holds() {
             tab,
             text: system.map(str::to_string),
         });
-        h.send(Command::SetThinking { tab, on: true });
+        h.send(Command::SetThinking {
+            tab,
+            on: true,
+            budget: None,
+        });
         h.send(Command::Attach {
             tab,
             chat: chat(tab),

@@ -408,7 +408,11 @@ fn a_failed_turn_is_reported_and_the_next_one_starts_over_from_intact_history() 
     }
 
     // Gemma 3 has no thinking mode: asking for it says so and changes nothing.
-    h.send(Command::SetThinking { tab: 3, on: true });
+    h.send(Command::SetThinking {
+        tab: 3,
+        on: true,
+        budget: None,
+    });
     match h
         .events
         .recv_timeout(Duration::from_secs(10))

@@ -28,6 +28,7 @@ mod remote_hostile;
 mod remote_tools;
 mod sessions;
 mod templates;
+mod thinking_budget;
 mod tools;
 mod tui_e2e;
 mod vision_chat;

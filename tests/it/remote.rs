@@ -28,6 +28,7 @@ fn options(port: u16) -> RemoteOptions {
         give_up_after: None,
         context_length: None,
         tools: None,
+        thinking_message: None,
     }
 }
 

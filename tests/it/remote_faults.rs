@@ -120,6 +120,7 @@ fn options(port: u16, key: Option<&str>, model: Option<&str>) -> RemoteOptions {
         give_up_after: None,
         context_length: None,
         tools: None,
+        thinking_message: None,
     }
 }
 

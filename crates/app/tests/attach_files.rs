@@ -40,6 +40,7 @@ fn stats() -> TurnStats {
         generated_tokens: 4,
         tool_calls: 0,
         tool_tokens: 0,
+        thought_tokens: 0,
     }
 }
 

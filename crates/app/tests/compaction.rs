@@ -23,6 +23,7 @@ fn stats() -> TurnStats {
         generated_tokens: 3,
         tool_calls: 0,
         tool_tokens: 0,
+        thought_tokens: 0,
     }
 }
 

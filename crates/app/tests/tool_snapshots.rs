@@ -64,6 +64,7 @@ fn finish(app: &mut App, tab: TabId, calls: usize) {
         generated_tokens: 20,
         tool_calls: calls,
         tool_tokens: 40,
+        thought_tokens: 0,
     };
     app.update(Msg::Engine(Event::Finished {
         tab,

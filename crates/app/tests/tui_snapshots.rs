@@ -60,6 +60,7 @@ fn stats(reused: usize, prefilled: usize, generated: usize) -> TurnStats {
         generated_tokens: generated,
         tool_calls: 0,
         tool_tokens: 0,
+        thought_tokens: 0,
     }
 }
 
@@ -403,6 +404,7 @@ fn thoughts_show_collapsed_and_expand() {
         app.update(Msg::Engine(Event::Thought {
             tab,
             text: piece.into(),
+            tokens: 0,
         }));
     }
     app.update(Msg::Engine(Event::Token {

@@ -145,15 +145,17 @@ impl Job {
         if let Piece::Answer(text) = &p {
             self.answer_text.push_str(text);
         }
-        if self.compaction.is_none() {
-            let _ = cx.events.send(event(cx.tab, p));
+        if self.compaction.is_some() {
+            return;
         }
-    }
-}
-
-fn event(tab: TabId, piece: Piece) -> Event {
-    match piece {
-        Piece::Answer(text) => Event::Token { tab, text },
-        Piece::Thought(text) => Event::Thought { tab, text },
+        let tab = cx.tab;
+        let _ = cx.events.send(match p {
+            Piece::Answer(text) => Event::Token { tab, text },
+            Piece::Thought(text) => Event::Thought {
+                tab,
+                text,
+                tokens: self.turn.thought_tokens(),
+            },
+        });
     }
 }

@@ -6,6 +6,7 @@
 //! | I want to… | Go to |
 //! |---|---|
 //! | change how a turn prefills, decodes or ends | `turn.rs` (ids), `reply.rs` (text, thoughts, stop strings) |
+//! | change the thought budget (bias, forced close) | `budget.rs` |
 //! | fix history reuse, rewinds or memory across tabs | `session.rs`, `tabs.rs`, the model crate's `model/kv_cache/` |
 //! | fix streaming, cancel or tab scheduling | `worker.rs`, `job.rs` |
 //! | change the engine's limits and policies | `options.rs` |
@@ -13,6 +14,7 @@
 
 mod attach;
 mod branch;
+pub mod budget;
 mod compact;
 pub mod convo_store;
 pub mod handle;

@@ -30,9 +30,15 @@ pub struct EngineOptions {
     pub kv_disk_bytes: u64,
     /// What a finished turn keeps of its thought (Gemma 4 thinking).
     pub thinking_policy: ThinkingPolicy,
+    /// Written (as plain text) before the close a thought budget forces (`None`: nothing).
+    pub thinking_message: Option<String>,
     /// The tools the model may call (MCP servers and built-ins), started by the front end.
     pub tools: Option<crate::tools::SharedTools>,
     /// Tests only: the tab's next turn fails after this many forward steps.
     #[doc(hidden)]
     pub inject_failure: Option<(TabId, usize)>,
+    /// Tests only: ids forced at these answer positions of every turn (see
+    /// [`crate::turn::TurnOptions::forced`]).
+    #[doc(hidden)]
+    pub forced: Vec<(usize, u32)>,
 }

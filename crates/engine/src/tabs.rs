@@ -46,6 +46,8 @@ pub(super) struct TabState {
     pub stop_strings: Vec<String>,
     /// Gemma 4 thinking for the next turns.
     pub thinking: bool,
+    /// Most thought tokens per turn while thinking (`None`: unbounded).
+    pub thought_budget: Option<usize>,
     /// The system prompt for the next turns.
     pub system: Option<String>,
     pub job: Option<Job>,
@@ -83,6 +85,7 @@ impl Tabs {
             max_new_tokens: 512,
             stop_strings: Vec::new(),
             thinking: false,
+            thought_budget: None,
             system: None,
             job: None,
             last_used: 0,

@@ -9,6 +9,10 @@
 //! well-formed, the caller runs the tools and [`Turn::resume`]s with their responses, which are
 //! fed warm, inside the same model turn, and decoding goes on.
 //!
+//! A thought budget ([`ThoughtBudget`]) counts the turn's thought tokens and steers the end of
+//! its thought (a bias on the close, then a forced close); forced ids are chosen here, in place
+//! of a sample, and flow out as any other token.
+//!
 //! Context policy, the only one: a turn starts when its prompt fits with room for one answer
 //! token (`prompt + 1 ≤ context`), else it is refused before the session changes; an answer
 //! that reaches the limit ends there ([`TurnEnd::ContextFull`]), the history never truncated.
@@ -17,6 +21,7 @@ use std::time::Instant;
 
 use burn::tensor::Tensor;
 
+use super::budget::{Nudge, ThoughtBudget, ThoughtLimit};
 use super::images::{Image, chunk_end};
 use super::protocol::{Reuse, TurnEnd, TurnStats};
 use super::session::Session;
@@ -43,6 +48,14 @@ pub struct TurnOptions {
     pub boundary_snapshot: bool,
     /// Keep the logits of every prefilled position (`generate --dump-logits`).
     pub prompt_logits: bool,
+    /// The thought budget and the vocabulary's thought ids (`None`: the model has no thought
+    /// channel, or the caller does not count thoughts).
+    pub thinking: Option<ThoughtLimit>,
+    /// Tests only: ids chosen at these answer positions in place of a sample, over the guide's
+    /// mask and the budget's ban (e.g. the thought channel opened on a tiny model that never
+    /// opens it); a close the thought budget forces still comes first.
+    #[doc(hidden)]
+    pub forced: Vec<(usize, u32)>,
 }
 
 impl TurnOptions {
@@ -57,6 +70,8 @@ impl TurnOptions {
             chunk: 128,
             boundary_snapshot: false,
             prompt_logits: false,
+            thinking: None,
+            forced: Vec::new(),
         }
     }
 }
@@ -139,6 +154,8 @@ pub struct Turn {
     fed: usize,
     /// Steers sampling (tool calls).
     guide: Option<Box<dyn Guide>>,
+    /// Counts the thought and steers its end.
+    thought: Option<ThoughtBudget>,
     /// Waiting for tool responses.
     paused: bool,
     tool_calls: usize,
@@ -191,6 +208,7 @@ impl Turn {
             answer: Vec::new(),
             fed: 0,
             guide: None,
+            thought: opts.thinking.clone().map(ThoughtBudget::new),
             paused: false,
             tool_calls: 0,
             tool_tokens: 0,
@@ -282,6 +300,11 @@ impl Turn {
         self.cancelled = true;
     }
 
+    /// The turn's thought tokens so far (see [`ThoughtBudget::used`]).
+    pub fn thought_tokens(&self) -> usize {
+        self.thought.as_ref().map_or(0, ThoughtBudget::used)
+    }
+
     /// What the turn cost so far; right at any point, mid-prefill included.
     pub fn stats(&self) -> TurnStats {
         let now = self.finished_s.unwrap_or_else(|| self.seconds());
@@ -299,6 +322,7 @@ impl Turn {
             generated_tokens: self.answer.len() - self.tool_tokens,
             tool_calls: self.tool_calls,
             tool_tokens: self.tool_tokens,
+            thought_tokens: self.thought_tokens(),
         }
     }
 
@@ -383,6 +407,9 @@ impl Turn {
             self.ttft_s = self.seconds();
         }
         let guided = self.guide.as_mut().map_or(Guided::Text, |g| g.chosen(id));
+        if let Some(t) = self.thought.as_mut() {
+            t.chosen(id, guided != Guided::Text);
+        }
         match guided {
             Guided::Text if self.opts.end_ids.contains(&id) => {
                 return Ok(self.finish(TurnEnd::EndOfTurn(id)));
@@ -402,16 +429,39 @@ impl Turn {
         })
     }
 
-    /// The next token from `logits`, within the guide's mask: banned ids are ruled out where the
-    /// logits are (a pick reads back no more than without a guide); a list of allowed ids reads
-    /// the row.
+    /// The next token from `logits`, within the guide's mask and the thought budget's nudge: a
+    /// forced close wins outside a tool call (inside one the budget asks nothing); banned ids
+    /// and the bias are applied where the logits are (a pick reads back no more than without
+    /// them); a list of allowed ids reads the row.
     fn choose(&mut self, logits: NextLogits, room: usize) -> Result<u32> {
-        match self.guide.as_mut().map_or(Mask::Any, |g| g.mask(room)) {
-            Mask::Any => self.sampler.pick(logits),
-            Mask::Not(ids) => self.sampler.pick(logits.without(&ids)),
+        let in_call = self.guide.as_ref().is_some_and(|g| g.in_call());
+        let nudge = self
+            .thought
+            .as_mut()
+            .map_or(Nudge::None, |t| t.nudge(in_call));
+        if let Nudge::Force(id) = nudge {
+            return Ok(id);
+        }
+        let at = self.answer.len();
+        if let Some(&(_, id)) = self.opts.forced.iter().find(|(p, _)| *p == at) {
+            return Ok(id);
+        }
+        let mask = self.guide.as_mut().map_or(Mask::Any, |g| g.mask(room));
+        let (logits, banned) = match nudge {
+            Nudge::Force(id) => return Ok(id),
+            Nudge::Bias(id, delta) => (logits.biased(id, delta), None),
+            Nudge::Ban(id) => (logits, Some(id)),
+            Nudge::None => (logits, None),
+        };
+        match mask {
+            Mask::Any => self.sampler.pick(logits.without(banned.as_slice())),
+            Mask::Not(mut ids) => {
+                ids.extend(banned);
+                self.sampler.pick(logits.without(&ids))
+            }
             Mask::Only(ids) if ids.len() == 1 => Ok(ids[0]),
             Mask::Only(ids) => {
-                let v = logits.to_vec()?;
+                let v = logits.without(banned.as_slice()).to_vec()?;
                 let mut kept = vec![f32::NEG_INFINITY; v.len()];
                 for id in ids.into_iter().map(|i| i as usize).filter(|&i| i < v.len()) {
                     kept[id] = v[id];

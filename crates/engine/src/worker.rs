@@ -10,6 +10,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::time::Duration;
 
 use super::branch::Held;
+use super::budget::{ThoughtLimit, ThoughtVocab};
 use super::convo_store::ConvoStore;
 use super::images::Image;
 use super::job::{CHUNK, Ctx, Job, Pending, Resume};
@@ -49,6 +50,8 @@ pub(super) struct Worker<'a> {
     end_ids: Vec<u32>,
     /// Channel markers when the model thinks.
     channels: Option<Channels>,
+    /// What the thought budget needs of the vocabulary, when the model thinks.
+    thoughts: Option<Arc<ThoughtVocab>>,
     /// The tab served last (round-robin).
     last: Option<TabId>,
     options: EngineOptions,
@@ -85,6 +88,10 @@ impl<'a> Worker<'a> {
             tabs: Tabs::default(),
             end_ids: lm.chat_end_ids(),
             channels,
+            thoughts: channels.map(|ch| {
+                let message = options.thinking_message.as_deref();
+                Arc::new(ThoughtVocab::new(tok, ch, message))
+            }),
             last: None,
             options,
             kv: stores.kv,
@@ -230,8 +237,10 @@ impl<'a> Worker<'a> {
                 t.max_new_tokens = max_new_tokens;
                 t.stop_strings = stop;
             }
-            Command::SetThinking { tab, on } => {
-                self.tab(tab).thinking = on;
+            Command::SetThinking { tab, on, budget } => {
+                let t = self.tab(tab);
+                t.thinking = on;
+                t.thought_budget = budget;
                 if on && !self.lm.supports_thinking() {
                     return Err(Error::Invalid(
                         "this model has no thinking mode; the setting has no effect".into(),
@@ -381,12 +390,24 @@ impl<'a> Worker<'a> {
             .take_if(|(t, _)| *t == tab)
             .map(|(_, n)| n);
         let (channels, end_ids) = (self.channels, self.end_ids.clone());
+        let (thoughts, forced) = (self.thoughts.clone(), self.options.forced.clone());
         let now = self.tabs.touch(tab);
         let t = self.tab(tab);
         // A new seed per turn (from the tab's), so that a regenerate can answer differently.
         let mut sampling = t.sampling.clone();
         sampling.seed = sampling.seed.wrapping_add(now);
         let summary = compaction.is_some();
+        // Thinking off allows no thought: one opened anyway is closed at once. A summary may
+        // think for half of its tokens at most.
+        let half = super::compact::summary_tokens(t.context) / 2;
+        let thinking = thoughts.map(|vocab| ThoughtLimit {
+            budget: match (t.thinking, summary) {
+                (false, _) => Some(0),
+                (true, false) => t.thought_budget,
+                (true, true) => Some(t.thought_budget.map_or(half, |b| b.min(half))),
+            },
+            vocab,
+        });
         let opts = TurnOptions {
             sampling,
             // A summary gets what its turn leaves, up to its share.
@@ -400,6 +421,8 @@ impl<'a> Worker<'a> {
             chunk: CHUNK,
             boundary_snapshot: true,
             prompt_logits: false,
+            thinking,
+            forced,
         };
         let turn = Turn::start_with(&mut t.session, prompt, images.clone(), opts)?;
         if let Some(n) = inject {

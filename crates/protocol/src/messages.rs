@@ -83,6 +83,11 @@ pub struct TurnStats {
     /// Tokens of tool responses appended inside the turn (fed warm after the call, never a
     /// re-prefill of the history).
     pub tool_tokens: usize,
+    /// Thought tokens of the turn (Gemma 4 thinking), over all its thought blocks: the tokens
+    /// inside a thought channel, its name line and the budget's closing message included, the
+    /// channel markers and tool-call tokens not; part of `generated_tokens`. 0 where the engine
+    /// cannot tell (a remote server).
+    pub thought_tokens: usize,
 }
 
 /// How a turn ended.
@@ -207,13 +212,17 @@ pub enum Command {
         /// Texts that end an answer; they are never shown.
         stop: Vec<String>,
     },
-    /// Gemma 4 thinking on or off for the tab's next turns. Turning it on or off mid-conversation
-    /// changes the conversation's header, so the next turn re-prefills the history (`rewind`).
+    /// Gemma 4 thinking on or off for the tab's next turns, and how many thought tokens a turn
+    /// may spend. Turning it on or off mid-conversation changes the conversation's header, so
+    /// the next turn re-prefills the history (`rewind`).
     SetThinking {
         /// The tab.
         tab: TabId,
         /// Thinking on.
         on: bool,
+        /// Most thought tokens per turn, over all its thought blocks (`None`: unbounded);
+        /// ignored when thinking is off.
+        budget: Option<usize>,
     },
     /// The system prompt for the tab's next turns (`None` or blank: none), rendered as the chat
     /// template renders a system message (Gemma 4: a system turn; Gemma 3: the start of the
@@ -395,6 +404,9 @@ pub enum Event {
         tab: TabId,
         /// The new text.
         text: String,
+        /// The turn's thought tokens so far (see [`TurnStats::thought_tokens`]; 0 where the
+        /// engine cannot tell).
+        tokens: usize,
     },
     /// The turn ended.
     Finished {

@@ -37,6 +37,7 @@ pub fn engine(port: u16, model: &str, host: Arc<ToolHost>, choice: ToolChoice) -
         give_up_after: None,
         context_length: None,
         tools: Some(SharedTools(host)),
+        thinking_message: None,
     });
     loop {
         match h

@@ -54,6 +54,7 @@ fn saved_message(m: &Message, parent: Option<u64>) -> SavedMessage {
             ttft_s: s.ttft_s,
             tool_calls: s.tool_calls,
             tool_tokens: s.tool_tokens,
+            thought_tokens: s.thought_tokens,
         }),
         images: m
             .images
@@ -164,6 +165,7 @@ fn message(m: SavedMessage) -> Message {
         generated_tokens: s.generated_tokens,
         tool_calls: 0,
         tool_tokens: 0,
+        thought_tokens: s.thought_tokens,
     });
     out
 }
@@ -303,7 +305,7 @@ mod tests {
 
     #[test]
     fn a_tree_round_trips_and_a_broken_one_keeps_its_path() {
-        let mut t = Tab::new(1, "t".into(), false);
+        let mut t = Tab::new(1, "t".into(), Default::default());
         t.push(Message::new(Role::User, "a"));
         t.push(Message::new(Role::Model, "A"));
         t.fork_at(1);

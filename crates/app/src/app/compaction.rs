@@ -191,7 +191,7 @@ mod tests {
     }
 
     fn tab() -> Tab {
-        let mut t = Tab::new(1, "t".into(), false);
+        let mut t = Tab::new(1, "t".into(), Default::default());
         t.push(Message::new(Role::System, "Be brief."));
         for i in 1..=3 {
             t.push(Message::new(Role::User, format!("q{i}")));

@@ -124,9 +124,13 @@ impl App {
                 t.generated(now);
                 t.answer().text.push_str(&text);
             }
-            Event::Thought { text, .. } => {
+            Event::Thought { text, tokens, .. } => {
                 t.generated(now);
-                t.answer().thought.push_str(&text);
+                t.thought_tokens = tokens;
+                let note = t.thought_note();
+                let answer = t.answer();
+                answer.thought.push_str(&text);
+                answer.live = note;
             }
             Event::Committed { tokens, .. } => t.context_used = tokens,
             Event::TabState { tier, .. } => t.tier = tier,
@@ -192,7 +196,14 @@ impl App {
                     stats.tool_tokens
                 ));
             }
+            if stats.thought_tokens > 0 {
+                t.thought_tokens = stats.thought_tokens;
+            }
+            if let Some(note) = t.thought_note() {
+                footer.push_str(&format!(" · {note}"));
+            }
             let answer = t.answer();
+            answer.live = None;
             answer.footer = Some(footer);
             answer.stats = Some(stats.clone());
             t.last_stats = Some(stats);

@@ -4,6 +4,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
 use super::editor::Editor;
 use super::{App, Overlay};
+use crate::config::Thinking;
 use crate::config::action::Action;
 use crate::config::keymap::Chord;
 use gemma_protocol::Command;
@@ -152,8 +153,12 @@ impl App {
             Action::CopyAnswer => self.copy(None),
             Action::ToggleThoughts => self.show_thoughts = !self.show_thoughts,
             Action::ToggleThinking => {
-                let on = !self.tab().is_some_and(|t| t.thinking);
-                return self.set_thinking(on);
+                let on = self.tab().is_some_and(|t| t.thinking.is_on());
+                return self.set_thinking(if on { Thinking::Off } else { Thinking::Medium });
+            }
+            Action::CycleThinking => {
+                let level = self.tab().map_or(Thinking::Off, |t| t.thinking);
+                return self.set_thinking(level.next(&self.settings.thinking_budgets));
             }
             Action::Help => {
                 self.overlay = Overlay::Help;

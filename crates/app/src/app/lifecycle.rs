@@ -33,8 +33,12 @@ impl App {
             self.tabs[self.active].context_limit = Some(tokens);
             cmds.push(Command::SetContext { tab: id, tokens });
         }
-        if self.settings.thinking {
-            cmds.push(Command::SetThinking { tab: id, on: true });
+        if self.settings.thinking.is_on() {
+            cmds.push(
+                self.settings
+                    .thinking
+                    .command(id, &self.settings.thinking_budgets),
+            );
         }
         let choice = self.configured_choice(None);
         if choice != gemma_protocol::ToolChoice::Auto {
@@ -85,7 +89,9 @@ impl App {
         if let Some(cmd) = text.trim().strip_prefix('/') {
             return self.slash(cmd.to_string());
         }
+        let budgets = self.settings.thinking_budgets;
         let t = &mut self.tabs[self.active];
+        t.turn_started(&budgets);
         // A new version of an earlier message: the path from it on becomes a branch, and the
         // engine follows the path up to its parent before the turn.
         let mut cmds = Vec::new();

@@ -40,7 +40,7 @@ impl App {
         chat.order = i;
         chat.title = t.title.clone();
         chat.model = self.model.name.clone();
-        chat.thinking = t.thinking;
+        chat.set_level(t.thinking);
         chat
     }
 
@@ -103,15 +103,13 @@ impl App {
         let mut cmds = Vec::new();
         cmds.extend(self.open_tab());
         let same_model = chat.model == self.model.name;
+        let level = chat.level();
         let t = self.tabs.last_mut().expect("just opened");
         t.uid = uid;
         t.title = chat.title;
-        if t.thinking != chat.thinking {
-            t.thinking = chat.thinking;
-            cmds.push(Command::SetThinking {
-                tab: t.id,
-                on: chat.thinking,
-            });
+        if t.thinking != level {
+            t.thinking = level;
+            cmds.push(t.thinking.command(t.id, &self.settings.thinking_budgets));
         }
         let (messages, branches) = chat_tree::tree(chat.messages, chat.branches);
         t.messages = messages;

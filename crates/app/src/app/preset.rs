@@ -83,12 +83,12 @@ impl App {
         if let Some(n) = p.image_tokens {
             t.image_tokens = n;
         }
-        if let Some(on) = p
+        if let Some(level) = p
             .thinking
             .filter(|_| self.model.thinking || !self.model.ready)
         {
-            t.thinking = on;
-            cmds.push(Command::SetThinking { tab: t.id, on });
+            t.thinking = level;
+            cmds.push(level.command(t.id, &self.settings.thinking_budgets));
         }
         if let Some(system) = &p.system
             && t.system() != Some(system.as_str())
@@ -139,8 +139,8 @@ fn describe(p: &Preset) -> String {
     if let Some(n) = p.image_tokens {
         parts.push(format!("pictures up to {n} tokens"));
     }
-    if let Some(on) = p.thinking {
-        parts.push(format!("thinking {}", if on { "on" } else { "off" }));
+    if let Some(level) = p.thinking {
+        parts.push(format!("thinking {}", level.name()));
     }
     if let Some(n) = p.max_new_tokens {
         parts.push(format!("{n} tokens"));

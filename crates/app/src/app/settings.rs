@@ -5,9 +5,9 @@ use crossterm::event::{KeyCode, KeyEvent};
 
 use super::tab::Tab;
 use super::{App, Overlay};
-use crate::config::Config;
 use crate::config::keymap::Keymap;
 use crate::config::sampling::{Knob, Resolved, SamplingLayer, Source, TEMPERATURE, TOP_K, TOP_P};
+use crate::config::{Budgets, Config, Thinking};
 use gemma_protocol::Command;
 
 /// What new tabs start with, and the layers their sampling resolves through.
@@ -24,7 +24,9 @@ pub struct TurnSettings {
     /// Stop strings.
     pub stop: Vec<String>,
     /// Gemma 4 thinking for new tabs.
-    pub thinking: bool,
+    pub thinking: Thinking,
+    /// The thought tokens per turn of the named thinking levels.
+    pub thinking_budgets: Budgets,
     /// A context limit for new tabs, set when the config's changed while the app runs.
     pub context_length: Option<usize>,
     /// What tabs do when their context fills up.
@@ -78,6 +80,17 @@ impl App {
         self.settings.stop = c.sampling.stop.clone();
         self.settings.thinking = c.model.thinking;
         self.settings.overflow = c.sessions.overflow();
+        let budgets = std::mem::replace(
+            &mut self.settings.thinking_budgets,
+            c.model.thinking_budgets,
+        );
+        // Tabs at a named level take its new budget.
+        let mut cmds: Vec<Command> = self
+            .tabs
+            .iter()
+            .filter(|t| budgets != c.model.thinking_budgets && t.thinking.is_on())
+            .map(|t| t.thinking.command(t.id, &c.model.thinking_budgets))
+            .collect();
         let old = self.config.as_ref().map(|o| o.model.clone());
         let restart = old.as_ref().is_some_and(|a| {
             let b = &c.model;
@@ -102,7 +115,8 @@ impl App {
             self.last_error = None;
         }
         self.config = Some(Box::new(c));
-        self.resend_sampling()
+        cmds.extend(self.resend_sampling());
+        cmds
     }
 
     /// A tab's sampling with the source of each value.

@@ -1,16 +1,19 @@
-//! Commands typed in the input (`/rename NAME`, `/copy [N]`, `/think on|off`, `/system [TEXT]`,
-//! `/export [md|json] [PATH]`, `/attach PATH…`, `/detach [N]`, `/image-tokens N`, `/tools …`,
-//! `/tool-choice …` (in `tool_cmds`), `/help`) and
+//! Commands typed in the input (`/rename NAME`, `/copy [N]`,
+//! `/think off|low|medium|high|unbounded|N`, `/system [TEXT]`, `/export [md|json] [PATH]`,
+//! `/attach PATH…`, `/detach [N]`, `/image-tokens N`, `/tools …`, `/tool-choice …` (in
+//! `tool_cmds`), `/compact`, `/help`) and
 //! what they do to the app: copying the last answer or a numbered code block, thinking and the
 //! system prompt per tab, exporting the tab, pictures and text files for the next message.
 
 use super::tab::{Message, Role};
 use super::{App, Overlay, fences};
 use crate::chats::export;
+use crate::config::Thinking;
 use gemma_protocol::Command;
 
 impl App {
-    /// `/rename NAME`, `/copy [N]`, `/think on|off`, `/system [TEXT]`, `/help`.
+    /// `/rename NAME`, `/copy [N]`, `/think LEVEL`, `/system [TEXT]`, `/help`, and the others
+    /// above.
     pub(super) fn slash(&mut self, cmd: String) -> Vec<Command> {
         let (name, arg) = cmd.split_once(' ').unwrap_or((cmd.as_str(), ""));
         let arg = arg.trim();
@@ -24,12 +27,19 @@ impl App {
             }
             "copy" => self.copy(arg.parse().ok()),
             "think" => {
-                let on = match arg {
-                    "on" => true,
-                    "off" => false,
-                    _ => !self.tab().is_some_and(|t| t.thinking),
+                let on = self.tab().is_some_and(|t| t.thinking.is_on());
+                let level = match arg {
+                    "" if on => Ok(Thinking::Off),
+                    "" => Ok(Thinking::Medium),
+                    _ => Thinking::parse(arg),
                 };
-                out = self.set_thinking(on);
+                match level {
+                    Ok(level) => out = self.set_thinking(level),
+                    Err(why) => {
+                        self.flash = Some(why.replacen("thinking = ", "/think ", 1));
+                        return out;
+                    }
+                }
             }
             "help" => {
                 self.overlay = Overlay::Help;
@@ -46,9 +56,10 @@ impl App {
             "compact" => out = self.compact(),
             _ => {
                 self.flash = Some(format!(
-                    "unknown command /{name}: try /rename NAME, /copy [N], /think on|off, \
-                     /system [TEXT], /preset NAME, /export [md|json] [PATH], /attach PATH…, \
-                     /detach [N], /image-tokens N, /tools [on|off|only NAME…], \
+                    "unknown command /{name}: try /rename NAME, /copy [N], \
+                     /think off|low|medium|high|unbounded|N, /system [TEXT], /preset NAME, \
+                     /export [md|json] [PATH], /attach PATH…, /detach [N], /image-tokens N, \
+                     /tools [on|off|only NAME…], \
                      /tool-choice auto|required|none, /compact, /help"
                 ));
                 return out;
@@ -136,8 +147,10 @@ impl App {
         ));
     }
 
-    pub(super) fn set_thinking(&mut self, on: bool) -> Vec<Command> {
+    /// The tab's thinking level for its next turns, said in the transcript.
+    pub(super) fn set_thinking(&mut self, level: Thinking) -> Vec<Command> {
         let supported = self.model.thinking || !self.model.ready;
+        let budgets = self.settings.thinking_budgets;
         let Some(t) = self.tab_mut() else {
             return Vec::new();
         };
@@ -145,10 +158,14 @@ impl App {
             self.flash = Some("this model has no thinking mode".into());
             return Vec::new();
         }
-        t.thinking = on;
-        let note = if on { "thinking on" } else { "thinking off" };
+        t.thinking = level;
+        let note = match level {
+            Thinking::Off => "thinking off".to_string(),
+            Thinking::Unbounded => "thinking unbounded".to_string(),
+            l => format!("thinking {} a turn", l.describe(&budgets)),
+        };
         t.push(Message::new(Role::Notice, note));
-        vec![Command::SetThinking { tab: t.id, on }]
+        vec![level.command(t.id, &budgets)]
     }
 
     /// Copies the last answer, or code block `n` of the tab.

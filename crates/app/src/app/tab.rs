@@ -9,6 +9,7 @@ use super::editor::Editor;
 use super::tools::ToolRun;
 use crate::attach::{TextFile, compose};
 use crate::config::sampling::SamplingLayer;
+use crate::config::{Budgets, Thinking};
 use gemma_protocol::{TabId, Tier, ToolCall, ToolChoice, ToolSelection, TurnStats};
 
 /// Who wrote a message.
@@ -46,6 +47,9 @@ pub struct Message {
     pub thought: String,
     /// A dim line under it: how the turn ended and what it cost.
     pub footer: Option<String>,
+    /// A dim line under an answer while it streams (how much it thought so far); the footer
+    /// takes its place.
+    pub live: Option<String>,
     /// Its revision: it changed when this did (see [`Tab::touched`]).
     pub rev: u64,
     /// Its id in the tab's conversation tree (unique in the tab; given by [`Tab::push`]).
@@ -73,6 +77,7 @@ impl Message {
             text: text.into(),
             thought: String::new(),
             footer: None,
+            live: None,
             rev: 0,
             id: 0,
             versions: None,
@@ -151,7 +156,11 @@ pub struct Tab {
     /// Output arrived below a pinned view.
     pub new_output: bool,
     /// Gemma 4 thinking for its next turns.
-    pub thinking: bool,
+    pub thinking: Thinking,
+    /// The thought budget of its running (or last) turn (`None`: unbounded, or thinking off).
+    pub turn_budget: Option<usize>,
+    /// Thought tokens of its running (or last) turn so far.
+    pub thought_tokens: usize,
     /// Its own sampling settings, over the app's.
     pub overrides: SamplingLayer,
     /// Its own context limit, when it differs from the model's (set at its opening).
@@ -199,7 +208,7 @@ pub struct Tab {
 
 impl Tab {
     /// An empty tab.
-    pub fn new(id: TabId, title: String, thinking: bool) -> Self {
+    pub fn new(id: TabId, title: String, thinking: Thinking) -> Self {
         Self {
             id,
             title,
@@ -215,6 +224,8 @@ impl Tab {
             pin: None,
             new_output: false,
             thinking,
+            turn_budget: None,
+            thought_tokens: 0,
             overrides: SamplingLayer::default(),
             context_limit: None,
             focus: None,
@@ -236,6 +247,23 @@ impl Tab {
             tool_choice: ToolChoice::Auto,
             edits: 0,
         }
+    }
+
+    /// A turn was sent: its thought is counted from 0 against the budget of the tab's level.
+    pub fn turn_started(&mut self, budgets: &Budgets) {
+        self.turn_budget = self.thinking.budget(budgets);
+        self.thought_tokens = 0;
+    }
+
+    /// How much the running (or last) turn thought: `thought 1,984/2,048`, or without a budget
+    /// `thought 1,984`; `None` before any thought.
+    pub fn thought_note(&self) -> Option<String> {
+        use crate::config::thinking::grouped;
+        let n = self.thought_tokens;
+        (n > 0).then(|| match self.turn_budget {
+            Some(b) => format!("thought {}/{}", grouped(n), grouped(b)),
+            None => format!("thought {}", grouped(n)),
+        })
     }
 
     /// Counts one more streamed piece (answer or thought) for the phase and the context meter.

@@ -147,7 +147,7 @@ mod tests {
     use super::*;
 
     fn tab(texts: &[(Role, &str)]) -> Tab {
-        let mut t = Tab::new(1, "t".into(), false);
+        let mut t = Tab::new(1, "t".into(), Default::default());
         for (role, text) in texts {
             t.push(Message::new(*role, *text));
         }

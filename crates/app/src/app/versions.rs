@@ -166,6 +166,7 @@ impl App {
 
     /// Answers the last message again as a new version: the old answer stays, ‹n/m›.
     pub(super) fn regenerate(&mut self) -> Vec<Command> {
+        let budgets = self.settings.thinking_budgets;
         let Some(t) = self.tabs.get_mut(self.active) else {
             return Vec::new();
         };
@@ -181,6 +182,7 @@ impl App {
         }
         t.phase = Phase::Waiting;
         t.failed = false;
+        t.turn_started(&budgets);
         vec![Command::Regenerate { tab: t.id }]
     }
 
@@ -235,10 +237,7 @@ impl App {
         let t = &mut self.tabs[self.active];
         if t.thinking != thinking {
             t.thinking = thinking;
-            cmds.push(Command::SetThinking {
-                tab: t.id,
-                on: thinking,
-            });
+            cmds.push(thinking.command(t.id, &self.settings.thinking_budgets));
         }
         cmds.push(Command::SetSystem {
             tab: t.id,

@@ -103,7 +103,7 @@ fn chatgpt_exports_come_as_trees_on_the_current_branch() {
     // Loaded, the message shows as version 2 of 2, and version 1 brings its answer back.
     let (path, branches) =
         crate::app::chat_tree::tree(chats[0].messages.clone(), chats[0].branches.clone());
-    let mut t = crate::app::tab::Tab::new(1, "t".into(), false);
+    let mut t = crate::app::tab::Tab::new(1, "t".into(), Default::default());
     t.messages = path;
     t.branches = branches;
     t.refresh_versions();
@@ -137,7 +137,7 @@ fn chatgpt_versions_follow_the_order_they_were_written() {
     let chat = &import(&text).expect("imports").chats[0];
     let (path, branches) =
         crate::app::chat_tree::tree(chat.messages.clone(), chat.branches.clone());
-    let mut t = crate::app::tab::Tab::new(1, "t".into(), false);
+    let mut t = crate::app::tab::Tab::new(1, "t".into(), Default::default());
     t.messages = path;
     t.branches = branches;
     t.refresh_versions();

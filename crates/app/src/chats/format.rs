@@ -25,8 +25,12 @@ pub struct SavedChat {
     pub title: String,
     /// The model the chat was made with.
     pub model: String,
-    /// Gemma 4 thinking.
+    /// Gemma 4 thinking (read by earlier releases; `thinking_level` says how much).
     pub thinking: bool,
+    /// The thinking level (`off`, `low`, `medium`, `high`, `unbounded` or thought tokens); absent
+    /// in files of earlier releases, whose `thinking = true` reads as `medium`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking_level: Option<String>,
     /// The path the tab shows, oldest first.
     pub messages: Vec<SavedMessage>,
     /// The other branches of the conversation tree.
@@ -51,6 +55,28 @@ pub struct SavedChat {
 
 fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
     *n == T::default()
+}
+
+impl SavedChat {
+    /// The tab's thinking level: `thinking_level`, else the old switch (on: medium).
+    pub fn level(&self) -> crate::config::Thinking {
+        use crate::config::Thinking;
+        let old = if self.thinking {
+            Thinking::Medium
+        } else {
+            Thinking::Off
+        };
+        self.thinking_level
+            .as_deref()
+            .and_then(|l| Thinking::parse(l).ok())
+            .unwrap_or(old)
+    }
+
+    /// Keeps `level` in the file, readable by earlier releases as on or off.
+    pub fn set_level(&mut self, level: crate::config::Thinking) {
+        self.thinking = level.is_on();
+        self.thinking_level = level.is_on().then(|| level.name());
+    }
 }
 
 /// One saved message.
@@ -187,6 +213,9 @@ pub struct SavedStats {
     /// Tokens of tool responses fed inside the turn (version 4).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub tool_tokens: usize,
+    /// Thought tokens of the turn.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub thought_tokens: usize,
 }
 
 /// The tab's own sampling as saved (what it sets over the config and the model).

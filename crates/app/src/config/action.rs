@@ -32,8 +32,10 @@ pub enum Action {
     CopyAnswer,
     /// Expand or collapse thoughts.
     ToggleThoughts,
-    /// Gemma 4 thinking on or off for the tab.
+    /// Gemma 4 thinking on (medium) or off for the tab.
     ToggleThinking,
+    /// The tab's next thinking level: off, low, medium, high, unbounded.
+    CycleThinking,
     /// Show the keys.
     Help,
     /// The tab's sampling settings.
@@ -64,7 +66,7 @@ pub enum Action {
     ScrollBottom,
 }
 
-const SIMPLE: [(Action, &str, &str); 28] = [
+const SIMPLE: [(Action, &str, &str); 29] = [
     (Action::Quit, "quit", "quit"),
     (
         Action::Interrupt,
@@ -93,7 +95,12 @@ const SIMPLE: [(Action, &str, &str); 28] = [
     (
         Action::ToggleThinking,
         "toggle-thinking",
-        "thinking on/off (Gemma 4)",
+        "thinking on (medium) or off (Gemma 4)",
+    ),
+    (
+        Action::CycleThinking,
+        "cycle-thinking",
+        "thinking: off, low, medium, high, unbounded (Gemma 4)",
     ),
     (Action::Help, "help", "this help"),
     (Action::Settings, "settings", "this tab's sampling settings"),

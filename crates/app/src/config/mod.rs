@@ -10,6 +10,7 @@ mod context;
 mod file;
 pub mod keymap;
 pub mod sampling;
+pub mod thinking;
 pub mod tools;
 pub mod watch;
 
@@ -21,6 +22,7 @@ use serde::{Deserialize, Deserializer};
 use crate::error::{Error, Result};
 
 pub use self::file::check_url;
+pub use self::thinking::{Budgets, Thinking};
 pub use self::tools::{McpConfig, McpServer, ToolsConfig};
 
 /// The largest config file read (a config is a few KiB).
@@ -153,8 +155,19 @@ pub struct ModelConfig {
     /// Context limit per tab, in tokens.
     #[serde(deserialize_with = "at_least::<_, _, 1>")]
     pub context_length: usize,
-    /// Gemma 4 thinking for new tabs.
-    pub thinking: bool,
+    /// Gemma 4 thinking for new tabs: a level or a number of thought tokens per turn.
+    pub thinking: Thinking,
+    /// The thought tokens per turn of the named levels.
+    pub thinking_budgets: Budgets,
+    /// Written in the thought before a close the budget forces (empty: nothing).
+    pub thinking_budget_message: String,
+}
+
+impl ModelConfig {
+    /// The text written before a forced close of the thought, if any.
+    pub fn thinking_message(&self) -> Option<String> {
+        Some(self.thinking_budget_message.clone()).filter(|m| !m.trim().is_empty())
+    }
 }
 
 /// `[engine]`: the model in this process, or an OpenAI-compatible server's.
@@ -228,8 +241,8 @@ pub struct Preset {
     /// 0 is a random seed per turn.
     #[serde(default, deserialize_with = "knob::seed")]
     pub seed: Option<u64>,
-    /// Gemma 4 thinking.
-    pub thinking: Option<bool>,
+    /// Gemma 4 thinking: a level or a number of thought tokens per turn.
+    pub thinking: Option<Thinking>,
     /// Most tokens per answer.
     #[serde(default, deserialize_with = "knob::max_new_tokens")]
     pub max_new_tokens: Option<usize>,

@@ -68,7 +68,7 @@ pub fn message_lines(
             lines.extend(markdown::plain(&m.text, width, "│ ", "│ ", theme.thought));
         }
     }
-    if let Some(f) = &m.footer {
+    if let Some(f) = m.footer.as_ref().or(m.live.as_ref()) {
         // Wrapped: a turn with tool calls says more than fits a narrow screen.
         lines.extend(markdown::plain(f, width, "", "", theme.dim));
     }

@@ -26,6 +26,8 @@ use self::view::View;
 use crate::app::search::{MAX_HITS, SearchState};
 use crate::app::tab::Role;
 use crate::app::{App, Measured, Overlay};
+use crate::config::thinking::grouped;
+use crate::config::{Thinking, ThinkingPolicy};
 use gemma_protocol::Tier;
 
 /// Where each part of the screen goes.
@@ -217,8 +219,10 @@ fn input(f: &mut Frame, area: Rect, app: &App) {
         Some(_) => " Editing: Enter sends a new version, Esc cancels ".to_string(),
         None => " Message ".to_string(),
     };
-    if t.thinking {
-        title.push_str("· thinking ");
+    match t.thinking {
+        Thinking::Off => {}
+        Thinking::Tokens(n) => title.push_str(&format!("· thinking {} ", grouped(n))),
+        level => title.push_str(&format!("· thinking {} ", level.name())),
     }
     let hint = " Enter send · Alt+Enter newline · Esc stop ";
     let mut block = Block::new()
@@ -256,10 +260,13 @@ fn status(f: &mut Frame, area: Rect, app: &App) {
         // What waits to be sent counts too, estimated (`~`) until the engine counts it.
         let pending = t.pending_tokens();
         let pct = (t.context_used + pending) * 100 / limit;
-        let ctx = match pending {
+        let mut ctx = match pending {
             0 => format!(" ctx {}/{limit} ({pct}%) ", t.context_used),
             n => format!(" ctx {} + ~{n}/{limit} ({pct}%) ", t.context_used),
         };
+        if let Some(share) = thought_share(app, t, limit) {
+            ctx.push_str(&format!("· thought {share}% "));
+        }
         let style = if pct >= 95 {
             theme.error
         } else if pct >= 80 {
@@ -301,6 +308,16 @@ fn status(f: &mut Frame, area: Rect, app: &App) {
         spans.push(Span::styled(format!(" error: {e} "), theme.error));
     }
     f.render_widget(Paragraph::new(Line::from(spans)).style(theme.status), area);
+}
+
+/// The share of the context the tab's thought holds, in percent: the running turn's, and after
+/// it the last turn's where thoughts are kept (`sessions.thinking_policy = "keep"`).
+fn thought_share(app: &App, t: &crate::app::tab::Tab, limit: usize) -> Option<usize> {
+    let keep = app
+        .config
+        .as_ref()
+        .is_some_and(|c| c.sessions.thinking_policy == ThinkingPolicy::Keep);
+    (t.thought_tokens > 0 && (t.phase.busy() || keep)).then(|| t.thought_tokens * 100 / limit)
 }
 
 /// A bordered box centred on the screen, at most `w` x `h`.

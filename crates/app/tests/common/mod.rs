@@ -31,7 +31,8 @@ pub fn app(file: SamplingLayer) -> (App, Vec<Command>) {
         random_seed: 1,
         max_new_tokens: 256,
         stop: Vec::new(),
-        thinking: false,
+        thinking: Default::default(),
+        thinking_budgets: Default::default(),
         context_length: None,
         overflow: gemma_protocol::Overflow {
             mode: gemma_protocol::OverflowMode::Compact,

@@ -49,6 +49,9 @@ pub struct RemoteOptions {
     pub context_length: Option<usize>,
     /// The tools the model may call (MCP servers and built-ins), started by the front end.
     pub tools: Option<crate::tools::SharedTools>,
+    /// Written before the close a thought budget forces, where the server enforces budgets
+    /// (`None`: the server's own).
+    pub thinking_message: Option<String>,
 }
 
 /// Starts the remote engine's thread.

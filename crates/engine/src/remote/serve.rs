@@ -43,6 +43,8 @@ pub(super) struct Server {
     pub host: Option<Arc<ToolHost>>,
     /// Tools approved everywhere this run ("a").
     pub always: BTreeSet<String>,
+    /// Written before the close a thought budget forces (llama-server).
+    thinking_message: Option<String>,
 }
 
 /// Connects, then serves until shutdown.
@@ -79,6 +81,7 @@ pub(super) async fn serve(
         turns: 0,
         host: options.tools.map(|t| t.0),
         always: BTreeSet::new(),
+        thinking_message: options.thinking_message,
     };
     for c in early {
         server.apply(c).await;
@@ -157,7 +160,11 @@ impl Server {
                 t.max_new_tokens = max_new_tokens;
                 t.stop = stop;
             }
-            Command::SetThinking { tab, on } => self.tabs.entry(tab).or_default().thinking = on,
+            Command::SetThinking { tab, on, budget } => {
+                let t = self.tabs.entry(tab).or_default();
+                t.thinking = on;
+                t.thought_budget = budget;
+            }
             Command::SetSystem { tab, text } => self.tabs.entry(tab).or_default().system = text,
             // The server's context is its own: nothing to change here.
             Command::SetContext { .. } | Command::SetOverflow { .. } => {}
@@ -272,9 +279,20 @@ impl Server {
             max_tokens: t.max_new_tokens,
             stop: &t.stop,
             thinking: t.thinking,
+            thought_budget: (t.thought_budget, self.thinking_message.as_deref()),
             slot,
             kind: self.info.kind,
         });
+        if t.thinking
+            && t.thought_budget.is_some()
+            && self.info.kind != ServerKind::LlamaServer
+            && !std::mem::replace(&mut t.budget_told, true)
+        {
+            let _ = self.events.send(Event::Notice {
+                tab,
+                text: "this server does not take a thought budget: thinking is not limited".into(),
+            });
+        }
         if tools.is_some()
             && let Some(host) = &self.host
         {

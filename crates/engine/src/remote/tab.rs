@@ -22,6 +22,10 @@ pub(super) struct RemoteTab {
     pub pending: Vec<String>,
     pub system: Option<String>,
     pub thinking: bool,
+    /// Most thought tokens per turn while thinking (`None`: unbounded).
+    pub thought_budget: Option<usize>,
+    /// The user was told that the server does not enforce a thought budget.
+    pub budget_told: bool,
     pub sampling: SamplingParams,
     pub max_new_tokens: usize,
     pub stop: Vec<String>,
@@ -51,6 +55,8 @@ impl Default for RemoteTab {
             pending: Vec::new(),
             system: None,
             thinking: false,
+            thought_budget: None,
+            budget_told: false,
             sampling: SamplingParams::greedy(),
             max_new_tokens: 512,
             stop: Vec::new(),

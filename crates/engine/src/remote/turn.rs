@@ -78,7 +78,11 @@ impl Out<'_> {
         }
         let tab = self.tab;
         let _ = self.events.send(if thought {
-            Event::Thought { tab, text }
+            Event::Thought {
+                tab,
+                text,
+                tokens: 0,
+            }
         } else {
             done.answer.push_str(&text);
             Event::Token { tab, text }
@@ -290,6 +294,7 @@ pub(super) fn stats(d: &TurnDone, before: usize, had_history: bool) -> TurnStats
     TurnStats {
         tool_calls: 0,
         tool_tokens: 0,
+        thought_tokens: 0,
         reuse,
         reused_tokens: cached,
         prefilled_tokens: prefilled,

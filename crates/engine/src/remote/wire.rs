@@ -50,6 +50,9 @@ pub struct TurnRequest<'a> {
     pub stop: &'a [String],
     /// Gemma 4 thinking.
     pub thinking: bool,
+    /// Most thought tokens in the turn, and the text written before a forced close (sent to
+    /// llama-server only; `None`: unbounded, or the server's own).
+    pub thought_budget: (Option<usize>, Option<&'a str>),
     /// The llama-server slot the tab is pinned to.
     pub slot: Option<usize>,
     /// The server's kind.
@@ -137,6 +140,15 @@ pub fn body(r: &TurnRequest) -> Value {
     if r.kind == ServerKind::LlamaServer {
         b["cache_prompt"] = json!(true);
         b["return_progress"] = json!(true);
+        if let (true, (Some(n), message)) = (r.thinking, r.thought_budget) {
+            // llama.cpp's server reads `reasoning_budget_tokens`, else `thinking_budget_tokens`
+            // (tools/server/server-common.cpp), and the message before its forced close.
+            b["reasoning_budget_tokens"] = json!(n);
+            b["thinking_budget_tokens"] = json!(n);
+            if let Some(m) = message {
+                b["reasoning_budget_message"] = json!(m);
+            }
+        }
         if let Some(slot) = r.slot {
             b["id_slot"] = json!(slot);
         }

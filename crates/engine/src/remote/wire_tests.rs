@@ -27,6 +27,7 @@ fn a_turn_resends_the_conversation_with_the_tabs_settings() {
         max_tokens: 64,
         stop: &stop,
         thinking: true,
+        thought_budget: (Some(512), Some("Enough.")),
         slot: Some(1),
         kind: ServerKind::LlamaServer,
     };
@@ -49,12 +50,27 @@ fn a_turn_resends_the_conversation_with_the_tabs_settings() {
     assert_eq!(b["chat_template_kwargs"]["enable_thinking"], json!(true));
     assert_eq!(b["id_slot"], json!(1));
     assert_eq!(b["cache_prompt"], json!(true));
+    // llama-server enforces the thought budget itself.
+    assert_eq!(b["reasoning_budget_tokens"], json!(512));
+    assert_eq!(b["thinking_budget_tokens"], json!(512));
+    assert_eq!(b["reasoning_budget_message"], json!("Enough."));
+    let unbounded = body(&TurnRequest {
+        thought_budget: (None, None),
+        ..r
+    });
+    assert!(unbounded.get("reasoning_budget_tokens").is_none());
+    let off = body(&TurnRequest {
+        thinking: false,
+        ..r
+    });
+    assert!(off.get("reasoning_budget_tokens").is_none());
     // Other servers get no llama.cpp extras.
     let b = body(&TurnRequest {
         kind: ServerKind::OpenAi,
         ..r
     });
     assert!(b.get("id_slot").is_none() && b.get("cache_prompt").is_none());
+    assert!(b.get("reasoning_budget_tokens").is_none());
     assert!(b.get("tools").is_none() && b.get("tool_choice").is_none());
 }
 
@@ -89,6 +105,7 @@ fn tools_and_earlier_round_trips_go_as_the_chat_api_says() {
         max_tokens: 8,
         stop: &[],
         thinking: false,
+        thought_budget: (None, None),
         slot: None,
         kind: ServerKind::OpenAi,
     });

@@ -56,6 +56,18 @@ impl NextLogits {
         Self(t)
     }
 
+    /// The logits with `delta` added to `id`'s where they are (nothing read back); an id past the
+    /// vocabulary is ignored. A soft nudge, where [`NextLogits::without`] is a ban: the thought
+    /// budget raises the end of a thought this way as the budget runs out.
+    pub fn biased(self, id: u32, delta: f32) -> Self {
+        let i = id as usize;
+        if i >= self.vocab() || delta == 0.0 {
+            return self;
+        }
+        let one = self.0.clone().slice([0..1, i..i + 1]).add_scalar(delta);
+        Self(self.0.slice_assign([0..1, i..i + 1], one))
+    }
+
     /// All of them, on the host.
     pub fn to_vec(self) -> Result<Vec<f32>> {
         floats(self.0.into_data())
@@ -235,5 +247,18 @@ mod tests {
             }
             assert!(dev.read_back() <= 128, "{p:?}: {}", dev.read_back());
         }
+    }
+
+    /// A bias lands on its id alone, on the device, and is drawn as the host draws it.
+    #[test]
+    fn a_bias_raises_one_id_where_the_logits_are() {
+        let v = logits(9, true);
+        let biased = on_device(&v).biased(5, 4.5).biased(70_000, 1.0);
+        let got = biased.clone().to_vec().expect("row");
+        for (i, (a, b)) in v.iter().zip(&got).enumerate() {
+            let want = if i == 5 { a + 4.5 } else { *a };
+            assert!((want - b).abs() < 1e-6, "id {i}: {b} instead of {want}");
+        }
+        assert_eq!(biased.biased(5, 100.0).argmax().expect("argmax"), 5);
     }
 }
