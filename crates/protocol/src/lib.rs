@@ -6,6 +6,7 @@
 //! crate depends on nothing, and everything else may depend on it.
 
 pub mod context;
+pub mod events;
 pub mod handle;
 pub mod messages;
 pub mod sampling;
@@ -13,6 +14,7 @@ pub mod text;
 pub mod tools;
 
 pub use context::{Compaction, DEFAULT_COMPACT_PROMPT, Overflow, OverflowMode};
+pub use events::*;
 pub use handle::{ENGINE_THREAD, EngineControl, EngineHandle, Interrupts};
 pub use messages::*;
 pub use sampling::{SamplingLayer, SamplingParams};
