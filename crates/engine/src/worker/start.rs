@@ -1,0 +1,179 @@
+//! How a turn starts on the engine thread: a message rendered after the tab's conversation
+//! (compacted first when it would overflow), an answer asked for again, and the one place a
+//! [`Turn`] and its [`Job`] are made from the tab's settings (sampling, thought budget, tools).
+
+use super::Worker;
+use super::pictures::place;
+use crate::branch::Held;
+use crate::budget::ThoughtLimit;
+use crate::compact::summary_tokens;
+use crate::images::Image;
+use crate::job::{CHUNK, Job, Pending, Resume};
+use crate::protocol::{Attachment, Event, TabId};
+use crate::reply::Reply;
+use crate::turn::{Turn, TurnOptions};
+use gemma_model::error::{Error, Result};
+use gemma_model::tokenizer::template::TemplateError;
+use gemma_tools::host::ToolSpec;
+
+impl Worker<'_> {
+    /// Answers `text` in `tab`. With `rounds` left, a prompt past the tab's overflow share
+    /// compacts (or slides) the conversation first and is sent again after with one round
+    /// less; in the last round, only a prompt that does not fit at all slides (a summary can
+    /// come out longer in tokens than it was sampled).
+    pub(super) fn submit(
+        &mut self,
+        tab: TabId,
+        text: &str,
+        attachments: &[Attachment],
+        rounds: u8,
+    ) -> Result<()> {
+        let lm = self.lm;
+        self.idle_tab(tab)?;
+        let encoded = self.encode(tab, attachments)?;
+        let spec = self.tower.as_ref().ok().map(|t| t.spec());
+        let hidden = lm.model.config().hidden_size;
+        let declared = self.declared(tab);
+        let decl = Self::declarations(&declared);
+        let t = self.idle_tab(tab)?;
+        // A changed header rewinds the session to it, and the turn says so.
+        let turn = lm.user_turn(
+            &t.convo,
+            t.header.len(),
+            t.system.as_deref(),
+            t.thinking,
+            text,
+            encoded.len(),
+            decl.as_ref(),
+        )?;
+        let (prompt, images) = place(t, &turn, spec, hidden, &encoded)?;
+        let next = prompt.len().saturating_sub(t.convo.len());
+        if rounds > 0 && self.overflowing(tab, prompt.len(), rounds) {
+            let resume = Resume {
+                text: text.to_string(),
+                attachments: attachments.to_vec(),
+                rounds: rounds - 1,
+            };
+            if self.compact(tab, next, Some(resume))? {
+                return Ok(());
+            }
+        }
+        let t = self.idle_tab(tab)?;
+        let exchange = t.held.clone().map(|h| (h, text.to_string()));
+        if let Some(e) = turn.template_error {
+            self.template_failed(tab, e);
+        }
+        if let Some(text) = turn.template_slow {
+            self.emit(Event::Notice { tab, text });
+        }
+        self.start(tab, prompt, turn.header, exchange, images, declared, None)
+    }
+
+    /// The checkpoint's template failed and the built-in layout stood in: said once, in full.
+    pub(super) fn template_failed(&mut self, tab: TabId, e: TemplateError) {
+        if !self.template_warned {
+            self.template_warned = true;
+            self.emit(Event::TemplateFallback {
+                tab,
+                error: e.to_string(),
+            });
+        }
+    }
+
+    pub(super) fn regenerate(&mut self, tab: TabId) -> Result<()> {
+        let t = self.idle_tab(tab)?;
+        let at = t
+            .last_answer
+            .ok_or_else(|| Error::Invalid("there is no answer to regenerate yet".into()))?;
+        let prompt = t.convo[..at].to_vec();
+        let header = t.header.clone();
+        let images = t.images.clone();
+        // The last exchange is answered again.
+        let exchange = t.held.clone().and_then(|mut h| {
+            let last = h.pop()?;
+            Some((h, last.user))
+        });
+        let declared = self.declared(tab);
+        self.start(tab, prompt, header, exchange, images, declared, None)
+    }
+
+    /// Starts a turn whose whole conversation is `prompt`; `exchange` is what the tab's
+    /// exchanges become before it (with its user text), when known. With `compaction`, the
+    /// turn writes a summary: short, without tools, its text kept rather than shown.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn start(
+        &mut self,
+        tab: TabId,
+        prompt: Vec<u32>,
+        header: Vec<u32>,
+        exchange: Option<(Vec<Held>, String)>,
+        images: Vec<Image>,
+        declared: Vec<ToolSpec>,
+        compaction: Option<Pending>,
+    ) -> Result<()> {
+        let inject = self
+            .options
+            .inject_failure
+            .take_if(|(t, _)| *t == tab)
+            .map(|(_, n)| n);
+        let (channels, end_ids) = (self.channels, self.end_ids.clone());
+        let (thoughts, forced) = (self.thoughts.clone(), self.options.forced.clone());
+        let now = self.tabs.touch(tab);
+        let t = self.tab(tab);
+        // A new seed per turn (from the tab's), so that a regenerate can answer differently.
+        let mut sampling = t.sampling.clone();
+        sampling.seed = sampling.seed.wrapping_add(now);
+        let summary = compaction.is_some();
+        // Thinking off allows no thought: one opened anyway is closed at once. A summary may
+        // think for half of its tokens at most.
+        let half = summary_tokens(t.context) / 2;
+        let thinking = thoughts.map(|vocab| ThoughtLimit {
+            budget: match (t.thinking, summary) {
+                (false, _) => Some(0),
+                (true, false) => t.thought_budget,
+                (true, true) => Some(t.thought_budget.map_or(half, |b| b.min(half))),
+            },
+            vocab,
+        });
+        let opts = TurnOptions {
+            sampling,
+            // A summary gets what its turn leaves, up to its share.
+            max_new_tokens: match summary {
+                true => summary_tokens(t.context).min(t.context.saturating_sub(prompt.len() + 1)),
+                false => t.max_new_tokens,
+            },
+            end_ids,
+            context: t.context,
+            chunk: CHUNK,
+            boundary_snapshot: true,
+            prompt_logits: false,
+            thinking,
+            forced,
+        };
+        let turn = Turn::start_with(&mut t.session, prompt, images.clone(), opts)?;
+        if let Some(n) = inject {
+            t.session.fail_after(n);
+        }
+        let stops = if summary {
+            Vec::new()
+        } else {
+            t.stop_strings.clone()
+        };
+        let (turn, tools) = self.guided(tab, turn, declared, summary)?;
+        let t = self.tab(tab);
+        t.job = Some(Job {
+            turn,
+            reply: Reply::new(channels, stops),
+            header,
+            quiet: false,
+            exchange,
+            answer_text: String::new(),
+            images,
+            tools,
+            text_start: 0,
+            compaction,
+        });
+        self.enforce_budget(tab);
+        Ok(())
+    }
+}
