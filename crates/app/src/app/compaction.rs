@@ -104,22 +104,23 @@ impl Tab {
             Some(summary) => {
                 self.push(Message::new(Role::User, r.prompt.clone()));
                 let mut m = Message::new(Role::Model, summary.clone());
-                m.footer = Some(note);
+                m.footer = Some(note.clone());
                 self.push(m);
                 kept.into_iter().for_each(|m| self.push(m));
             }
-            None => {
-                for (i, mut m) in kept.into_iter().enumerate() {
-                    if i == 0 {
-                        m.footer = Some(note.clone());
-                    }
-                    self.push(m);
-                }
-            }
+            None => kept.into_iter().for_each(|m| self.push(m)),
         }
         if let Some(mut m) = pending {
             m.id = 0;
             self.push(m);
+        }
+        // A slide's note goes on the first message it kept (the waiting one, when it kept none).
+        if r.summary.is_none()
+            && let Some(i) =
+                (first..self.messages.len()).find(|&i| self.messages[i].role == Role::User)
+        {
+            self.messages[i].footer = Some(note);
+            self.touched(i);
         }
         self.refresh_versions();
         self.context_used = r.after;
@@ -254,6 +255,20 @@ mod tests {
         );
         assert_eq!(t.phase, Phase::Idle);
         assert_eq!(t.context_used, 300);
+    }
+
+    #[test]
+    fn a_slide_that_keeps_no_exchange_marks_the_waiting_message() {
+        let mut t = tab();
+        t.push(Message::new(Role::User, "q4"));
+        t.phase = Phase::Waiting;
+        let mut r = report(OverflowMode::Slide, 0, true);
+        r.dropped = 3;
+        t.compacted(&r);
+        assert_eq!(texts(&t), ["Be brief.", "q4"]);
+        assert_eq!(t.messages[1].versions, Some((2, 2)));
+        let note = t.messages[1].footer.as_deref().expect("marked");
+        assert!(note.contains("3 oldest exchanges left out"), "{note}");
     }
 
     #[test]

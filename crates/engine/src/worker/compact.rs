@@ -260,6 +260,12 @@ impl Worker<'_> {
             stats: Some(stats),
         };
         if outcome.summary.as_deref().is_some_and(str::is_empty) {
+            if outcome.resume.is_none() {
+                // On demand, nothing forces a shorter conversation: it stays whole.
+                return Err(Error::Invalid(
+                    "the model wrote an empty summary: the conversation is unchanged".into(),
+                ));
+            }
             self.emit(Event::Notice {
                 tab,
                 text: "the model wrote an empty summary: the oldest exchanges are dropped instead"
