@@ -28,10 +28,11 @@ pub fn help(f: &mut Frame, app: &App) {
     let key_w = entries.iter().map(|(k, _)| k.width()).max().unwrap_or(0) + 2;
     let entry_w = key_w + entries.iter().map(|(_, d)| d.width()).max().unwrap_or(0);
     let footer = [
-        "Commands: /rename NAME · /copy [N] (code block N) · /think on|off · /system [TEXT]",
-        "          /preset NAME · /export [md|json] [PATH] (this tab to a file)",
+        "Commands: /rename NAME · /copy [N] (code block N) · /think off|low|medium|high|unbounded|N",
+        "          /system [TEXT] · /preset NAME · /export [md|json] [PATH] (this tab to a file)",
         "          /attach PATH… (pictures, text files, globs) · /detach [N] · /image-tokens N",
         "          /tools [on|off|only NAME…] · /tool-choice auto|required|none",
+        "          /compact (summarize the older exchanges; the full conversation stays)",
         "Tool call: y once · t this tab · a always · n deny with a note · Esc deny;",
         "          Enter on a selected answer opens or folds its tool calls.",
         "Up/Down scroll · any other key closes this help.",
