@@ -7,20 +7,8 @@
 use super::App;
 use super::persist;
 use super::tab::{Message, Phase, Role, Tab};
+use crate::config::thinking::grouped;
 use gemma_protocol::{Command, Compaction, OverflowMode, TabId};
-
-/// `1,234`.
-fn grouped(n: usize) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
 
 fn plural(n: usize, one: &str) -> String {
     match n {
@@ -269,11 +257,5 @@ mod tests {
         assert_eq!(t.messages[1].versions, Some((2, 2)));
         let note = t.messages[1].footer.as_deref().expect("marked");
         assert!(note.contains("3 oldest exchanges left out"), "{note}");
-    }
-
-    #[test]
-    fn numbers_are_grouped() {
-        assert_eq!(grouped(1234567), "1,234,567");
-        assert_eq!(grouped(12), "12");
     }
 }
