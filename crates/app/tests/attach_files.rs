@@ -23,10 +23,8 @@ fn command(app: &mut App, line: &str) {
 
 fn fixture(name: &str) -> TextFile {
     let path = format!("{DIR}/{name}");
-    TextFile {
-        text: std::fs::read_to_string(&path).expect("fixture"),
-        name: path,
-    }
+    let text = std::fs::read_to_string(&path).expect("fixture");
+    TextFile::new(path, text)
 }
 
 fn stats() -> TurnStats {

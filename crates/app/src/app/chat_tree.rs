@@ -69,8 +69,8 @@ fn saved_message(m: &Message, parent: Option<u64>) -> SavedMessage {
             .files
             .iter()
             .map(|f| SavedFile {
-                name: f.name.clone(),
-                text: f.text.clone(),
+                name: f.name().to_string(),
+                text: f.text().to_string(),
             })
             .collect(),
         tools: m.tools.iter().map(saved_tool).collect(),
@@ -149,10 +149,7 @@ fn message(m: SavedMessage) -> Message {
     out.files = m
         .files
         .into_iter()
-        .map(|f| TextFile {
-            name: f.name,
-            text: f.text,
-        })
+        .map(|f| TextFile::new(f.name, f.text))
         .collect();
     out.tools = m.tools.into_iter().map(tool_run).collect();
     out.stats = m.stats.map(|s| TurnStats {

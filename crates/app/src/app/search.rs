@@ -51,10 +51,7 @@ pub fn search<'a>(tabs: impl IntoIterator<Item = &'a Tab>, query: &str, limit: u
         title: &t.title,
         closed: None,
         messages: t.messages.iter().map(|m| {
-            let files = m
-                .files
-                .iter()
-                .flat_map(|f| [f.name.as_str(), f.text.as_str()]);
+            let files = m.files.iter().flat_map(|f| [f.name(), f.text()]);
             let tools = m.tools.iter().flat_map(|r| r.searchable());
             let extra = files.map(|f| (FILE, f)).chain(tools.map(|t| (TOOL, t)));
             (m.role, m.text.as_str(), extra.collect())

@@ -13,15 +13,40 @@ pub const DEFAULT_MAX_KB: u64 = 256;
 
 /// A text file attached to a message: its name as shown and sent, and its contents when it was
 /// attached (kept with the chat, so that the message reads the same after the file changes).
+/// Fixed once made, so that its token estimate is worked out once (the input's chips and meter
+/// read it every frame).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TextFile {
     /// The path as given or matched (`~/…` for the home directory), one line.
-    pub name: String,
+    name: String,
     /// The contents, exactly.
-    pub text: String,
+    text: String,
+    /// Tokens its block takes, estimated.
+    tokens: usize,
 }
 
 impl TextFile {
+    /// The file `name` with contents `text`.
+    pub fn new(name: String, text: String) -> Self {
+        let mut f = Self {
+            name,
+            text,
+            tokens: 0,
+        };
+        f.tokens = estimate_tokens(&f.block());
+        f
+    }
+
+    /// Its name as shown and sent.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Its contents.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
     /// The last part of its name (`main.rs` for `src/main.rs`).
     pub fn file_name(&self) -> &str {
         self.name.rsplit('/').next().unwrap_or(&self.name)
@@ -43,7 +68,7 @@ impl TextFile {
 
     /// Tokens its block takes, estimated: see [`estimate_tokens`].
     pub fn tokens(&self) -> usize {
-        estimate_tokens(&self.block())
+        self.tokens
     }
 
     /// `[file main.rs · 3.4 kB · ~870 tok]`, safe for a terminal.
@@ -162,10 +187,7 @@ mod tests {
     use super::*;
 
     fn file(name: &str, text: &str) -> TextFile {
-        TextFile {
-            name: name.into(),
-            text: text.into(),
-        }
+        TextFile::new(name.into(), text.into())
     }
 
     #[test]

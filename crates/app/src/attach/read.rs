@@ -178,7 +178,7 @@ pub fn read_text(path: &Path, max_kb: u64) -> Result<TextFile, AttachError> {
             }
         }
     })?;
-    Ok(TextFile { name, text })
+    Ok(TextFile::new(name, text))
 }
 
 /// `path` as a name to show and send: `~/…` under the home directory, one printable line.
