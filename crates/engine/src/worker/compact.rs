@@ -31,6 +31,22 @@ struct Outcome {
     stats: Option<TurnStats>,
 }
 
+impl Outcome {
+    /// The `dropped` oldest exchanges left out, nothing summarized.
+    fn slide(dropped: usize, before: usize, resume: Option<Resume>) -> Self {
+        Self {
+            mode: OverflowMode::Slide,
+            summary: None,
+            summary_ids: Vec::new(),
+            summarized: 0,
+            dropped,
+            before,
+            resume,
+            stats: None,
+        }
+    }
+}
+
 impl Worker<'_> {
     /// Whether a prompt of `len` tokens in `tab` calls for its overflow policy: past its share
     /// of the context, or (the last round) past the context.
@@ -81,37 +97,25 @@ impl Worker<'_> {
             at: t.overflow.at,
         };
         let before = t.convo.len();
-        // The request's own turn: its text and the turn markers around it.
-        let ask = tok.encode(&t.overflow.prompt)?.len() + 8;
-        let mut outcome = Outcome {
-            mode: OverflowMode::Slide,
-            summary: None,
-            summary_ids: Vec::new(),
-            summarized: 0,
-            dropped: 0,
-            before,
-            resume,
-            stats: None,
-        };
         match mode {
             OverflowMode::Stop => Ok(false),
             OverflowMode::Slide => {
                 let Some(dropped) = plan_slide(&sizes) else {
                     return Ok(false);
                 };
-                outcome.dropped = dropped;
-                self.reshape(tab, outcome)?;
+                self.reshape(tab, Outcome::slide(dropped, before, resume))?;
                 Ok(true)
             }
             OverflowMode::Compact => {
+                // The request's own turn: its text and the turn markers around it.
+                let ask = tok.encode(&t.overflow.prompt)?.len() + 8;
                 let Some(plan) = plan_compact(&sizes, ask) else {
                     return Ok(false);
                 };
                 if plan.from == plan.keep_from {
-                    outcome.dropped = plan.keep_from;
-                    self.reshape(tab, outcome)?;
+                    self.reshape(tab, Outcome::slide(plan.keep_from, before, resume))?;
                 } else {
-                    self.summarize(tab, plan, before, outcome.resume)?;
+                    self.summarize(tab, plan, before, resume)?;
                 }
                 Ok(true)
             }
@@ -165,17 +169,7 @@ impl Worker<'_> {
             }
             plan.from += 1;
             if plan.from == plan.keep_from {
-                let outcome = Outcome {
-                    mode: OverflowMode::Slide,
-                    summary: None,
-                    summary_ids: Vec::new(),
-                    summarized: 0,
-                    dropped: plan.keep_from,
-                    before,
-                    resume,
-                    stats: None,
-                };
-                return self.reshape(tab, outcome);
+                return self.reshape(tab, Outcome::slide(plan.keep_from, before, resume));
             }
         };
         // The pictures of the covered exchanges keep their place where the ids do.
@@ -243,24 +237,10 @@ impl Worker<'_> {
             self.emit(Event::Finished { tab, end, stats });
             return Ok(());
         }
+        let (plan, before, resume) = (pending.plan, pending.before, pending.resume);
         let summary = job.answer_text.trim().to_string();
-        let summary_ids = match self.channels {
-            Some(ch) => crate::thinking::strip(job.turn.answer(), ch),
-            None => job.turn.answer().to_vec(),
-        };
-        let plan = pending.plan;
-        let mut outcome = Outcome {
-            mode: OverflowMode::Compact,
-            summary: Some(summary),
-            summary_ids,
-            summarized: plan.keep_from - plan.from,
-            dropped: plan.from,
-            before: pending.before,
-            resume: pending.resume,
-            stats: Some(stats),
-        };
-        if outcome.summary.as_deref().is_some_and(str::is_empty) {
-            if outcome.resume.is_none() {
+        if summary.is_empty() {
+            if resume.is_none() {
                 // On demand, nothing forces a shorter conversation: it stays whole.
                 return Err(Error::Invalid(
                     "the model wrote an empty summary: the conversation is unchanged".into(),
@@ -271,11 +251,22 @@ impl Worker<'_> {
                 text: "the model wrote an empty summary: the oldest exchanges are dropped instead"
                     .into(),
             });
-            outcome.mode = OverflowMode::Slide;
-            outcome.summary = None;
-            outcome.summarized = 0;
-            outcome.dropped = plan.keep_from;
+            return self.reshape(tab, Outcome::slide(plan.keep_from, before, resume));
         }
+        let summary_ids = match self.channels {
+            Some(ch) => crate::thinking::strip(job.turn.answer(), ch),
+            None => job.turn.answer().to_vec(),
+        };
+        let outcome = Outcome {
+            mode: OverflowMode::Compact,
+            summary: Some(summary),
+            summary_ids,
+            summarized: plan.keep_from - plan.from,
+            dropped: plan.from,
+            before,
+            resume,
+            stats: Some(stats),
+        };
         self.reshape(tab, outcome)
     }
 
