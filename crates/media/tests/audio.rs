@@ -1,0 +1,300 @@
+//! Sound against transformers (`tests/fixtures/make_audio_features.py`): each clip decoded and
+//! resampled as `load_audio` (libsndfile, soxr HQ) does it, `Gemma4AudioFeatureExtractor`'s
+//! features and mask of transformers' own samples and of ours, the soft-token counts; and the
+//! files that must be refused, refused without a panic. Differences measured, printed, bounded.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use gemma_media::audio::{
+    AudioError, Clip, MEL_BINS, PIECE_SAMPLES, SAMPLE_RATE, audio_tokens, features,
+};
+use safetensors::SafeTensors;
+
+fn dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/audio/features")
+}
+
+/// The reference: per clip its samples, features and mask; the listing.
+struct Reference {
+    tensors: HashMap<String, Vec<u8>>,
+    listing: serde_json::Value,
+}
+
+impl Reference {
+    fn load() -> Self {
+        let bytes = std::fs::read(dir().join("reference.safetensors")).expect("reference");
+        let st = SafeTensors::deserialize(&bytes).expect("safetensors");
+        let tensors = st
+            .tensors()
+            .into_iter()
+            .map(|(name, view)| (name, view.data().to_vec()))
+            .collect();
+        let listing =
+            serde_json::from_slice(&std::fs::read(dir().join("reference.json")).expect("listing"))
+                .expect("json");
+        Self { tensors, listing }
+    }
+
+    fn clips(&self) -> Vec<String> {
+        let clips = self.listing["clips"].as_object().expect("clips");
+        clips.keys().cloned().collect()
+    }
+
+    fn floats(&self, name: &str) -> Vec<f32> {
+        let bytes = &self.tensors[name];
+        bytes
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect()
+    }
+
+    fn mask(&self, clip: &str) -> Vec<bool> {
+        self.tensors[&format!("{clip}.mask")]
+            .iter()
+            .map(|&b| b != 0)
+            .collect()
+    }
+}
+
+fn max_difference(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
+}
+
+fn rms_difference(a: &[f32], b: &[f32]) -> f32 {
+    let sum: f64 = a.iter().zip(b).map(|(x, y)| f64::from(x - y).powi(2)).sum();
+    (sum / a.len().max(1) as f64).sqrt() as f32
+}
+
+/// What a clip decoded and resampled here may differ from transformers' by, about twice what
+/// was measured: samples (largest, root mean square), then features from them (largest, mean).
+/// The resamplers' filters differ where soxr's passband ends (7.3 to 8 kHz): each chirp passes
+/// through there at 0.45 full scale, which makes the largest sample difference; the top mel bins,
+/// where both filters leave little but differently little, make the largest feature difference.
+fn bounds(clip: &str) -> [f32; 4] {
+    match clip {
+        // Read as they are: the same integers scaled the same way (measured 0, 4.8e-7, 2.5e-8).
+        "chirp_16k.wav" | "half_second.wav" | "odd_12345.wav" => [0.0, 0.0, 1e-6, 5e-8],
+        // Measured 0.49, 0.054; 4.6, 0.028.
+        "chirp_22k.wav" => [1.0, 0.11, 9.2, 0.056],
+        // Measured 0.47, 0.038; 3.7, 0.027.
+        "chirp_44k_stereo.wav" => [0.95, 0.076, 7.4, 0.054],
+        // Measured 0.48, 0.036; 4.1, 0.027.
+        "chirp_48k.flac" => [0.96, 0.073, 8.2, 0.054],
+        // Upsampled: measured 0.066, 0.014; 5.6, 0.10 (the bins above 4 kHz hold only noise).
+        "chirp_8k.wav" => [0.13, 0.028, 11.2, 0.21],
+        // Lossy, decoded by symphonia here and by libsndfile (mpg123, libvorbis) there.
+        // Measured 0.47, 0.037; 5.0, 0.027.
+        "chirp_44k.mp3" => [0.94, 0.074, 10.0, 0.054],
+        // Measured 0.045, 0.0034; 3.8, 0.023.
+        "speech.ogg" => [0.09, 0.0068, 7.6, 0.047],
+        _ => panic!("no bound for {clip}"),
+    }
+}
+
+#[test]
+fn features_of_transformers_samples_are_transformers_features() {
+    let reference = Reference::load();
+    let mut most = 0.0f32;
+    for clip in reference.clips() {
+        let samples = reference.floats(&format!("{clip}.samples"));
+        let theirs = reference.floats(&format!("{clip}.features"));
+        let ours = features(&samples);
+        assert_eq!(ours.frames * MEL_BINS, theirs.len(), "{clip}");
+        assert_eq!(ours.mask, reference.mask(&clip), "{clip}");
+        let d = max_difference(&ours.values, &theirs);
+        println!("{clip}: features of transformers' samples differ by at most {d:e}");
+        most = most.max(d);
+    }
+    // Measured 4.8e-7 (numpy's f32 FFT against an f64 one: one f32 step at the largest values).
+    assert!(most <= 1e-6, "features differ by {most:e}");
+}
+
+#[test]
+fn files_decode_and_resample_as_transformers_loads_them() {
+    let reference = Reference::load();
+    for clip in reference.clips() {
+        let ours = Clip::open(&dir().join(&clip)).expect("decodes");
+        let theirs = reference.floats(&format!("{clip}.samples"));
+        let listed = &reference.listing["clips"][&clip];
+        assert_eq!(Some(u64::from(ours.source_rate())), listed["rate"].as_u64());
+        assert_eq!(ours.samples().len(), theirs.len(), "{clip}: length");
+        let d = max_difference(ours.samples(), &theirs);
+        let r = rms_difference(ours.samples(), &theirs);
+        println!("{clip}: samples differ from soundfile + soxr by at most {d:e}, rms {r:e}");
+        let [max_sample, rms_sample, max_feature, mean_feature] = bounds(&clip);
+        assert!(
+            d <= max_sample && r <= rms_sample,
+            "{clip}: samples differ by {d:e}, rms {r:e}"
+        );
+        let f = features(ours.samples());
+        let e = max_difference(&f.values, &reference.floats(&format!("{clip}.features")));
+        let theirs = reference.floats(&format!("{clip}.features"));
+        let mean = f
+            .values
+            .iter()
+            .zip(&theirs)
+            .map(|(a, b)| (a - b).abs())
+            .sum::<f32>()
+            / theirs.len().max(1) as f32;
+        println!("{clip}: features from the file differ by at most {e:e}, mean {mean:e}");
+        assert_eq!(f.mask, reference.mask(&clip), "{clip}");
+        assert!(
+            e <= max_feature && mean <= mean_feature,
+            "{clip}: features differ by {e:e}, mean {mean:e}"
+        );
+    }
+}
+
+#[test]
+fn soft_token_counts_are_the_processors() {
+    let reference = Reference::load();
+    for (length, count) in reference.listing["audio_tokens"]
+        .as_object()
+        .expect("table")
+    {
+        let length: usize = length.parse().expect("a length");
+        assert_eq!(
+            Some(audio_tokens(length) as u64),
+            count.as_u64(),
+            "{length} samples"
+        );
+    }
+    for clip in reference.clips() {
+        let listed = &reference.listing["clips"][&clip];
+        let samples = listed["samples"].as_u64().expect("samples") as usize;
+        assert_eq!(
+            Some(audio_tokens(samples) as u64),
+            listed["audio_tokens"].as_u64()
+        );
+        // The count the processor writes into the prompt, from the mask, is the same.
+        assert_eq!(listed["mask_tokens"], listed["audio_tokens"], "{clip}");
+    }
+}
+
+#[test]
+fn a_long_recording_comes_in_pieces_of_thirty_seconds() {
+    let tone: Vec<f32> = (0..65 * 44_100)
+        .map(|i| (i as f32 * 0.05).sin() * 0.5)
+        .collect();
+    let clip = Clip::from_samples(&tone, 44_100, 1).expect("a clip");
+    let pieces: Vec<usize> = clip.pieces().map(<[f32]>::len).collect();
+    assert_eq!(
+        pieces,
+        [PIECE_SAMPLES, PIECE_SAMPLES, 5 * SAMPLE_RATE as usize]
+    );
+    let last = clip.pieces().last().expect("a piece");
+    assert_eq!(audio_tokens(last.len()), 125);
+}
+
+/// A 16-bit PCM WAV header for `frames` frames of `channels` at `rate` (the data follows).
+fn wav_header(rate: u32, channels: u16, frames: u32) -> Vec<u8> {
+    let data = frames * u32::from(channels) * 2;
+    let mut h = Vec::new();
+    h.extend(b"RIFF");
+    h.extend((36 + data).to_le_bytes());
+    h.extend(b"WAVEfmt ");
+    h.extend(16u32.to_le_bytes());
+    h.extend(1u16.to_le_bytes());
+    h.extend(channels.to_le_bytes());
+    h.extend(rate.to_le_bytes());
+    h.extend((rate * u32::from(channels) * 2).to_le_bytes());
+    h.extend((channels * 2).to_le_bytes());
+    h.extend(16u16.to_le_bytes());
+    h.extend(b"data");
+    h.extend(data.to_le_bytes());
+    h
+}
+
+/// A small valid WAV: a second of a tone at 8 kHz.
+fn small_wav() -> Vec<u8> {
+    let mut bytes = wav_header(8_000, 1, 8_000);
+    for i in 0..8_000 {
+        let s = ((i as f32 * 0.1).sin() * 12_000.0) as i16;
+        bytes.extend(s.to_le_bytes());
+    }
+    bytes
+}
+
+#[test]
+fn files_that_are_no_sound_are_refused_by_name() {
+    let refused = |bytes: &[u8], name: &str| Clip::decode(bytes, name).expect_err(name);
+    assert!(matches!(
+        refused(b"", "empty.wav"),
+        AudioError::Empty { .. }
+    ));
+    assert!(matches!(
+        refused(&wav_header(16_000, 1, 0), "none.wav"),
+        AudioError::Empty { .. }
+    ));
+    let garbage: Vec<u8> = (0..4_096u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    assert!(matches!(
+        refused(&garbage, "noise.mp3"),
+        AudioError::NotAudio { .. } | AudioError::Damaged { .. }
+    ));
+    let text = refused(b"These are my notes, not a recording.\n", "notes.wav");
+    assert!(matches!(text, AudioError::NotAudio { .. }), "{text}");
+    assert!(text.to_string().starts_with("notes.wav: "), "{text}");
+    let many = refused(&wav_header(16_000, 100, 10), "many.wav");
+    assert!(
+        matches!(
+            many,
+            AudioError::Channels { .. }
+                | AudioError::Damaged { .. }
+                | AudioError::Unsupported { .. }
+        ),
+        "{many}"
+    );
+    let silent_rate = refused(&[wav_header(0, 1, 10), vec![0; 20]].concat(), "zero.wav");
+    assert!(
+        matches!(
+            silent_rate,
+            AudioError::Rate { .. } | AudioError::Damaged { .. }
+        ),
+        "{silent_rate}"
+    );
+    let slow = refused(&[wav_header(500, 1, 10), vec![0; 20]].concat(), "slow.wav");
+    assert!(matches!(slow, AudioError::Rate { rate: 500, .. }), "{slow}");
+    let missing = Clip::open(&dir().join("no such file.wav")).expect_err("missing");
+    assert!(matches!(missing, AudioError::Read { .. }), "{missing}");
+}
+
+#[test]
+fn cut_or_mangled_files_never_panic() {
+    let wav = small_wav();
+    assert!(Clip::decode(&wav, "tone.wav").is_ok());
+    // Every cut in the header, then every 37th byte: an error or the sound up to the cut.
+    for len in (0..64).chain((64..wav.len()).step_by(37)) {
+        if let Ok(clip) = Clip::decode(&wav[..len], "cut.wav") {
+            assert!(clip.samples().len() <= 16_000, "{len}");
+        }
+    }
+    // Bytes overwritten at random, the same each run.
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    for _ in 0..300 {
+        let mut bytes = wav.clone();
+        for _ in 0..1 + next() % 8 {
+            let at = (next() % 64) as usize;
+            bytes[at] = next() as u8;
+        }
+        let _ = Clip::decode(&bytes, "mangled.wav");
+    }
+    for file in ["chirp_48k.flac", "chirp_44k.mp3", "speech.ogg"] {
+        let bytes = std::fs::read(dir().join(file)).expect("fixture");
+        for len in (0..bytes.len()).step_by(997) {
+            let _ = Clip::decode(&bytes[..len], file);
+        }
+    }
+}
