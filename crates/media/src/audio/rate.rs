@@ -4,12 +4,14 @@
 //!
 //! Not soxr's filter, so not its samples. Measured against soxr's HQ output
 //! (`tests/fixtures/make_audio_features.py`, bounded in `tests/audio.rs`) on chirps with a tone,
-//! white noise and a run of zeros, largest and root-mean-square sample differences: 44.1 kHz
-//! 0.47 / 0.038, 48 kHz 0.48 / 0.036, 22.05 kHz 0.49 / 0.054, 8 kHz (up) 0.066 / 0.014;
-//! espeak-ng speech (22.05 kHz Vorbis, decoders differ too) 0.045 / 0.0034. The largest come
-//! where a chirp at 0.45 full scale crosses 7.3 to 8 kHz, where soxr's passband ends and the two
-//! filters' transition bands differ; the log-mel features then differ by 0.023 to 0.028 on
-//! average (0.10 from 8 kHz), most in the top mel bins.
+//! white noise and a run of zeros; largest and root-mean-square sample differences, then the
+//! largest below 90 % of the lower Nyquist: 44.1 kHz 0.47 / 0.038 / 4.4e-4, 48 kHz 0.48 / 0.036 /
+//! 1.6e-4, 22.05 kHz 0.49 / 0.054 / 4.8e-4, 8 kHz (up) 0.066 / 0.014 / 9.6e-4; espeak-ng speech
+//! (22.05 kHz Vorbis, the decoders differ too) 0.045 / 0.0034 / 6.0e-5. The two filters differ
+//! in soxr's transition band (0.913 to 1 × the lower Nyquist, 7.3 to 8 kHz down to 16 kHz),
+//! where a chirp at 0.45 full scale makes the largest differences; the log-mel features of the
+//! two then differ by 0.023 to 0.028 on average (0.10 from 8 kHz), most in the top mel bins,
+//! and by at most 0.015 to 0.093 in the bins below.
 
 use rubato::audioadapter_buffers::direct::InterleavedSlice;
 use rubato::{Fft, FixedSync, Resampler, WindowFunction};
