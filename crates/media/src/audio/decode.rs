@@ -53,11 +53,13 @@ pub fn decode(bytes: &[u8], name: &str) -> Result<Sound, AudioError> {
         .map_err(|e| failure(name, e))?;
     let mut mono = Vec::new();
     let mut interleaved: Vec<f32> = Vec::new();
+    let mut skipped = None;
     loop {
         let packet = match format.next_packet() {
             Ok(Some(packet)) => packet,
-            Ok(None) => break,
-            // A file cut short ends where its bytes do, as libsndfile reads it.
+            // A file cut short ends where its bytes do, as libsndfile reads it; a chained OGG
+            // stream ends with its first part.
+            Ok(None) | Err(SymphoniaError::ResetRequired) => break,
             Err(SymphoniaError::IoError(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
                 break;
             }
@@ -66,7 +68,16 @@ pub fn decode(bytes: &[u8], name: &str) -> Result<Sound, AudioError> {
         if packet.track_id != track_id {
             continue;
         }
-        let buffer = decoder.decode(&packet).map_err(|e| failure(name, e))?;
+        let buffer = match decoder.decode(&packet) {
+            Ok(buffer) => buffer,
+            // One bad packet (an MP3 frame whose bit reservoir is missing) is skipped, as
+            // symphonia advises; a file of nothing else is damaged.
+            Err(SymphoniaError::DecodeError(cause)) => {
+                skipped.get_or_insert(cause);
+                continue;
+            }
+            Err(e) => return Err(failure(name, e)),
+        };
         let spec = buffer.spec();
         let channels = spec.channels().count();
         check_format(name, spec.rate(), channels)?;
@@ -83,10 +94,11 @@ pub fn decode(bytes: &[u8], name: &str) -> Result<Sound, AudioError> {
         }
         mix_into(&mut mono, &interleaved, channels);
     }
-    if mono.is_empty() {
-        return Err(AudioError::Empty { what: what() });
+    match skipped {
+        Some(cause) if mono.is_empty() => Err(damaged(name, cause)),
+        _ if mono.is_empty() => Err(AudioError::Empty { what: what() }),
+        _ => Ok(Sound { mono, rate }),
     }
-    Ok(Sound { mono, rate })
 }
 
 /// Refuses a rate outside [`RATES`] or a channel count outside 1..=[`MAX_CHANNELS`].
