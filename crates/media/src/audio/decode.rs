@@ -5,7 +5,7 @@
 
 use std::io::Cursor;
 
-use symphonia::core::codecs::audio::AudioDecoderOptions;
+use symphonia::core::codecs::audio::{AudioCodecParameters, AudioDecoderOptions};
 use symphonia::core::errors::Error as SymphoniaError;
 use symphonia::core::formats::probe::Hint;
 use symphonia::core::formats::{FormatOptions, FormatReader, TrackType};
@@ -30,24 +30,8 @@ pub fn decode(bytes: &[u8], name: &str) -> Result<Sound, AudioError> {
         return Err(AudioError::Empty { what: what() });
     }
     let mut format = probe(bytes, name)?;
-    let track = format
-        .default_track(TrackType::Audio)
-        .ok_or_else(|| AudioError::NotAudio { what: what() })?;
-    let (track_id, declared) = (track.id, track.num_frames);
-    let params = track
-        .codec_params
-        .as_ref()
-        .and_then(|p| p.audio())
-        .ok_or_else(|| AudioError::NotAudio { what: what() })?
-        .clone();
-    // What the header says, checked before anything is decoded.
+    let (track_id, params) = header(format.as_ref(), name)?;
     let mut rate = params.sample_rate.unwrap_or(0);
-    if let Some(channels) = &params.channels {
-        check_format(name, rate, channels.count())?;
-    }
-    if rate != 0 && declared.is_some_and(|n| n > frame_limit(rate)) {
-        return Err(AudioError::TooLong { what: what() });
-    }
     let mut decoder = symphonia::default::get_codecs()
         .make_audio_decoder(&params, &AudioDecoderOptions::default())
         .map_err(|e| failure(name, e))?;
@@ -99,6 +83,30 @@ pub fn decode(bytes: &[u8], name: &str) -> Result<Sound, AudioError> {
         _ if mono.is_empty() => Err(AudioError::Empty { what: what() }),
         _ => Ok(Sound { mono, rate }),
     }
+}
+
+/// The audio track's id and codec parameters, once what its header says (rate, channels,
+/// length) is within the limits: checked before anything is decoded.
+fn header(
+    format: &dyn FormatReader,
+    name: &str,
+) -> Result<(u32, AudioCodecParameters), AudioError> {
+    let not_audio = || AudioError::NotAudio { what: name.into() };
+    let track = format
+        .default_track(TrackType::Audio)
+        .ok_or_else(not_audio)?;
+    let params = track
+        .codec_params
+        .as_ref()
+        .and_then(|p| p.audio())
+        .ok_or_else(not_audio)?;
+    if let (Some(rate), Some(channels)) = (params.sample_rate, &params.channels) {
+        check_format(name, rate, channels.count())?;
+        if track.num_frames.is_some_and(|n| n > frame_limit(rate)) {
+            return Err(AudioError::TooLong { what: name.into() });
+        }
+    }
+    Ok((track.id, params.clone()))
 }
 
 /// Refuses a rate outside [`RATES`] or a channel count outside 1..=[`MAX_CHANNELS`].
