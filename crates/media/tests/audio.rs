@@ -233,6 +233,24 @@ fn soft_token_counts_are_the_processors() {
 }
 
 #[test]
+fn frames_and_mask_are_the_extractors_for_any_length() {
+    let reference = Reference::load();
+    for (length, shape) in reference.listing["shapes"].as_object().expect("shapes") {
+        let length: usize = length.parse().expect("a length");
+        let f = features(&vec![0.1; length]);
+        let kept = f.mask.iter().filter(|&&m| m).count() as u64;
+        // The frames the mask keeps come first.
+        assert!(f.mask.iter().skip(kept as usize).all(|&m| !m), "{length}");
+        let ours = [Some(f.frames as u64), Some(kept)];
+        assert_eq!(
+            ours,
+            [shape[0].as_u64(), shape[1].as_u64()],
+            "{length} samples"
+        );
+    }
+}
+
+#[test]
 fn a_long_recording_comes_in_pieces_of_thirty_seconds() {
     let tone: Vec<f32> = (0..65 * 44_100)
         .map(|i| (i as f32 * 0.05).sin() * 0.5)
