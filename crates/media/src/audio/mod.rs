@@ -71,7 +71,9 @@ pub enum AudioError {
         what: String,
     },
     /// Longer than [`MAX_SECONDS`], or more than [`MAX_FRAMES`] samples at its rate.
-    #[error("{what}: longer than an hour (or over {MAX_FRAMES} samples at its rate); cut it first")]
+    #[error(
+        "{what}: too long (gemma-chat takes an hour at most, and above 48 kHz as many samples as an hour at 48 kHz); cut it first"
+    )]
     TooLong {
         /// The file.
         what: String,
@@ -131,9 +133,9 @@ impl Clip {
         })
     }
 
-    /// A clip of interleaved `samples` (`channels` of them a frame) at `rate`, e.g. from a
-    /// microphone: checked as a file is, then mixed to mono (the mean of the channels) and
-    /// resampled.
+    /// A clip of interleaved `samples` (`channels` of them a frame; a trailing partial frame is
+    /// dropped) at `rate`, e.g. from a microphone: checked as a file is, then mixed to mono (the
+    /// mean of the channels) and resampled.
     pub fn from_samples(samples: &[f32], rate: u32, channels: usize) -> Result<Self, AudioError> {
         let what = "the recording";
         decode::check_format(what, rate, channels)?;
