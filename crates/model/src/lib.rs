@@ -2,7 +2,8 @@
 //! ([`weights`]: safetensors and GGUF, tensors in their stored GGML type, used in place),
 //! the decoder on burn ([`model`]: config, layers, KV cache, the CPU's fused step over
 //! `gemma_kernels`), text and ids ([`tokenizer`], chat templates included), the next token
-//! ([`sampling`]), a checkpoint with its tokenizer, templates and generation defaults
+//! ([`sampling`]), the image and audio towers ([`vision`], [`audio`]), a checkpoint with its
+//! tokenizer, templates and generation defaults
 //! ([`checkpoint`]), the demo model ([`demo`]), the device ([`backend`]) and the typed errors
 //! ([`error`]).
 //!
@@ -14,6 +15,7 @@
 //! | change temperature, top-p or other sampling | `sampling/` (ranges and precedence: the app's `config::sampling`) |
 //! | change the chat template or how a turn is assembled | `tokenizer/template/`, `checkpoint.rs` (`LoadedModel::user_turn`) |
 
+pub mod audio;
 pub mod backend;
 pub mod checkpoint;
 pub mod demo;

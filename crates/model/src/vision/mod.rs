@@ -9,7 +9,7 @@
 pub mod config;
 pub mod mmproj;
 mod unified;
-mod vit;
+pub(crate) mod vit;
 
 use std::path::{Path, PathBuf};
 
@@ -154,7 +154,13 @@ fn beside(model: &Path) -> Result<Option<PathBuf>> {
     if !is_gguf(model) && spec_of(&dir)?.is_some() {
         return Ok(None);
     }
-    let Ok(entries) = std::fs::read_dir(&dir) else {
+    mmproj_beside(&dir)
+}
+
+/// The one `mmproj*.gguf` in `dir`, `None` when there is none, an error naming them when there
+/// are several (shared with the audio tower: one mmproj holds both for E2B/E4B).
+pub(crate) fn mmproj_beside(dir: &Path) -> Result<Option<PathBuf>> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
         return Ok(None);
     };
     let mut found: Vec<PathBuf> = entries

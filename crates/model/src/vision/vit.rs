@@ -16,16 +16,22 @@ use crate::model::ops::RmsNorm;
 use crate::weights::TensorSource;
 use gemma_kernels::qmatmul::QMatrix;
 
-/// A projection, with the bounds its input and output are clamped to.
+/// A projection, with the bounds its input and output are clamped to (transformers'
+/// `Gemma4ClippableLinear`, which the audio tower shares).
 #[derive(Debug)]
-struct Clipped {
+pub(crate) struct Clipped {
     w: QMatrix,
     /// Input min, input max, output min, output max.
     bounds: Option<[f32; 4]>,
 }
 
 impl Clipped {
-    fn load(src: &dyn TensorSource, name: &str, shape: &[usize], clipped: bool) -> Result<Self> {
+    pub(crate) fn load(
+        src: &dyn TensorSource,
+        name: &str,
+        shape: &[usize],
+        clipped: bool,
+    ) -> Result<Self> {
         let w = matrix(src, &format!("{name}.linear.weight"), shape)?;
         let bounds = if clipped {
             let mut b = [0f32; 4];
@@ -43,7 +49,7 @@ impl Clipped {
     }
 
     /// `clamp(clamp(x) · Wᵀ)` for `t` rows.
-    fn forward(&self, x: &[f32], t: usize) -> Vec<f32> {
+    pub(crate) fn forward(&self, x: &[f32], t: usize) -> Vec<f32> {
         let Some([lo, hi, out_lo, out_hi]) = self.bounds else {
             return products(&self.w, x, t);
         };

@@ -79,13 +79,11 @@ pub(crate) fn check_shape(
 }
 
 /// Strips the checkpoint prefixes: the text tower's names lose theirs (`layers.3.…`), the vision
-/// towers' keep their module (`vision_tower.…`, `embed_vision.…`, `vision_embedder.…`, which
-/// no text name starts with); `None` for tensors gemma-chat does not read (the audio tower and its
-/// embedder, Gemma 3's projector).
+/// and audio towers' keep their module (`vision_tower.…`, `embed_vision.…`, `vision_embedder.…`,
+/// `audio_tower.…`, `embed_audio.…`, which no text name starts with); `None` for tensors
+/// gemma-chat does not read (the 12B's audio embedder, Gemma 3's projector).
 pub fn canonical_name(name: &str) -> Option<&str> {
     for skip in [
-        "model.audio_tower.",
-        "model.embed_audio.",
         "model.audio_embedder.",
         "model.multi_modal_projector.",
         "multi_modal_projector.",
