@@ -368,6 +368,15 @@ fn cut_or_mangled_files_never_panic() {
         for len in (0..bytes.len()).step_by(997) {
             let _ = Clip::decode(&bytes[..len], file);
         }
+        // Bytes overwritten anywhere in the file, headers and frames alike.
+        for _ in 0..40 {
+            let mut mangled = bytes.clone();
+            for _ in 0..1 + next() % 16 {
+                let at = (next() % mangled.len() as u64) as usize;
+                mangled[at] = next() as u8;
+            }
+            let _ = Clip::decode(&mangled, file);
+        }
     }
 }
 
