@@ -1,8 +1,8 @@
 //! Gemma 4 E2B/E4B's audio tower: one clip's log-mel features and frame mask in, the soft tokens
 //! the decoder takes in place of its `<|audio|>` placeholders out (`n × text hidden`, see
 //! [`crate::model::soft`]). Stateless and config-driven ([`config::AudioSpec`] from
-//! `audio_config`): the subsampling convolutions ([`subsample`]), the USM conformer layers
-//! ([`conformer`], [`attention`]), the output projection, then `embed_audio` (weightless RMSNorm,
+//! `audio_config`): the subsampling convolutions (`subsample`), the USM conformer layers
+//! (`conformer`, `attention`), the output projection, then `embed_audio` (weightless RMSNorm,
 //! linear map to the text width), the padding frames stripped. Weights come from a Hugging Face
 //! checkpoint or llama.cpp's mmproj GGUF ([`mmproj`]), in their stored type, used in place, on
 //! the host kernels. It does not decode audio or make features (`gemma_media::audio` does).
