@@ -1,8 +1,8 @@
 //! Gemma 4 E2B/E4B's audio tower: one clip's log-mel features and frame mask in, the soft tokens
 //! the decoder takes in place of its `<|audio|>` placeholders out (`n × text hidden`, see
 //! [`crate::model::soft`]). Stateless and config-driven ([`config::AudioSpec`] from
-//! `audio_config`): the subsampling convolutions ([`subsample`]), the USM conformer layers
-//! ([`conformer`], [`attention`]), the output projection, then `embed_audio` (weightless RMSNorm,
+//! `audio_config`): the subsampling convolutions (`subsample`), the USM conformer layers
+//! (`conformer`, `attention`), the output projection, then `embed_audio` (weightless RMSNorm,
 //! linear map to the text width), the padding frames stripped. Weights come from a Hugging Face
 //! checkpoint or llama.cpp's mmproj GGUF ([`mmproj`]), in their stored type, used in place, on
 //! the host kernels. It does not decode audio or make features (`gemma_media::audio` does).
@@ -115,6 +115,13 @@ impl AudioTower {
         norm_rows(&norm(None, s.eps), &mut y, s.output_dims);
         Ok(products(&self.projector, &y, n))
     }
+}
+
+/// The soft tokens a piece with frame mask `mask` makes, the `<|audio|>` placeholders its prompt
+/// holds: the mask through the two stride-2 convolutions (`mask[::2][::2]`, transformers'
+/// `Gemma4Processor.replace_audio_token`), counted where it is audio.
+pub fn soft_tokens(mask: &[bool]) -> usize {
+    mask.iter().step_by(4).filter(|&&m| m).count()
 }
 
 /// The audio tower of the Hugging Face checkpoint at `path` (its directory or a file in it),
@@ -247,4 +254,24 @@ fn matrix(src: &dyn TensorSource, name: &str, shape: &[usize]) -> Result<QMatrix
 /// The stored tensor `name` as f32 values, checked against `shape`.
 fn values(src: &dyn TensorSource, name: &str, shape: &[usize]) -> Result<Vec<f32>> {
     Ok(src.require(name, shape)?.data)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn soft_tokens_count_every_fourth_frame_that_is_audio() {
+        assert_eq!(soft_tokens(&[true; 101]), 26);
+        let mut m = [true; 101];
+        m[100] = false;
+        assert_eq!(soft_tokens(&m), 25);
+        m[97..].fill(false);
+        assert_eq!(
+            soft_tokens(&m),
+            25,
+            "frames 97..99 fall between the kept ones"
+        );
+        assert_eq!(soft_tokens(&[]), 0);
+    }
 }

@@ -3,7 +3,7 @@
 //! shapes, and its tensors under the Hugging Face names the towers load, in their stored GGML
 //! types and in place. The converter re-lays three of them (the patch embedding's pixel order,
 //! the 12B's first LayerNorm over those pixels, and the 12B's position table axes); those come
-//! back as the towers take them. Audio tensors (`a.*`) are left alone.
+//! back as the towers take them. Audio tensors (`a.*`, `mm.a.*`) are [`crate::audio::mmproj`]'s.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
