@@ -38,9 +38,12 @@ impl AttachArgs {
         let mut files = Vec::new();
         for arg in &self.files {
             for path in attach::expand(arg).map_err(refused)? {
-                if attach::looks_like_picture(&path.to_string_lossy()) {
+                let name = path.to_string_lossy();
+                if attach::looks_like_picture(&name) {
                     let tokens = images.image_tokens;
-                    pictures.push(Attachment { path, tokens });
+                    pictures.push(Attachment::image(path, tokens));
+                } else if attach::looks_like_audio(&name) {
+                    pictures.push(Attachment::audio(path));
                 } else {
                     files.push(attach::read_text(&path, max_kb).map_err(refused)?);
                 }

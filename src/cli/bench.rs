@@ -3,7 +3,8 @@
 //! memory: peak RSS of load + prefill + decode (the figure to hold against llama-bench's on the
 //! same file), weight bytes per GGML type, mapped in place against owned, and RSS with one and
 //! with eight open sessions; with `--image FILE`, the picture's preprocessing and encoding by the
-//! vision tower. Text, or one JSON object with `--json`. `benches/compare.py`
+//! vision tower, and with `--audio FILE` the recording's decoding, resampling and features and
+//! its encoding by the audio tower. Text, or one JSON object with `--json`. `benches/compare.py`
 //! measures llama.cpp on the same file, prompt and thread count.
 
 use std::time::Instant;
@@ -42,7 +43,8 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 0)]
     depth: usize,
     /// With `--image FILE`: also time the picture's preprocessing and its encoding by the
-    /// model's vision tower at `--image-tokens`.
+    /// model's vision tower at `--image-tokens`; with `--audio FILE`, the recording's first
+    /// 30 seconds by the audio tower.
     #[command(flatten)]
     images: super::images::ImageArgs,
 }
@@ -103,6 +105,7 @@ pub fn run(args: BenchArgs, common: &ModelArgs) -> anyhow::Result<()> {
     let (mut lm, dtype) = load_model(common)?;
     let load_s = t0.elapsed().as_secs_f64();
     let vision = encode_figures(&mut lm, common, &args.images)?;
+    let audio = audio_figures(&lm, common, &args.images)?;
     let weights = lm.model.weight_stats();
     let m = &lm.model;
 
@@ -144,8 +147,10 @@ pub fn run(args: BenchArgs, common: &ModelArgs) -> anyhow::Result<()> {
         "weights_owned_mb": mb(weights.owned),
         "host_matrices": weights.host_matrices,
     });
-    if let (Some(o), serde_json::Value::Object(v)) = (out.as_object_mut(), vision) {
-        o.extend(v);
+    for figures in [vision, audio] {
+        if let (Some(o), serde_json::Value::Object(v)) = (out.as_object_mut(), figures) {
+            o.extend(v);
+        }
     }
     if let (Some(v), Some(o)) = (depth_tok_s, out.as_object_mut()) {
         o.insert("depth_tokens".into(), json!(args.depth));
@@ -201,6 +206,41 @@ fn encode_figures(
         "tower_load_s": tower_load_s,
         "image_preprocess_ms": median(pre) * 1e3,
         "image_encode_ms": median(enc) * 1e3,
+    }))
+}
+
+/// The first `--audio`'s figures: its preprocessing (decode, resample to 16 kHz, the first
+/// piece's features) and that piece's encoding by the audio tower, each the median of three.
+fn audio_figures(
+    lm: &gemma_model::checkpoint::LoadedModel,
+    common: &ModelArgs,
+    args: &super::images::ImageArgs,
+) -> anyhow::Result<serde_json::Value> {
+    use gemma_media::audio::{Clip, features};
+    let Some(path) = args.audio.first() else {
+        return Ok(json!({}));
+    };
+    let mmproj = common.choice(&common.config()?)?.mmproj;
+    let tower = gemma_model::audio::open_for(lm, mmproj.as_deref())?;
+    let (mut pre, mut enc, mut tokens, mut seconds) = (Vec::new(), Vec::new(), 0, 0.0);
+    for _ in 0..3 {
+        let t = Instant::now();
+        let clip = Clip::open(path).with_context(|| format!("reading {}", path.display()))?;
+        let piece = clip.pieces().next().unwrap_or_default();
+        let f = features(piece);
+        pre.push(t.elapsed().as_secs_f64());
+        let t = Instant::now();
+        let rows = tower.encode(&f.values, &f.mask)?;
+        enc.push(t.elapsed().as_secs_f64());
+        tokens = rows.len() / tower.spec().text_hidden.max(1);
+        seconds = piece.len() as f64 / f64::from(gemma_media::audio::SAMPLE_RATE);
+    }
+    Ok(json!({
+        "audio": path.display().to_string(),
+        "audio_seconds": seconds,
+        "audio_tokens": tokens,
+        "audio_preprocess_ms": median(pre) * 1e3,
+        "audio_encode_ms": median(enc) * 1e3,
     }))
 }
 
@@ -314,6 +354,15 @@ fn print_text(out: &serde_json::Value) -> std::io::Result<()> {
             f("image_preprocess_ms"),
             f("image_encode_ms"),
             f("tower_load_s")
+        )?;
+    }
+    if out.get("audio_encode_ms").is_some() {
+        outln!(
+            "audio            {} tokens ({:.1} s): decode + resample + features {:.1} ms, encode {:.1} ms",
+            n("audio_tokens"),
+            f("audio_seconds"),
+            f("audio_preprocess_ms"),
+            f("audio_encode_ms")
         )?;
     }
     if out.get("ttft_cold_ms").is_none() {

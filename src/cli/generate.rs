@@ -19,7 +19,9 @@ use gemma_app::config::sampling::{SamplingLayer, Source, resolve};
 
 use super::front::random_seed;
 use super::headless::{Headless, TabArgs};
+use super::images::{ImageArgs, Run, encode, encode_audio, place};
 use super::{ModelArgs, SamplingArgs};
+use gemma_engine::protocol::MediaKind;
 
 /// Arguments of `generate`.
 #[derive(Debug, Args)]
@@ -67,6 +69,42 @@ pub fn load_model(common: &ModelArgs) -> anyhow::Result<(LoadedModel, ComputeDty
     Ok((lm, dtype))
 }
 
+/// The `--image` and `--audio` attachments encoded and placed on the placeholder runs of `ids`,
+/// in the order of their places.
+fn media(
+    lm: &mut LoadedModel,
+    common: &ModelArgs,
+    args: &ImageArgs,
+    ids: &[u32],
+) -> anyhow::Result<Vec<gemma_engine::images::Image>> {
+    if args.images.is_empty() && args.audio.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mmproj = common.choice(&common.config()?)?.mmproj;
+    let mut out = Vec::new();
+    if !args.images.is_empty() {
+        let hint = gemma_model::vision::infer_ids(ids);
+        let tower = gemma_model::vision::open_for(lm, mmproj.as_deref(), hint)?;
+        let s = tower.spec();
+        let run = Run {
+            ids: [s.boi_token_id, s.image_token_id, s.eoi_token_id],
+            kind: MediaKind::Image,
+        };
+        out.extend(place(ids, &run, encode(&tower, args)?)?);
+    }
+    if !args.audio.is_empty() {
+        let tower = gemma_model::audio::open_for(lm, mmproj.as_deref())?;
+        let s = tower.spec();
+        let run = Run {
+            ids: [s.boa_token_id, s.audio_token_id, s.eoa_token_id],
+            kind: MediaKind::Audio,
+        };
+        out.extend(place(ids, &run, encode_audio(&tower, args)?)?);
+    }
+    out.sort_by_key(|i| i.at);
+    Ok(out)
+}
+
 /// Runs `generate`. With `--chat`, one turn through the engine protocol as `--prompt` runs it
 /// (sampling resolved as the UI resolves it). Otherwise the raw oracle path: the ids as given,
 /// greedy unless `--temperature` (or its variable) says otherwise, so that scripts get
@@ -85,15 +123,7 @@ pub fn run(
     let (mut lm, dtype) = load_model(common)?;
     let load_s = t0.elapsed().as_secs_f64();
     let prompt_ids = prompt_ids(&args, &lm)?;
-    let images = if args.images.images.is_empty() {
-        Vec::new()
-    } else {
-        let mmproj = common.choice(&common.config()?)?.mmproj;
-        let hint = gemma_model::vision::infer_ids(&prompt_ids);
-        let tower = gemma_model::vision::open_for(&mut lm, mmproj.as_deref(), hint)?;
-        let encoded = super::images::encode(&tower, &args.images)?;
-        super::images::place(&prompt_ids, tower.spec(), encoded)?
-    };
+    let images = media(&mut lm, common, &args.images, &prompt_ids)?;
     let cfg = lm.model.config();
     let opts = TurnOptions {
         max_new_tokens: args.max_new_tokens,

@@ -105,6 +105,7 @@ fn placed(f: &Fixture, tower: &AudioTower) -> Vec<Image> {
                 rows: Arc::new(rows),
                 key: image_key(&c.wav, 0),
                 budget: 0,
+                kind: gemma_engine::protocol::MediaKind::Audio,
             }
         })
         .collect()

@@ -242,7 +242,7 @@ fn turn_two_of_a_long_conversation_prefills_exactly_the_new_turn() {
     let lm = model();
     let story = "The lighthouse keeper counted the ships that passed the rocks each night. ";
     let first_turn = lm
-        .user_turn(&[], 0, None, false, &story.repeat(120), 0, None)
+        .user_turn(&[], 0, None, false, &story.repeat(120), &[], None)
         .expect("turn");
     let convo = first_turn.prompt;
     assert!(convo.len() >= 1500, "{} tokens", convo.len());
@@ -259,7 +259,7 @@ fn turn_two_of_a_long_conversation_prefills_exactly_the_new_turn() {
     let history = [convo, answer].concat();
     let header = first_turn.header.len();
     let next = lm
-        .user_turn(&history, header, None, false, "And then?", 0, None)
+        .user_turn(&history, header, None, false, "And then?", &[], None)
         .expect("turn");
     let convo = next.prompt;
     let (_, second, _) = crate::common::turn(lm, &mut s, &convo, opts(2)).expect("turn two");

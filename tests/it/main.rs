@@ -3,6 +3,7 @@
 //! remote engine against llama-server, and the workspace's layering. Each file is a module;
 //! `cargo test --release --test it -- oracle::` runs one of them.
 
+mod audio_chat;
 mod audio_oracle;
 mod branches;
 mod chat_history;

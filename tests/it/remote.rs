@@ -400,10 +400,7 @@ fn pictures_go_to_a_llama_server_with_an_mmproj() {
         let s = stats(d);
         s.reused_tokens + s.prefilled_tokens
     };
-    let picture = vec![Attachment {
-        path: fixture.join("a.png"),
-        tokens: 70,
-    }];
+    let picture = vec![Attachment::image(fixture.join("a.png"), 70)];
     let seen = turn_with(&h, 2, "What is it?", picture);
     // The server counted the picture's tokens (llama.cpp's own budget, 40 at least).
     assert!(
@@ -414,10 +411,7 @@ fn pictures_go_to_a_llama_server_with_an_mmproj() {
     let next = turn_with(&h, 2, "And?", Vec::new());
     assert!(prompt(&next) > prompt(&seen), "{next:?} after {seen:?}");
     // A file that is no picture fails in its tab, with the reason.
-    let bad = vec![Attachment {
-        path: fixture.join("config.json"),
-        tokens: 70,
-    }];
+    let bad = vec![Attachment::image(fixture.join("config.json"), 70)];
     let err = turn_with(&h, 1, "And this?", bad)
         .outcome
         .expect_err("refused");

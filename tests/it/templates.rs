@@ -182,7 +182,7 @@ fn tools_reach_the_header_of_a_new_turn() {
                     system,
                     thinking,
                     continues: false,
-                    images: 0,
+                    media: &[],
                     tools: Some(&tools),
                 };
                 let (turn, err) = format.next_turn(&c, user).expect("renders");

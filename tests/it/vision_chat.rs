@@ -78,6 +78,7 @@ fn by_hand(dir: &Path, pictures: &[&Path], text: &str) -> (usize, String) {
             rows: e.rows.clone(),
             key: image_key(&std::fs::read(p).expect("picture"), BUDGET),
             budget: BUDGET,
+            kind: gemma_engine::protocol::MediaKind::Image,
         });
         prompt.extend(std::iter::repeat_n(501, e.tokens));
         prompt.push(502);
@@ -111,10 +112,7 @@ fn a_picture_in_a_chat_turn_is_answered_as_the_ids_path_and_kept_warm() {
     let picture = root().join("tests/fixtures/vision/e2b_style/a.png");
     let h = engine(dir.path());
     open(&h, 1);
-    let attach = vec![Attachment {
-        path: picture.clone(),
-        tokens: BUDGET,
-    }];
+    let attach = vec![Attachment::image(picture.clone(), BUDGET)];
     let first = submit(&h, 1, "What is it?", attach);
     let (prompt_len, answer) = by_hand(dir.path(), &[&picture], "What is it?");
     let s = &first.stats;
@@ -156,10 +154,7 @@ fn two_pictures_in_one_message() {
     open(&h, 1);
     let attach = pictures
         .iter()
-        .map(|p| Attachment {
-            path: p.clone(),
-            tokens: BUDGET,
-        })
+        .map(|p| Attachment::image(p.clone(), BUDGET))
         .collect();
     let done = submit(&h, 1, "Which differs?", attach);
     let paths: Vec<&Path> = pictures.iter().map(|p| p.as_path()).collect();
@@ -177,10 +172,10 @@ fn a_text_only_model_says_so_when_a_picture_comes() {
     h.send(Command::Submit {
         tab: 1,
         text: "What is it?".into(),
-        images: vec![Attachment {
-            path: root().join("tests/fixtures/vision/e2b_style/a.png"),
-            tokens: BUDGET,
-        }],
+        images: vec![Attachment::image(
+            root().join("tests/fixtures/vision/e2b_style/a.png"),
+            BUDGET,
+        )],
     });
     loop {
         match h.events.recv().expect("event") {
@@ -263,10 +258,7 @@ fn restart_with_picture(kv: bool, lose_copies: bool) -> (Done, bool, TurnStats) 
     .expect("copy");
     let h = engine_kept(dir.path(), kv);
     open(&h, 1);
-    let attach = vec![Attachment {
-        path: picture.clone(),
-        tokens: BUDGET,
-    }];
+    let attach = vec![Attachment::image(picture.clone(), BUDGET)];
     let first = submit(&h, 1, "What is it?", attach.clone());
     std::fs::remove_file(&picture).expect("the original goes");
     h.send(Command::Shutdown);
@@ -336,7 +328,7 @@ fn a_chat_whose_pictures_are_gone_comes_back_from_its_text_and_says_so() {
         again
             .notices
             .iter()
-            .any(|n| n.contains("pictures could not be brought back")),
+            .any(|n| n.contains("could not be brought back")),
         "{:?}",
         again.notices
     );

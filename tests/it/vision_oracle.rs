@@ -89,6 +89,7 @@ fn open(dir: &Path) -> Fixture {
             rows: Arc::new(rows),
             key: image_key(&file, BUDGET),
             budget: BUDGET,
+            kind: gemma_engine::protocol::MediaKind::Image,
         });
     }
     Fixture {

@@ -7,12 +7,14 @@ use super::branch::{self, Held, Rendered, Setting};
 use super::convo_store::{self, ConvoStore, SavedConvo};
 use super::images::{Image, key_hex};
 use super::pictures;
+use super::protocol::MediaKind;
 use super::protocol::{Exchange, LegacyConvo};
+use super::sounds;
 use super::tabs::Stores;
 use super::tabs::TabState;
+use super::worker::Towers;
 use gemma_model::checkpoint::LoadedModel;
 use gemma_model::error::{Error, Result};
-use gemma_model::vision::VisionTower;
 
 /// Where a conversation came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,13 +29,13 @@ pub(super) enum Origin {
     WithoutPictures,
 }
 
-/// What the UI asked for (see [`super::protocol::Command::Attach`]), and the model's vision
-/// tower, which a saved conversation's pictures need.
+/// What the UI asked for (see [`super::protocol::Command::Attach`]), and the model's towers,
+/// which a saved conversation's pictures and recordings need.
 pub(super) struct Request<'a> {
     pub chat: String,
     pub history: Vec<Exchange>,
     pub legacy: Option<LegacyConvo>,
-    pub tower: Option<&'a VisionTower>,
+    pub towers: Towers<'a>,
 }
 
 /// Ties tab `t` to `r.chat` and brings its conversation back: warm when a KV snapshot of it
@@ -63,7 +65,7 @@ pub(super) fn attach(
         thinking: t.thinking,
     };
     let store = stores.convos.as_ref();
-    let sources = (store, r.tower);
+    let sources = (store, &r.towers);
     let found = conversation(
         lm, end_ids, sources, &r.chat, &r.history, r.legacy, &setting,
     )?;
@@ -115,7 +117,7 @@ pub(super) fn attach(
 fn conversation(
     lm: &LoadedModel,
     end_ids: &[u32],
-    (store, tower): (Option<&ConvoStore>, Option<&VisionTower>),
+    (store, towers): (Option<&ConvoStore>, &Towers),
     chat: &str,
     history: &[Exchange],
     legacy: Option<LegacyConvo>,
@@ -126,7 +128,7 @@ fn conversation(
     let saved = store.and_then(|s| s.load(chat)).filter(|c| fits(lm, c));
     let mut had_pictures = false;
     if let (Some(saved), Some(store)) = (saved, store) {
-        match pictures_of(&saved, store, tower) {
+        match pictures_of(&saved, store, towers) {
             Some(images) => return Ok(Some((saved, Origin::Saved, images))),
             None => had_pictures = true,
         }
@@ -155,39 +157,59 @@ fn conversation(
     Ok(fits(lm, &convo).then_some((convo, origin, Vec::new())))
 }
 
-/// The pictures of a saved conversation, encoded again from the store's copies: `None` when one
-/// cannot be (no tower, a copy gone or changed) or when they do not cover every placeholder.
-fn pictures_of(
-    c: &SavedConvo,
-    store: &ConvoStore,
-    tower: Option<&VisionTower>,
-) -> Option<Vec<Image>> {
-    // A model without a tower never held a picture.
-    let Some(tower) = tower else {
-        return c.pictures.is_empty().then(Vec::new);
+/// The pictures and recordings of a saved conversation, encoded again from the store's copies:
+/// `None` when one cannot be (no tower for it, a copy gone or changed) or when they do not cover
+/// every placeholder.
+fn pictures_of(c: &SavedConvo, store: &ConvoStore, towers: &Towers) -> Option<Vec<Image>> {
+    let marks = towers.marks();
+    let hidden = |kind| match kind {
+        MediaKind::Image => towers.vision.as_ref().map(|t| t.spec().text_hidden),
+        MediaKind::Audio => towers.audio.as_ref().map(|t| t.spec().text_hidden),
     };
-    let spec = tower.spec();
-    let held = c.ids.iter().filter(|&&i| i == spec.image_token_id).count();
+    // Placeholders of the kinds this model takes; a model without a tower held none of its kind.
+    let placeholders: Vec<u32> = [marks.image, marks.audio]
+        .iter()
+        .flatten()
+        .map(|m| m[1])
+        .collect();
+    let held = c.ids.iter().filter(|i| placeholders.contains(i)).count();
     let mut images = Vec::with_capacity(c.pictures.len());
     for p in &c.pictures {
+        let kind = if p.audio {
+            MediaKind::Audio
+        } else {
+            MediaKind::Image
+        };
         let bytes = store.picture(&p.key)?;
-        let e = pictures::encode_bytes(tower, bytes, "a kept picture", p.budget).ok()?;
+        let e = match kind {
+            MediaKind::Image => {
+                let tower = towers.vision.as_ref().ok()?;
+                pictures::encode_bytes(tower, bytes, "a kept picture", p.budget).ok()?
+            }
+            MediaKind::Audio => {
+                let tower = towers.audio.as_ref().ok()?;
+                sounds::encode_piece(tower, bytes, "a kept recording").ok()?
+            }
+        };
+        let [begin, placeholder, end] = marks.of(kind)?;
         let run = c.ids.get(p.at.checked_sub(1)?..p.at + e.tokens + 1)?;
         let placed = key_hex(&e.key) == p.key
-            && run[0] == spec.boi_token_id
-            && run[run.len() - 1] == spec.eoi_token_id
-            && run[1..run.len() - 1]
-                .iter()
-                .all(|&i| i == spec.image_token_id);
+            && run[0] == begin
+            && run[run.len() - 1] == end
+            && run[1..run.len() - 1].iter().all(|&i| i == placeholder);
         placed.then_some(())?;
         images.push(Image {
             at: p.at,
             rows: e.rows,
             key: e.key,
             budget: p.budget,
+            kind,
         });
     }
-    let covered: usize = images.iter().map(|i| i.span(spec.text_hidden).len()).sum();
+    let covered: usize = images
+        .iter()
+        .map(|i| hidden(i.kind).map_or(0, |h| i.span(h).len()))
+        .sum();
     (covered == held).then_some(images)
 }
 
@@ -241,7 +263,10 @@ fn normalize(lm: &LoadedModel, end_ids: &[u32], old: LegacyConvo) -> Option<Save
     if c.ids.len() > 1 + c.header && c.ids.last().is_some_and(|i| end_ids.contains(i)) {
         c.ids.pop();
     }
-    let opening = lm.user_turn(&[], 0, None, false, "", 0, None).ok()?.header;
+    let opening = lm
+        .user_turn(&[], 0, None, false, "", &[], None)
+        .ok()?
+        .header;
     let after = c.ids.get(1 + c.header..)?;
     if !opening.is_empty() && after.starts_with(&opening) {
         c.header += opening.len();

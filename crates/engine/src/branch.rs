@@ -66,7 +66,7 @@ pub(super) fn render(
             setting.system,
             setting.thinking,
             &ex.user,
-            0,
+            &[],
             None,
         )?;
         if into.template_error.is_none() {

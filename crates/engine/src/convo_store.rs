@@ -36,7 +36,7 @@ pub struct SavedConvo {
     pub pictures: Vec<SavedPicture>,
 }
 
-/// A picture of a saved conversation: where its placeholders start, its identity (the key of
+/// A picture (or a piece of a recording) of a saved conversation: where its placeholders start, its identity (the key of
 /// its bytes and budget, [`crate::images::image_key`], as hex: the stored copy's name) and its
 /// budget.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -45,8 +45,11 @@ pub struct SavedPicture {
     pub at: usize,
     /// Its key, in hex.
     pub key: String,
-    /// Soft tokens at most.
+    /// Soft tokens at most (0 for a recording).
     pub budget: usize,
+    /// A piece of a recording (its copy a 16 kHz WAV file) rather than a picture.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub audio: bool,
 }
 
 #[derive(Serialize, Deserialize)]

@@ -127,9 +127,12 @@ fn serve<F>(
             return;
         }
     };
-    // The vision tower, when the model has one: why not is told when a picture comes.
+    // The vision and audio towers, when the model has them: why not is told when a picture or
+    // a recording comes.
     let tower = gemma_model::vision::open_for(&mut lm, options.mmproj.as_deref(), None)
         .map_err(|e| e.to_string());
+    let audio =
+        gemma_model::audio::open_for(&lm, options.mmproj.as_deref()).map_err(|e| e.to_string());
     let Some(tok) = lm.tokenizer.as_ref() else {
         let _ = event_tx.send(Event::LoadFailed {
             error: "this model has no tokenizer, so it cannot chat".into(),
@@ -170,7 +173,10 @@ fn serve<F>(
     let stores = Stores { kv, convos };
     let tools = tools_for(&options, tok, &event_tx);
     Worker::new(&lm, tok, event_tx, options, context, stores, channels)
-        .with_tower(tower.as_ref().map_err(Clone::clone))
+        .with_towers(crate::worker::Towers {
+            vision: tower.as_ref().map_err(Clone::clone),
+            audio: audio.as_ref().map_err(Clone::clone),
+        })
         .with_tools(tools)
         .run(command_rx, &interrupts);
 }

@@ -1,14 +1,16 @@
-//! Images in a conversation's ids: each one a run of placeholder ids whose embeddings its soft
-//! tokens replace ([`Image`]), identified by its content (the file's bytes and the token budget)
-//! and not by those ids, which every image of the same size shares. A session keeps the identity
-//! of the images it holds, so that a follow-up reuses an image's keys and values only when it is
-//! the same picture at the same place ([`shared`]), and a turn never splits an image across two
-//! forward steps ([`chunk_end`]): a bidirectional image must be in one.
+//! Images (and pieces of recordings) in a conversation's ids: each one a run of placeholder ids
+//! whose embeddings its soft tokens replace ([`Image`]), identified by its content (the file's
+//! bytes and the token budget) and not by those ids, which every image of the same size shares.
+//! A session keeps the identity of the images it holds, so that a follow-up reuses an image's
+//! keys and values only when it is the same picture at the same place ([`shared`]), and a turn
+//! never splits an image across two forward steps ([`chunk_end`]): a bidirectional image must
+//! be in one.
 
 use std::ops::Range;
 use std::sync::Arc;
 
 use gemma_model::model::Soft;
+use gemma_protocol::MediaKind;
 use sha2::{Digest, Sha256};
 
 /// What identifies an image's keys and values: SHA-256 of its file's bytes and its budget.
@@ -37,8 +39,10 @@ pub struct Image {
     pub rows: Arc<Vec<f32>>,
     /// Its identity.
     pub key: ImageKey,
-    /// The budget it was encoded at (soft tokens at most).
+    /// The budget it was encoded at (soft tokens at most; 0 for a recording).
     pub budget: usize,
+    /// A picture or a piece of a recording.
+    pub kind: MediaKind,
 }
 
 impl Image {
@@ -107,6 +111,7 @@ pub(crate) fn softs<'a>(
         .map(|i| Soft {
             at: i.at - from,
             rows: &i.rows,
+            causal: i.kind == MediaKind::Audio,
         })
         .collect()
 }
@@ -121,6 +126,7 @@ mod tests {
             rows: Arc::new(vec![0.0; n * 2]),
             key: [key; 32],
             budget: 70,
+            kind: MediaKind::Image,
         }
     }
 

@@ -26,6 +26,7 @@ pub mod pictures;
 pub mod remote;
 pub mod reply;
 pub mod session;
+pub mod sounds;
 pub mod stop_strings;
 mod tabs;
 pub mod thinking;

@@ -9,10 +9,10 @@ use std::sync::Arc;
 
 use gemma_media::{Picture, picture::MAX_FILE};
 use gemma_model::error::{Error, Result};
-use gemma_model::vision::config::VisionSpec;
 use gemma_model::vision::{PatchInput, VisionTower};
 
 use super::images::{Image, ImageKey, image_key};
+use super::protocol::MediaKind;
 
 /// One picture, encoded.
 #[derive(Debug, Clone)]
@@ -27,8 +27,10 @@ pub struct Encoded {
     pub tokens: usize,
     /// The budget it was encoded at.
     pub budget: usize,
-    /// The file's bytes, for the engine's copy.
+    /// The file's bytes, for the engine's copy (a recording's piece: its 16 kHz WAV file).
     pub bytes: Arc<Vec<u8>>,
+    /// A picture or a piece of a recording.
+    pub kind: MediaKind,
 }
 
 /// Reads, cuts and encodes the picture at `path` with `tower` at `budget` soft tokens at most.
@@ -69,48 +71,90 @@ pub fn encode_bytes(
         rows: Arc::new(rows),
         budget,
         bytes: Arc::new(bytes),
+        kind: MediaKind::Image,
     })
 }
 
-/// `ids` with each image placeholder from `from` on (the new turn, where the template wrote
-/// one per picture) replaced, in order, by begin-image, `encoded`'s placeholders and end-image;
-/// and where each picture now lies. Refused when the placeholders and the pictures differ in
-/// number (the text itself held `<|image|>`).
+/// The ids that make a picture's and a recording's run in a prompt: begin, placeholder, end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Marks {
+    /// `<|image>`, `<|image|>`, `<image|>`, where the model takes pictures.
+    pub image: Option<[u32; 3]>,
+    /// `<|audio>`, `<|audio|>`, `<audio|>`, where the model takes recordings.
+    pub audio: Option<[u32; 3]>,
+}
+
+impl Marks {
+    /// The marks of `kind`.
+    pub fn of(&self, kind: MediaKind) -> Option<[u32; 3]> {
+        match kind {
+            MediaKind::Image => self.image,
+            MediaKind::Audio => self.audio,
+        }
+    }
+
+    /// The kind whose placeholder `id` is.
+    fn kind_of(&self, id: u32) -> Option<MediaKind> {
+        [MediaKind::Image, MediaKind::Audio]
+            .into_iter()
+            .find(|&k| self.of(k).is_some_and(|m| m[1] == id))
+    }
+}
+
+/// `ids` with each placeholder from `from` on (the new turn, where the template wrote one per
+/// picture and one per piece of a recording) replaced by the begin id, `encoded`'s run of
+/// placeholders and the end id, the pictures in order for the image markers and the pieces in
+/// order for the audio ones; and where each now lies. Refused when markers and attachments of a
+/// kind differ in number (the text itself held `<|image|>` or `<|audio|>`).
 pub fn expand(
     ids: &[u32],
     from: usize,
-    spec: &VisionSpec,
+    marks: &Marks,
     encoded: &[Encoded],
 ) -> Result<(Vec<u32>, Vec<Image>)> {
-    let image = spec.image_token_id;
-    let marker = |i: usize| i >= from && ids[i] == image;
-    let found = (from..ids.len()).filter(|&i| marker(i)).count();
-    if found != encoded.len() {
-        return Err(Error::Invalid(format!(
-            "the message holds {found} image marker(s) for {} picture(s): remove `<|image|>` \
-             from its text",
-            encoded.len()
-        )));
+    let marker = |i: usize| (i >= from).then(|| marks.kind_of(ids[i])).flatten();
+    for (kind, what) in [
+        (MediaKind::Image, "picture"),
+        (MediaKind::Audio, "recording"),
+    ] {
+        let found = (from..ids.len())
+            .filter(|&i| marker(i) == Some(kind))
+            .count();
+        let sent = encoded.iter().filter(|e| e.kind == kind).count();
+        if found != sent {
+            let tag = if kind == MediaKind::Image {
+                "image"
+            } else {
+                "audio"
+            };
+            return Err(Error::Invalid(format!(
+                "the message holds {found} {tag} marker(s) for {sent} {what}(s): remove \
+                 `<|{tag}|>` from its text"
+            )));
+        }
     }
     let mut out =
         Vec::with_capacity(ids.len() + encoded.iter().map(|e| e.tokens + 2).sum::<usize>());
     let mut placed = Vec::with_capacity(encoded.len());
-    let mut next = encoded.iter();
+    let mut queues =
+        [MediaKind::Image, MediaKind::Audio].map(|k| encoded.iter().filter(move |e| e.kind == k));
     for (i, &id) in ids.iter().enumerate() {
-        if !marker(i) {
+        let Some(kind) = marker(i) else {
             out.push(id);
             continue;
-        }
-        let e = next.next().expect("counted above");
-        out.push(spec.boi_token_id);
+        };
+        let [begin, placeholder, end] = marks.of(kind).expect("a marker's kind has marks");
+        let e = queues[kind as usize].next().expect("counted above");
+        out.push(begin);
         placed.push(Image {
             at: out.len(),
             rows: e.rows.clone(),
             key: e.key,
             budget: e.budget,
+            kind,
         });
-        out.extend(std::iter::repeat_n(image, e.tokens));
-        out.push(spec.eoi_token_id);
+        out.extend(std::iter::repeat_n(placeholder, e.tokens));
+        out.push(end);
     }
     Ok((out, placed))
 }
@@ -143,25 +187,19 @@ pub fn carry(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gemma_model::vision::config::{TowerSpec, UnifiedSpec};
 
-    fn spec() -> VisionSpec {
-        VisionSpec {
-            tower: TowerSpec::Unified(UnifiedSpec {
-                width: 2,
-                positions: 4,
-            }),
-            patch: 16,
-            pool: 3,
-            eps: 1e-6,
-            text_hidden: 1,
-            image_token_id: 9,
-            boi_token_id: 8,
-            eoi_token_id: 7,
+    fn marks() -> Marks {
+        Marks {
+            image: Some([8, 9, 7]),
+            audio: Some([10, 11, 12]),
         }
     }
 
     fn picture(n: usize, key: u8) -> Encoded {
+        media(n, key, MediaKind::Image)
+    }
+
+    fn media(n: usize, key: u8, kind: MediaKind) -> Encoded {
         Encoded {
             path: PathBuf::from("p.png"),
             key: [key; 32],
@@ -169,6 +207,7 @@ mod tests {
             tokens: n,
             budget: 70,
             bytes: Arc::default(),
+            kind,
         }
     }
 
@@ -178,11 +217,46 @@ mod tests {
         // writes two pictures.
         let ids = [2, 8, 9, 9, 7, 5, 9, 9, 6];
         let (out, placed) =
-            expand(&ids, 5, &spec(), &[picture(1, 1), picture(3, 2)]).expect("expands");
+            expand(&ids, 5, &marks(), &[picture(1, 1), picture(3, 2)]).expect("expands");
         assert_eq!(out, [2, 8, 9, 9, 7, 5, 8, 9, 7, 8, 9, 9, 9, 7, 6]);
         assert_eq!((placed[0].at, placed[1].at), (7, 10));
-        let err = expand(&ids, 5, &spec(), &[picture(1, 1)]).expect_err("one marker too many");
+        let err = expand(&ids, 5, &marks(), &[picture(1, 1)]).expect_err("one marker too many");
         assert!(err.to_string().contains("2 image marker(s) for 1"), "{err}");
+    }
+
+    #[test]
+    fn pictures_and_recordings_fill_their_own_markers() {
+        // The template wrote a picture, then two pieces of a recording, then the text (5).
+        let ids = [2, 9, 11, 11, 5];
+        let sent = [
+            media(2, 3, MediaKind::Audio),
+            picture(1, 1),
+            media(1, 4, MediaKind::Audio),
+        ];
+        let (out, placed) = expand(&ids, 1, &marks(), &sent).expect("expands");
+        assert_eq!(out, [2, 8, 9, 7, 10, 11, 11, 12, 10, 11, 12, 5]);
+        let kinds: Vec<_> = placed.iter().map(|p| (p.at, p.key[0], p.kind)).collect();
+        assert_eq!(
+            kinds,
+            [
+                (2, 1, MediaKind::Image),
+                (5, 3, MediaKind::Audio),
+                (9, 4, MediaKind::Audio)
+            ]
+        );
+        // A recording for a model whose marks have none, or a typed marker too many.
+        let err = expand(&ids, 1, &marks(), &sent[..2]).expect_err("a piece short");
+        assert!(
+            err.to_string()
+                .contains("2 audio marker(s) for 1 recording"),
+            "{err}"
+        );
+        let no_audio = Marks {
+            audio: None,
+            ..marks()
+        };
+        let err = expand(&[2, 9, 5], 1, &no_audio, &sent).expect_err("no audio marks");
+        assert!(err.to_string().contains("0 audio marker(s) for 2"), "{err}");
     }
 
     #[test]
@@ -193,6 +267,7 @@ mod tests {
             rows: Arc::new(vec![0.0; 2]),
             key: [1; 32],
             budget: 70,
+            kind: MediaKind::Image,
         }];
         // A header one id longer: the picture moves with it.
         let new = [2, 4, 4, 8, 9, 9, 7, 5];

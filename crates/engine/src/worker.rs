@@ -25,11 +25,11 @@ use gemma_model::checkpoint::LoadedModel;
 use gemma_model::error::{Error, Result};
 use gemma_model::tokenizer::Tokenizer;
 use gemma_model::tokenizer::template::sandbox::Interrupt;
-use gemma_model::vision::VisionTower;
 
 mod compact;
 mod paths;
 mod pictures;
+pub use pictures::Towers;
 mod start;
 mod tool_calls;
 
@@ -62,8 +62,8 @@ pub(super) struct Worker<'a> {
     template_warned: bool,
     /// The tab whose turn the chat template renders now (for its interrupt).
     rendering: Arc<AtomicU64>,
-    /// The vision tower, or why the model has none.
-    tower: std::result::Result<&'a VisionTower, String>,
+    /// The vision and audio towers, or why the model has none.
+    towers: Towers<'a>,
     /// The tools the model may call, when the front end started a host.
     tools: Option<EngineTools>,
 }
@@ -96,7 +96,7 @@ impl<'a> Worker<'a> {
             context,
             template_warned: false,
             rendering: Arc::default(),
-            tower: Err("this model reads text only".into()),
+            towers: Towers::none(),
             tools: None,
         }
     }
@@ -107,9 +107,10 @@ impl<'a> Worker<'a> {
         self
     }
 
-    /// The model's vision tower, or why it has none (told when a picture comes).
-    pub fn with_tower(mut self, tower: std::result::Result<&'a VisionTower, String>) -> Self {
-        self.tower = tower;
+    /// The model's vision and audio towers, or why it has none (told when a picture or a
+    /// recording comes).
+    pub fn with_towers(mut self, towers: Towers<'a>) -> Self {
+        self.towers = towers;
         self
     }
 

@@ -164,6 +164,11 @@ fn files_decode_and_resample_as_transformers_loads_them() {
     let reference = Reference::load();
     for clip in reference.clips() {
         let ours = Clip::open(&dir().join(&clip)).expect("decodes");
+        // What a chip shows without resampling: the same length and soft tokens.
+        let probe = gemma_media::audio::Probe::open(&dir().join(&clip)).expect("probes");
+        assert_eq!(probe.samples, ours.samples().len(), "{clip}: probed length");
+        let tokens: usize = ours.pieces().map(|p| audio_tokens(p.len())).sum();
+        assert_eq!((probe.tokens(), probe.pieces()), (tokens, 1), "{clip}");
         let theirs = reference.floats(&format!("{clip}.samples"));
         let listed = &reference.listing["clips"][&clip];
         assert_eq!(Some(u64::from(ours.source_rate())), listed["rate"].as_u64());
@@ -261,6 +266,20 @@ fn a_long_recording_comes_in_pieces_of_thirty_seconds() {
     );
     let last = clip.pieces().last().expect("a piece");
     assert_eq!(audio_tokens(last.len()), 125);
+    // The chip's count without resampling: the same pieces and tokens.
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("long.wav");
+    let mut wav = wav_header(44_100, 1, tone.len() as u32);
+    wav.extend(
+        tone.iter()
+            .flat_map(|&s| ((s * 32_767.0) as i16).to_le_bytes()),
+    );
+    std::fs::write(&path, wav).expect("write");
+    let probe = gemma_media::audio::Probe::open(&path).expect("probes");
+    assert_eq!(probe.samples, clip.samples().len());
+    assert_eq!(probe.pieces(), 3);
+    let tokens: usize = clip.pieces().map(|p| audio_tokens(p.len())).sum();
+    assert_eq!(probe.tokens(), tokens);
 }
 
 /// A 16-bit PCM WAV header for `frames` frames of `channels` at `rate` (the data follows).

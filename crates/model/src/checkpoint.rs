@@ -12,7 +12,7 @@ use crate::model::gguf_config::model_config;
 use crate::model::{ComputeDtype, Gemma, build::build};
 use crate::sampling::SamplingLayer;
 use crate::tokenizer::template::{
-    Builtin, ChatFormat, Conversation, TemplateError, TemplateSource, TurnText,
+    Builtin, ChatFormat, Conversation, Media, TemplateError, TemplateSource, TurnText,
 };
 use crate::tokenizer::{self, Tokenizer};
 use crate::weights::gguf::{GgufFile, GgufSource};
@@ -96,14 +96,14 @@ impl LoadedModel {
         system: Option<&str>,
         thinking: bool,
         text: &str,
-        images: usize,
+        media: &[Media],
         tools: Option<&serde_json::Value>,
     ) -> Result<UserTurn> {
         let c = Conversation {
             system,
             thinking,
             continues: !history.is_empty(),
-            images,
+            media,
             tools,
         };
         let (turn, template_error) = self.next_turn(&c, text)?;

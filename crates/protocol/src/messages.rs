@@ -165,25 +165,61 @@ pub enum ProgressUnit {
 /// A conversation tab, numbered by the UI.
 pub type TabId = u64;
 
-/// A picture sent with a message.
+/// A picture or a sound recording sent with a message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Attachment {
     /// Its file.
     pub path: std::path::PathBuf,
-    /// Soft tokens at most: 70, 140, 280, 560 or 1120.
+    /// A picture's soft tokens at most: 70, 140, 280, 560 or 1120 (a recording's count follows
+    /// from its length).
     pub tokens: usize,
+    /// What the file holds.
+    pub kind: MediaKind,
+}
+
+/// What an attachment holds, and so which of the model's towers reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MediaKind {
+    /// A picture, for the vision tower.
+    #[default]
+    Image,
+    /// Sound (WAV, FLAC, MP3, OGG), for the audio tower: 16 kHz mono, each 30 seconds its own
+    /// span.
+    Audio,
+}
+
+impl Attachment {
+    /// A picture at `tokens` soft tokens at most.
+    pub fn image(path: impl Into<std::path::PathBuf>, tokens: usize) -> Self {
+        Self {
+            path: path.into(),
+            tokens,
+            kind: MediaKind::Image,
+        }
+    }
+
+    /// A sound recording.
+    pub fn audio(path: impl Into<std::path::PathBuf>) -> Self {
+        Self {
+            path: path.into(),
+            tokens: 0,
+            kind: MediaKind::Audio,
+        }
+    }
 }
 
 /// UI → engine.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Command {
-    /// The user sent `text` in `tab`, with `images` before it: answer it.
+    /// The user sent `text` in `tab`, with `images` (pictures and recordings) before it: answer
+    /// it.
     Submit {
         /// The tab.
         tab: TabId,
         /// The user's message.
         text: String,
-        /// Pictures, in order; the model sees them before the text, as Google advises.
+        /// Pictures and recordings, in order; the model sees them before the text, as Google
+        /// advises (pictures first, then recordings).
         images: Vec<Attachment>,
     },
     /// Cancel the tab's running turn within one prefill chunk or decode step.

@@ -1,27 +1,41 @@
-//! What goes with the next message: pictures and text files. `/attach PATH…` (paths, quoted
-//! paths, globs; a picture's path pasted on its own too), `/detach [N]`, and `/image-tokens N`
-//! for the tab's budget. Each shows as a chip in the input until it is sent, and in the
-//! transcript on the message after: `[img photo.jpg 1024×768 · 280 tok]` (the engine reads and
-//! encodes the picture when the message goes) or `[file main.rs · 3.4 kB · ~870 tok]` (read
-//! now, sent as a block before the text: [`crate::attach`]).
+//! What goes with the next message: pictures, recordings and text files. `/attach PATH…` (paths,
+//! quoted paths, globs; a picture's or recording's path pasted on its own too), `/detach [N]`,
+//! and `/image-tokens N` for the tab's budget. Each shows as a chip in the input until it is
+//! sent, and in the transcript on the message after: `[img photo.jpg 1024×768 · 280 tok]`,
+//! `[audio clip.wav 12.4 s · 310 tok]` (the engine reads and encodes the file when the message
+//! goes) or `[file main.rs · 3.4 kB · ~870 tok]` (read now, sent as a block before the text:
+//! [`crate::attach`]).
 
 use std::path::{Path, PathBuf};
 
 use super::App;
 use super::tab::Tab;
-use crate::attach::{self, TextFile, expand_home, looks_like_picture};
+use crate::attach::{self, TextFile, expand_home, looks_like_audio, looks_like_picture};
 /// Gemma 4's default budget: soft tokens per picture at most.
 pub const DEFAULT_TOKENS: usize = 280;
 
-/// A picture attached to a message.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A picture or a recording attached to a message.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Chip {
     /// Its file.
     pub path: PathBuf,
-    /// Soft tokens at most (the tab's budget when it was attached).
+    /// A picture's soft tokens at most (the tab's budget when it was attached).
     pub tokens: usize,
-    /// Its width and height in pixels, as the file's header says.
+    /// A picture's width and height in pixels, as the file's header says.
     pub size: (u32, u32),
+    /// What a recording holds; `None` for a picture.
+    pub sound: Option<Sound>,
+}
+
+/// A recording's length and the soft tokens the audio tower makes of it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sound {
+    /// Its length in seconds.
+    pub seconds: f32,
+    /// Soft tokens, every 30-second piece's together.
+    pub tokens: usize,
+    /// 30-second pieces: each is its own audio span.
+    pub pieces: usize,
 }
 
 impl Chip {
@@ -33,29 +47,85 @@ impl Chip {
             path: path.to_path_buf(),
             tokens,
             size,
+            sound: None,
         })
     }
 
-    /// Soft tokens the picture makes at its budget (Gemma 4's resize: sides a multiple of 48).
+    /// The recording at `path`, decoded (not resampled) to count its length and soft tokens;
+    /// the engine reads it again when the message is sent.
+    pub fn probe_audio(path: &Path) -> Result<Self, String> {
+        let p = gemma_media::audio::Probe::open(path).map_err(|e| e.to_string())?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            tokens: 0,
+            size: (0, 0),
+            sound: Some(Sound {
+                seconds: p.seconds(),
+                tokens: p.tokens(),
+                pieces: p.pieces(),
+            }),
+        })
+    }
+
+    /// Soft tokens the picture makes at its budget (Gemma 4's resize: sides a multiple of 48),
+    /// or the recording makes.
     pub fn soft_tokens(&self) -> usize {
+        if let Some(s) = &self.sound {
+            return s.tokens;
+        }
         let (w, h) = self.size;
         gemma_media::patches::fit(h, w, self.tokens)
             .map_or(0, |(h, w)| (h as usize / 48) * (w as usize / 48))
     }
 
-    /// `[img photo.jpg 1024×768 · 280 tok]`.
+    /// `[img photo.jpg 1024×768 · 280 tok]`, `[audio clip.wav 12.4 s · 310 tok]` (with
+    /// `· 3 parts` past 30 seconds).
     pub fn label(&self) -> String {
         let name = self.path.file_name().map_or_else(
             || self.path.display().to_string(),
             |n| n.to_string_lossy().into(),
         );
         let name = gemma_protocol::text::printable(&name).into_owned();
+        if let Some(s) = &self.sound {
+            let parts = if s.pieces > 1 {
+                format!(" · {} parts", s.pieces)
+            } else {
+                String::new()
+            };
+            return format!(
+                "[audio {name} {:.1} s · {} tok{parts}]",
+                s.seconds, s.tokens
+            );
+        }
         format!(
             "[img {name} {}×{} · {} tok]",
             self.size.0,
             self.size.1,
             self.soft_tokens()
         )
+    }
+
+    /// What the engine is sent for it.
+    pub fn attachment(&self) -> gemma_protocol::Attachment {
+        if self.sound.is_some() {
+            gemma_protocol::Attachment::audio(self.path.clone())
+        } else {
+            gemma_protocol::Attachment::image(self.path.clone(), self.tokens)
+        }
+    }
+}
+
+/// A decoded recording's length, soft tokens and pieces.
+pub fn sound_of(clip: &gemma_media::audio::Clip) -> Sound {
+    let (mut tokens, mut pieces) = (0, 0);
+    for p in clip.pieces() {
+        tokens += gemma_media::audio::audio_tokens(p.len());
+        pieces += 1;
+    }
+    Sound {
+        seconds: clip.seconds(),
+        tokens,
+        pieces,
     }
 }
 
@@ -136,11 +206,13 @@ impl App {
         }
     }
 
-    /// A paste that is one picture's path (as a terminal pastes a dropped file) attaches it;
+    /// A paste that is one picture's or recording's path (as a terminal pastes a dropped file)
+    /// attaches it;
     /// anything else is text.
     pub(super) fn pasted_picture(&mut self, text: &str) -> bool {
         let line = text.trim().trim_matches(|c| c == '\'' || c == '"');
-        if line.is_empty() || line.contains('\n') || !looks_like_picture(line) {
+        let media = looks_like_picture(line) || looks_like_audio(line);
+        if line.is_empty() || line.contains('\n') || !media {
             return false;
         }
         let path = expand_home(line);
@@ -152,11 +224,18 @@ impl App {
     }
 }
 
-/// Attaches the file at `path` to `t`: a picture by its extension, anything else as text.
+/// Attaches the file at `path` to `t`: a picture or a recording by its extension, anything else
+/// as text.
 /// Returns its chip's label, or why it was refused.
 fn add(t: &mut Tab, path: &Path, max_kb: u64) -> Result<String, String> {
-    if looks_like_picture(&path.to_string_lossy()) {
-        let chip = Chip::probe(path, t.image_tokens).map_err(|why| {
+    let name = path.to_string_lossy();
+    if looks_like_picture(&name) || looks_like_audio(&name) {
+        let chip = if looks_like_audio(&name) {
+            Chip::probe_audio(path)
+        } else {
+            Chip::probe(path, t.image_tokens)
+        };
+        let chip = chip.map_err(|why| {
             let name = gemma_protocol::text::one_line(&path.to_string_lossy()).into_owned();
             format!("cannot attach {name}: {why}")
         })?;

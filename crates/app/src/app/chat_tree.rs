@@ -4,14 +4,14 @@
 
 use std::collections::HashSet;
 
-use super::attachments::Chip;
+use super::attachments::{Chip, Sound};
 use super::tab::Branch;
 use super::tab::{Message, Role, Tab};
 use super::tools::{RunState, ToolRun};
 use crate::attach::TextFile;
 use crate::chats::{
-    SavedBranch, SavedChat, SavedFile, SavedImage, SavedMessage, SavedSampling, SavedStats,
-    SavedTool, SavedTools, VERSION,
+    SavedBranch, SavedChat, SavedFile, SavedImage, SavedMessage, SavedSampling, SavedSound,
+    SavedStats, SavedTool, SavedTools, VERSION,
 };
 use gemma_protocol::{Reuse, ToolChoice, ToolSelection, TurnStats};
 
@@ -63,6 +63,11 @@ fn saved_message(m: &Message, parent: Option<u64>) -> SavedMessage {
                 path: c.path.to_string_lossy().into_owned(),
                 tokens: c.tokens,
                 size: c.size,
+                audio: c.sound.map(|s| SavedSound {
+                    ms: (s.seconds * 1000.0).round() as u64,
+                    tokens: s.tokens,
+                    pieces: s.pieces,
+                }),
             })
             .collect(),
         files: m
@@ -144,6 +149,11 @@ fn message(m: SavedMessage) -> Message {
             path: i.path.into(),
             tokens: i.tokens,
             size: i.size,
+            sound: i.audio.map(|s| Sound {
+                seconds: s.ms as f32 / 1000.0,
+                tokens: s.tokens,
+                pieces: s.pieces,
+            }),
         })
         .collect();
     out.files = m

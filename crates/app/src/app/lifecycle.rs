@@ -3,9 +3,10 @@
 //! input sent as a turn (its attached files' blocks before the typed text), or as a new version
 //! of an earlier message being edited.
 
+use super::attachments::Chip;
 use super::tab::{Message, Phase, Role, Tab};
 use super::{App, persist};
-use gemma_protocol::{Attachment, Command, TabId};
+use gemma_protocol::{Command, TabId};
 
 impl App {
     pub(super) fn open_tab(&mut self) -> Vec<Command> {
@@ -112,13 +113,7 @@ impl App {
         t.pin = None;
         t.new_output = false;
         let chips = std::mem::take(&mut t.attachments);
-        let images = chips
-            .iter()
-            .map(|c| Attachment {
-                path: c.path.clone(),
-                tokens: c.tokens,
-            })
-            .collect();
+        let images = chips.iter().map(Chip::attachment).collect();
         let mut m = Message::new(Role::User, text.trim_end());
         m.images = chips;
         m.files = std::mem::take(&mut t.files);

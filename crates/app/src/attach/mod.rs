@@ -104,6 +104,15 @@ pub fn looks_like_picture(s: &str) -> bool {
         .any(|e| lower.ends_with(e))
 }
 
+/// Whether a path names a recording (by its extension): `/attach` and `--attach` send those to
+/// the audio tower.
+pub fn looks_like_audio(s: &str) -> bool {
+    let lower = s.to_ascii_lowercase();
+    [".wav", ".flac", ".mp3", ".ogg", ".oga"]
+        .iter()
+        .any(|e| lower.ends_with(e))
+}
+
 /// Tokens `text` takes, estimated without the model's tokenizer (the app has none): one per
 /// four ASCII bytes, rounded up, plus one per other character (Gemma's vocabulary splits
 /// English and code at about four bytes a token; other scripts take about a token a letter).

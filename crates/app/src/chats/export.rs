@@ -71,7 +71,11 @@ pub fn markdown(chat: &SavedChat) -> String {
                     let name = std::path::Path::new(&i.path)
                         .file_name()
                         .map_or_else(|| i.path.clone(), |n| n.to_string_lossy().into_owned());
-                    out.push_str(&format!("![{name}](<{}>)\n\n", i.path));
+                    if i.audio.is_some() {
+                        out.push_str(&format!("[audio: {name}](<{}>)\n\n", i.path));
+                    } else {
+                        out.push_str(&format!("![{name}](<{}>)\n\n", i.path));
+                    }
                 }
                 for f in &m.files {
                     out.push_str(&file_markdown(f));

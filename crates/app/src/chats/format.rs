@@ -159,15 +159,29 @@ pub struct SavedTools {
     pub choice: String,
 }
 
-/// A picture sent with a message, by reference.
+/// A picture or a recording sent with a message, by reference.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct SavedImage {
     /// Its file when it was sent.
     pub path: String,
     /// Soft tokens at most.
     pub tokens: usize,
-    /// Width and height in pixels.
+    /// Width and height in pixels (a recording: 0 × 0).
     pub size: (u32, u32),
+    /// A recording's length and soft tokens; absent for a picture.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audio: Option<SavedSound>,
+}
+
+/// A recording sent with a message: its length and the soft tokens it made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct SavedSound {
+    /// Its length in milliseconds.
+    pub ms: u64,
+    /// Soft tokens, every piece's together.
+    pub tokens: usize,
+    /// 30-second pieces.
+    pub pieces: usize,
 }
 
 impl SavedMessage {

@@ -13,8 +13,8 @@ pub mod saver;
 use std::path::Path;
 
 pub use format::{
-    SavedBranch, SavedChat, SavedFile, SavedImage, SavedMessage, SavedSampling, SavedStats,
-    SavedTool, SavedTools, VERSION,
+    SavedBranch, SavedChat, SavedFile, SavedImage, SavedMessage, SavedSampling, SavedSound,
+    SavedStats, SavedTool, SavedTools, VERSION,
 };
 pub use saver::{SaveJob, saver};
 

@@ -106,7 +106,7 @@ impl Server {
         match c {
             Command::Submit { tab, text, images } => {
                 let urls: Result<Vec<String>, String> =
-                    images.iter().map(|a| wire::data_url(&a.path)).collect();
+                    images.iter().map(wire::attachment_url).collect();
                 match urls {
                     Ok(urls) => self.submit(tab, text, urls),
                     Err(why) => self.fail(tab, &why),

@@ -88,17 +88,39 @@ pub fn messages(
     m
 }
 
-/// A user message's content: its text, or its pictures then its text.
+/// A user message's content: its text, or its pictures and recordings then its text.
 fn content(text: &str, urls: &[String]) -> Value {
     if urls.is_empty() {
         return json!(text);
     }
     let mut parts: Vec<Value> = urls
         .iter()
-        .map(|u| json!({"type": "image_url", "image_url": {"url": u}}))
+        .map(|u| match u.strip_prefix(WAV_URL) {
+            Some(b64) => {
+                json!({"type": "input_audio", "input_audio": {"data": b64, "format": "wav"}})
+            }
+            None => json!({"type": "image_url", "image_url": {"url": u}}),
+        })
         .collect();
     parts.push(json!({"type": "text", "text": text}));
     Value::Array(parts)
+}
+
+/// How a recording's `data:` URL starts; its message part is OpenAI's `input_audio`.
+const WAV_URL: &str = "data:audio/wav;base64,";
+
+/// An attachment as a `data:` URL: a picture as [`data_url`] makes it, a recording as a
+/// [`WAV_URL`] (decoded and resampled to 16 kHz mono here, so that every server gets WAV).
+pub fn attachment_url(a: &crate::protocol::Attachment) -> Result<String, String> {
+    use base64::Engine;
+    match a.kind {
+        crate::protocol::MediaKind::Image => data_url(&a.path),
+        crate::protocol::MediaKind::Audio => {
+            let clip = gemma_media::audio::Clip::open(&a.path).map_err(|e| e.to_string())?;
+            let b64 = base64::engine::general_purpose::STANDARD.encode(clip.to_wav());
+            Ok(format!("{WAV_URL}{b64}"))
+        }
+    }
 }
 
 /// A picture file as a `data:` URL, checked first as the local engine checks it (a picture

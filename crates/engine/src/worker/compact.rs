@@ -161,7 +161,7 @@ impl Worker<'_> {
                 t.system.as_deref(),
                 t.thinking,
                 &t.overflow.prompt,
-                0,
+                &[],
                 decl.as_ref(),
             )?;
             if turn.prompt.len() <= room {
@@ -310,8 +310,8 @@ impl Worker<'_> {
         if kept_pictures < pictures {
             self.emit(Event::Notice {
                 tab,
-                text: "the pictures of the kept exchanges are left out of the shorter \
-                       conversation (their text stays)"
+                text: "the pictures and recordings of the kept exchanges are left out of \
+                       the shorter conversation (their text stays)"
                     .into(),
             });
         }

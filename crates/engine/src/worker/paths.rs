@@ -22,7 +22,7 @@ impl Worker<'_> {
         legacy: Option<LegacyConvo>,
     ) -> Result<()> {
         let (lm, end_ids) = (self.lm, self.end_ids.clone());
-        let tower = self.tower.as_ref().ok().copied();
+        let towers = self.towers.clone();
         let stores = Stores {
             kv: self.kv.clone(),
             convos: self.convos.clone(),
@@ -32,7 +32,7 @@ impl Worker<'_> {
             chat,
             history,
             legacy,
-            tower,
+            towers,
         };
         let Some(origin) = attach::attach(t, lm, &end_ids, &stores, request)? else {
             return Ok(());
@@ -43,9 +43,9 @@ impl Worker<'_> {
         if origin == attach::Origin::WithoutPictures {
             self.emit(Event::Notice {
                 tab,
-                text: "this chat's pictures could not be brought back (their kept copies are \
-                       gone or changed, or this model has no vision tower): it goes on from its \
-                       text, without them"
+                text: "this chat's pictures or recordings could not be brought back (their \
+                       kept copies are gone or changed, or this model has no tower for them): \
+                       it goes on from its text, without them"
                     .into(),
             });
         }
@@ -77,6 +77,7 @@ impl Worker<'_> {
                     at: i.at,
                     key: key_hex(&i.key),
                     budget: i.budget,
+                    audio: i.kind == crate::protocol::MediaKind::Audio,
                 })
                 .collect(),
         };

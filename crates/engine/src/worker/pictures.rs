@@ -1,62 +1,124 @@
-//! The engine thread's side of pictures sent with a message: each attachment encoded by the
-//! model's tower (a copy kept with the conversation), and the turn's ids with each picture's
-//! run of placeholders in place of the template's marker, the conversation's earlier pictures
-//! carried along.
+//! The engine thread's side of pictures and recordings sent with a message: the model's towers
+//! ([`Towers`]); each attachment encoded by its tower, a copy kept with the conversation (a
+//! recording: each 30-second piece); and the turn's ids with each picture's or piece's run of
+//! placeholders in place of the template's marker, the conversation's earlier ones carried
+//! along.
 
 use super::Worker;
 use crate::images::{Image, key_hex};
-use crate::pictures::{self, Encoded};
-use crate::protocol::{Attachment, Event, TabId};
+use crate::pictures::{self, Encoded, Marks};
+use crate::protocol::{Attachment, Event, MediaKind, TabId};
+use crate::sounds;
 use crate::tabs::TabState;
+use gemma_model::audio::AudioTower;
 use gemma_model::checkpoint::UserTurn;
 use gemma_model::error::{Error, Result};
-use gemma_model::vision::config::VisionSpec;
+use gemma_model::tokenizer::template::Media;
+use gemma_model::vision::VisionTower;
 
-impl Worker<'_> {
-    /// Each attached picture encoded by the model's tower, the tab told as each one starts.
-    pub(super) fn encode(&self, tab: TabId, attachments: &[Attachment]) -> Result<Vec<Encoded>> {
-        if attachments.is_empty() {
-            return Ok(Vec::new());
+/// The model's vision and audio towers, each or why the model has none.
+#[derive(Debug, Clone)]
+pub struct Towers<'a> {
+    /// Reads pictures.
+    pub vision: std::result::Result<&'a VisionTower, String>,
+    /// Hears recordings (Gemma 4 E2B and E4B).
+    pub audio: std::result::Result<&'a AudioTower, String>,
+}
+
+impl Towers<'_> {
+    /// No tower: a text model.
+    pub fn none() -> Self {
+        Self {
+            vision: Err("this model reads text only".into()),
+            audio: Err("this model reads text only".into()),
         }
-        let tower = self
-            .tower
-            .as_ref()
-            .map_err(|why| Error::Invalid(format!("this model cannot take pictures: {why}")))?;
-        attachments
-            .iter()
-            .map(|a| {
-                let name = a.path.file_name().unwrap_or(a.path.as_os_str());
-                self.emit(Event::Notice {
-                    tab,
-                    text: format!(
-                        "encoding {} ({} image tokens at most)",
-                        name.display(),
-                        a.tokens
-                    ),
-                });
-                let e = pictures::encode(tower, &a.path, a.tokens)?;
-                // A copy for the conversation, so that it comes back whatever becomes of the
-                // file.
-                if let Some(store) = &self.convos
-                    && let Err(why) = store.keep_picture(&key_hex(&e.key), &e.bytes)
-                {
-                    self.emit(Event::Notice {
-                        tab,
-                        text: format!("the picture is not kept with the chat: {why}"),
-                    });
-                }
-                Ok(e)
-            })
-            .collect()
+    }
+
+    /// The ids that mark pictures and recordings for these towers.
+    pub fn marks(&self) -> Marks {
+        Marks {
+            image: self.vision.as_ref().ok().map(|t| {
+                let s = t.spec();
+                [s.boi_token_id, s.image_token_id, s.eoi_token_id]
+            }),
+            audio: self.audio.as_ref().ok().map(|t| {
+                let s = t.spec();
+                [s.boa_token_id, s.audio_token_id, s.eoa_token_id]
+            }),
+        }
     }
 }
 
+impl Worker<'_> {
+    /// Each attachment encoded by the model's tower for it (a recording: piece by piece), the
+    /// tab told as each one starts.
+    pub(super) fn encode(&self, tab: TabId, attachments: &[Attachment]) -> Result<Vec<Encoded>> {
+        let mut out = Vec::with_capacity(attachments.len());
+        for a in attachments {
+            let name = a.path.file_name().unwrap_or(a.path.as_os_str()).display();
+            let encoded = match a.kind {
+                MediaKind::Image => {
+                    let tower = self.towers.vision.as_ref().map_err(|why| {
+                        Error::Invalid(format!("this model cannot take pictures: {why}"))
+                    })?;
+                    let text = format!("encoding {name} ({} image tokens at most)", a.tokens);
+                    self.emit(Event::Notice { tab, text });
+                    vec![pictures::encode(tower, &a.path, a.tokens)?]
+                }
+                MediaKind::Audio => {
+                    let tower = self.towers.audio.as_ref().map_err(|why| {
+                        Error::Invalid(format!(
+                            "this model cannot hear recordings (Gemma 4 E2B and E4B can): {why}"
+                        ))
+                    })?;
+                    let text = format!("encoding the recording {name}");
+                    self.emit(Event::Notice { tab, text });
+                    sounds::encode(tower, &a.path)?
+                }
+            };
+            for e in &encoded {
+                self.keep(tab, e);
+            }
+            out.extend(encoded);
+        }
+        Ok(out)
+    }
+
+    /// A copy for the conversation, so that it comes back whatever becomes of the file.
+    fn keep(&self, tab: TabId, e: &Encoded) {
+        if let Some(store) = &self.convos
+            && let Err(why) = store.keep_picture(&key_hex(&e.key), &e.bytes)
+        {
+            let what = match e.kind {
+                MediaKind::Image => "picture",
+                MediaKind::Audio => "recording",
+            };
+            self.emit(Event::Notice {
+                tab,
+                text: format!("the {what} is not kept with the chat: {why}"),
+            });
+        }
+    }
+}
+
+/// The template's content items for `encoded`: one per picture and one per recording's piece.
+pub(super) fn media(encoded: &[Encoded]) -> Vec<Media> {
+    encoded
+        .iter()
+        .map(|e| match e.kind {
+            MediaKind::Image => Media::Image,
+            MediaKind::Audio => Media::Audio,
+        })
+        .collect()
+}
+
 /// The ids of the turn `turn` of tab `t` with `encoded` in place of the template's markers, and
-/// every picture of the conversation it makes (the earlier ones moved with a changed header).
+/// every picture and piece of the conversation it makes (the earlier ones moved with a changed
+/// header).
 pub(super) fn place(
     t: &TabState,
     turn: &UserTurn,
-    spec: Option<&VisionSpec>,
+    marks: &Marks,
     hidden: usize,
     encoded: &[Encoded],
 ) -> Result<(Vec<u32>, Vec<Image>)> {
@@ -67,11 +129,11 @@ pub(super) fn place(
         (&t.convo, old_base),
         (&turn.prompt, new_base),
     );
-    let Some(spec) = spec.filter(|_| !encoded.is_empty()) else {
+    if encoded.is_empty() {
         return Ok((turn.prompt.clone(), images));
-    };
+    }
     let from = new_base + t.convo.len().saturating_sub(old_base);
-    let (ids, placed) = pictures::expand(&turn.prompt, from, spec, encoded)?;
+    let (ids, placed) = pictures::expand(&turn.prompt, from, marks, encoded)?;
     images.extend(placed);
     Ok((ids, images))
 }

@@ -3,7 +3,7 @@
 //! [`Turn`] and its [`Job`] are made from the tab's settings (sampling, thought budget, tools).
 
 use super::Worker;
-use super::pictures::place;
+use super::pictures::{media, place};
 use crate::branch::Held;
 use crate::budget::ThoughtLimit;
 use crate::compact::summary_tokens;
@@ -31,7 +31,7 @@ impl Worker<'_> {
         let lm = self.lm;
         self.idle_tab(tab)?;
         let encoded = self.encode(tab, attachments)?;
-        let spec = self.tower.as_ref().ok().map(|t| t.spec());
+        let marks = self.towers.marks();
         let hidden = lm.model.config().hidden_size;
         let declared = self.declared(tab);
         let decl = Self::declarations(&declared);
@@ -43,10 +43,10 @@ impl Worker<'_> {
             t.system.as_deref(),
             t.thinking,
             text,
-            encoded.len(),
+            &media(&encoded),
             decl.as_ref(),
         )?;
-        let (prompt, images) = place(t, &turn, spec, hidden, &encoded)?;
+        let (prompt, images) = place(t, &turn, &marks, hidden, &encoded)?;
         let next = prompt.len().saturating_sub(t.convo.len());
         if rounds > 0 && self.overflowing(tab, prompt.len(), rounds) {
             let resume = Resume {

@@ -104,6 +104,53 @@ pub enum AudioError {
     },
 }
 
+/// A sound file's length and the soft tokens it makes, without resampling it (what an
+/// attachment's chip shows; the resampler is the slow part of [`Clip::open`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Probe {
+    /// Samples once at [`SAMPLE_RATE`] (as [`Clip::open`] makes them).
+    pub samples: usize,
+    /// The file's own rate.
+    pub source_rate: u32,
+}
+
+impl Probe {
+    /// Reads and decodes the sound file at `path` as [`Clip::open`] does, all but the resampling.
+    pub fn open(path: &Path) -> Result<Self, AudioError> {
+        let what = path.display().to_string();
+        let bytes =
+            gemma_files::read_limited(path, MAX_FILE).map_err(|cause| AudioError::Read {
+                what: what.clone(),
+                cause,
+            })?;
+        let sound = decode::decode(&bytes, &what)?;
+        if sound.mono.is_empty() {
+            return Err(AudioError::Empty { what });
+        }
+        Ok(Self {
+            samples: rate::length_at_16k(sound.mono.len(), sound.rate),
+            source_rate: sound.rate,
+        })
+    }
+
+    /// How long it lasts.
+    pub fn seconds(&self) -> f32 {
+        self.samples as f32 / SAMPLE_RATE as f32
+    }
+
+    /// Its 30-second pieces.
+    pub fn pieces(&self) -> usize {
+        self.samples.div_ceil(PIECE_SAMPLES)
+    }
+
+    /// Soft tokens, every piece's together.
+    pub fn tokens(&self) -> usize {
+        (0..self.pieces())
+            .map(|i| features::audio_tokens((self.samples - i * PIECE_SAMPLES).min(PIECE_SAMPLES)))
+            .sum()
+    }
+}
+
 /// Mono sound at [`SAMPLE_RATE`], as the feature extractor takes it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Clip {

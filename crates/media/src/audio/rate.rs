@@ -39,7 +39,7 @@ pub fn to_16k(mono: &[f32], rate: u32, what: &str) -> Result<Vec<f32>, AudioErro
         return Ok(mono.to_vec());
     }
     let (n, r) = (mono.len() as u64, u64::from(rate));
-    let wanted = (n * u64::from(SAMPLE_RATE)).div_ceil(r) as usize;
+    let wanted = length_at_16k(mono.len(), rate);
     let soxr_length = ((n * u64::from(SAMPLE_RATE) + r / 2) / r) as usize;
     let mut out = resample(mono, rate).map_err(|cause| AudioError::Damaged {
         what: what.into(),
@@ -48,6 +48,14 @@ pub fn to_16k(mono: &[f32], rate: u32, what: &str) -> Result<Vec<f32>, AudioErro
     out.truncate(soxr_length.min(wanted));
     out.resize(wanted, 0.0);
     Ok(out)
+}
+
+/// How many samples [`to_16k`] makes of `n` samples at `rate`.
+pub fn length_at_16k(n: usize, rate: u32) -> usize {
+    if rate == SAMPLE_RATE || rate == 0 {
+        return n;
+    }
+    (n as u64 * u64::from(SAMPLE_RATE)).div_ceil(u64::from(rate)) as usize
 }
 
 /// rubato's sinc resampling of `mono` from `rate`, sample `k` of it at time `k / 16000`.

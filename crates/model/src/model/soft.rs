@@ -1,9 +1,9 @@
 //! Soft tokens in a forward: rows that take the place of placeholder ids' embeddings (an image's
-//! soft tokens from its tower), as transformers' `Gemma4Model.forward` merges them. The rows are
-//! used as they come (no `√H` embedding scale); the per-layer embeddings look up the pad id at
-//! their positions while their context part reads the merged rows; and on a model with
-//! `use_bidirectional_attention: "vision"` each span is a block whose rows see each other both
-//! ways on sliding layers.
+//! or a recording's soft tokens from its tower), as transformers' `Gemma4Model.forward` merges
+//! them. The rows are used as they come (no `√H` embedding scale); the per-layer embeddings look
+//! up the pad id at their positions while their context part reads the merged rows; and on a
+//! model with `use_bidirectional_attention: "vision"` each picture's span is a block whose rows
+//! see each other both ways on sliding layers (a recording's stays causal).
 
 use std::borrow::Cow;
 use std::ops::Range;
@@ -19,6 +19,8 @@ pub struct Soft<'a> {
     pub at: usize,
     /// `n × H` values, the tower's projected output.
     pub rows: &'a [f32],
+    /// Rows that stay causal whatever the model does with pictures (a recording's).
+    pub causal: bool,
 }
 
 /// What a forward with soft tokens needs besides its ids: the ids the per-layer embeddings look
@@ -67,7 +69,7 @@ impl Gemma {
             }
             end = s.at + n;
             ple_ids.to_mut()[s.at..end].fill(self.config.pad_token_id);
-            if self.config.image_blocks != ImageBlocks::Causal {
+            if self.config.image_blocks != ImageBlocks::Causal && !s.causal {
                 blocks.push(pos + s.at..pos + end);
             }
         }

@@ -12,7 +12,7 @@ use std::path::Path;
 
 use minijinja::{Environment, ErrorKind, Value, context};
 
-pub use turns::{Builtin, ChatFormat, Conversation, TurnText};
+pub use turns::{Builtin, ChatFormat, Conversation, Media, TurnText};
 
 /// A template that does not compile or fails to render: what went wrong, and where.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -18,13 +18,32 @@ pub struct Conversation<'a> {
     pub thinking: bool,
     /// Whether earlier exchanges (a user message and an answer) come before this turn.
     pub continues: bool,
-    /// Pictures in this turn's message, before its text (the template writes `<|image|>` for
-    /// each, as transformers' `{"type": "image"}` content items).
-    pub images: usize,
+    /// Pictures and recordings in this turn's message, in order, before its text (the template
+    /// writes `<|image|>` or `<|audio|>` for each, as transformers' `{"type": "image"}` and
+    /// `{"type": "audio"}` content items).
+    pub media: &'a [Media],
     /// The tools the model may call, as transformers' `apply_chat_template(tools=…)` takes them
     /// (a list of `{"type": "function", "function": {…}}`): Gemma 4's templates declare them
     /// in the system turn, so they are part of the header.
     pub tools: Option<&'a serde_json::Value>,
+}
+
+/// A content item of a user message besides its text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Media {
+    /// A picture (`<|image|>`).
+    Image,
+    /// A recording, or one 30-second piece of one (`<|audio|>`).
+    Audio,
+}
+
+impl Media {
+    fn item(self) -> serde_json::Value {
+        match self {
+            Media::Image => json!({"type": "image"}),
+            Media::Audio => json!({"type": "audio"}),
+        }
+    }
 }
 
 /// A new user turn's text.
@@ -44,8 +63,8 @@ fn mark(i: usize) -> String {
 }
 
 /// The messages of `c` with placeholders for its earlier exchange and `user` last, after
-/// `images` pictures.
-fn messages(c: &Conversation, user: &str, images: usize) -> serde_json::Value {
+/// `media`.
+fn messages(c: &Conversation, user: &str, media: &[Media]) -> serde_json::Value {
     let mut m = Vec::new();
     if let Some(s) = c.system {
         m.push(json!({"role": "system", "content": s}));
@@ -54,10 +73,10 @@ fn messages(c: &Conversation, user: &str, images: usize) -> serde_json::Value {
         m.push(json!({"role": "user", "content": mark(0)}));
         m.push(json!({"role": "assistant", "content": mark(1)}));
     }
-    if images == 0 {
+    if media.is_empty() {
         m.push(json!({"role": "user", "content": user}));
     } else {
-        let mut content = vec![json!({"type": "image"}); images];
+        let mut content: Vec<_> = media.iter().map(|m| m.item()).collect();
         content.push(json!({"type": "text", "text": user}));
         m.push(json!({"role": "user", "content": content}));
     }
@@ -69,12 +88,13 @@ impl ChatTemplate {
     pub fn next_turn(&self, c: &Conversation, user: &str) -> Result<TurnText, TemplateError> {
         let shape = mark(if c.continues { 2 } else { 0 });
         let think = Some(c.thinking);
-        let placeholders = self.render_after_bos(&messages(c, &shape, 0), true, think, c.tools)?;
+        let placeholders =
+            self.render_after_bos(&messages(c, &shape, &[]), true, think, c.tools)?;
         let first = placeholders
             .find(&mark(0))
             .ok_or_else(|| self.fault("does not write the user's message"))?;
         let header = placeholders[..first].to_string();
-        let real = self.render_after_bos(&messages(c, user, c.images), true, think, c.tools)?;
+        let real = self.render_after_bos(&messages(c, user, c.media), true, think, c.tools)?;
         let turn = if c.continues {
             let answer = mark(1);
             let end = real

@@ -16,7 +16,7 @@ fn turn(f: &ChatFormat, system: Option<&str>, thinking: bool, continues: bool) -
         system,
         thinking,
         continues,
-        images: 0,
+        media: &[],
         tools: None,
     };
     let (t, err) = f
@@ -36,7 +36,7 @@ fn a_slow_template_is_reported_then_refused() {
         system: None,
         thinking: false,
         continues: false,
-        images: 0,
+        media: &[],
         tools: None,
     };
     for n in 1..SLOW_STRIKES {
@@ -99,7 +99,7 @@ fn a_failing_template_falls_back_to_the_builtin_layout_with_its_error() {
         system: None,
         thinking: false,
         continues: false,
-        images: 0,
+        media: &[],
         tools: None,
     };
     for bad in [
@@ -145,7 +145,7 @@ fn tools_are_declared_in_the_header() {
                 system,
                 thinking,
                 continues,
-                images: 0,
+                media: &[],
                 tools: Some(&tools),
             };
             let (t, err) = f.next_turn(&c, "What time is it?").expect("renders");

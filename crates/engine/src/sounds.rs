@@ -1,0 +1,63 @@
+//! Recordings sent with a message: each file decoded and resampled to 16 kHz mono
+//! (`gemma_media::audio`), cut into 30-second pieces, and each piece's log-mel features encoded
+//! by the model's audio tower ([`encode`]). A piece is its own audio span in the prompt, with an
+//! identity of its own: the key of its samples written as a WAV file, which is also the copy
+//! the engine keeps with the conversation, so that a restart encodes exactly those samples
+//! again ([`encode_piece`]).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use gemma_media::audio::{self, Clip};
+use gemma_model::audio::AudioTower;
+use gemma_model::error::{Error, Result};
+
+use super::images::image_key;
+use super::pictures::Encoded;
+use super::protocol::MediaKind;
+
+/// The pieces of the recording at `path`, each encoded by `tower`.
+pub fn encode(tower: &AudioTower, path: &Path) -> Result<Vec<Encoded>> {
+    let clip = Clip::open(path).map_err(|e| Error::Invalid(e.to_string()))?;
+    clip.pieces()
+        .map(|piece| {
+            let wav = Clip::from_samples(piece, audio::SAMPLE_RATE, 1)
+                .map_err(|e| Error::Invalid(e.to_string()))?
+                .to_wav();
+            let mut e = encode_piece(tower, wav, &path.display().to_string())?;
+            e.path = path.to_path_buf();
+            Ok(e)
+        })
+        .collect()
+}
+
+/// One piece, given as the WAV file of its 16 kHz samples (as [`encode`] keeps it); `name`
+/// names it in errors.
+pub fn encode_piece(tower: &AudioTower, wav: Vec<u8>, name: &str) -> Result<Encoded> {
+    let clip = Clip::decode(&wav, name).map_err(|e| Error::Invalid(e.to_string()))?;
+    let samples = clip.samples();
+    if samples.len() > audio::PIECE_SAMPLES {
+        return Err(Error::Invalid(format!(
+            "{name}: a piece of {} samples is longer than 30 seconds",
+            samples.len()
+        )));
+    }
+    let f = audio::features(samples);
+    let rows = tower.encode(&f.values, &f.mask)?;
+    let hidden = tower.spec().text_hidden.max(1);
+    let tokens = rows.len() / hidden;
+    if tokens == 0 {
+        return Err(Error::Invalid(format!(
+            "{name} is too short to hear: it makes no audio token"
+        )));
+    }
+    Ok(Encoded {
+        path: name.into(),
+        key: image_key(&wav, 0),
+        tokens,
+        rows: Arc::new(rows),
+        budget: 0,
+        bytes: Arc::new(wav),
+        kind: MediaKind::Audio,
+    })
+}
