@@ -11,6 +11,7 @@
 //! | change how a message looks | `ui/transcript.rs`, `ui/markdown.rs`, `ui/theme.rs` |
 //! | change tool calls: approval, lines under answers, `/tools` | `app/approval.rs`, `app/tools.rs`, `app/tool_cmds.rs`, `ui/approval.rs`, `ui/tool_lines.rs` |
 //! | change how attached text files are read or sent | `attach/` (`compose` makes a turn's text), `app/attachments.rs` (`/attach`, chips) |
+//! | change push-to-talk | `mic.rs` (the device, feature `mic`), `app/record.rs` (the key, the chip) |
 //! | change how chats are saved, exported or imported | `chats/` (the files), `app/persist.rs` and `app/chat_tree.rs` (tabs into them and back) |
 
 pub mod app;
@@ -18,6 +19,7 @@ pub mod attach;
 pub mod chats;
 pub mod config;
 pub mod error;
+pub mod mic;
 pub mod tui;
 pub mod ui;
 

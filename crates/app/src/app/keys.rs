@@ -160,6 +160,7 @@ impl App {
                 let level = self.tab().map_or(Thinking::Off, |t| t.thinking);
                 return self.set_thinking(level.next(&self.settings.thinking_budgets));
             }
+            Action::Record => self.toggle_recording(),
             Action::Help => {
                 self.overlay = Overlay::Help;
                 self.help_scroll = 0;

@@ -13,6 +13,7 @@ mod keys;
 mod lifecycle;
 pub mod persist;
 mod preset;
+mod record;
 pub mod search;
 pub mod settings;
 mod slash;
@@ -136,7 +137,7 @@ pub enum Overlay {
 }
 
 /// The whole UI state.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct App {
     /// Open tabs, in bar order.
     pub tabs: Vec<Tab>,
@@ -187,6 +188,13 @@ pub struct App {
     /// own sampling defaults).
     pending: Vec<Command>,
     now: Instant,
+    /// Where push-to-talk takes its recordings from.
+    pub mic: Box<dyn crate::mic::Microphone>,
+    /// The recording running, if any.
+    pub recording: Option<Box<dyn crate::mic::Recording>>,
+    /// Where recordings are kept (the data directory's `recordings/`; `None`: nowhere, and
+    /// push-to-talk says so).
+    pub recordings_dir: Option<std::path::PathBuf>,
 }
 
 impl App {
@@ -223,6 +231,9 @@ impl App {
             saves: Vec::new(),
             pending: Vec::new(),
             now: Instant::now(),
+            mic: crate::mic::system(),
+            recording: None,
+            recordings_dir: None,
         };
         let cmds = app.open_tab();
         (app, cmds)
@@ -287,7 +298,7 @@ impl App {
         // A tick redraws only while a turn runs (the tok/s figure moves); key releases and mouse
         // moves change nothing; anything else does.
         let inert = match &msg {
-            Msg::Tick(_) => !self.tabs.iter().any(|t| t.phase.busy()),
+            Msg::Tick(_) => !self.tabs.iter().any(|t| t.phase.busy()) && self.recording.is_none(),
             Msg::Key(k) => k.kind == crossterm::event::KeyEventKind::Release,
             Msg::Mouse(m) => !matches!(
                 m.kind,
@@ -339,6 +350,7 @@ impl App {
             }
             Msg::Tick(now) => {
                 self.now = now;
+                self.recording_tick();
                 Vec::new()
             }
             Msg::Engine(e) => self.engine(e),

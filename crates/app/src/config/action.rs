@@ -36,6 +36,8 @@ pub enum Action {
     ToggleThinking,
     /// The tab's next thinking level: off, low, medium, high, unbounded.
     CycleThinking,
+    /// Start recording from the microphone, or stop and attach the recording.
+    Record,
     /// Show the keys.
     Help,
     /// The tab's sampling settings.
@@ -66,7 +68,7 @@ pub enum Action {
     ScrollBottom,
 }
 
-const SIMPLE: [(Action, &str, &str); 29] = [
+const SIMPLE: [(Action, &str, &str); 30] = [
     (Action::Quit, "quit", "quit"),
     (
         Action::Interrupt,
@@ -101,6 +103,11 @@ const SIMPLE: [(Action, &str, &str); 29] = [
         Action::CycleThinking,
         "cycle-thinking",
         "thinking: off, low, medium, high, unbounded (Gemma 4)",
+    ),
+    (
+        Action::Record,
+        "record",
+        "push-to-talk: record, again to stop and attach",
     ),
     (Action::Help, "help", "this help"),
     (Action::Settings, "settings", "this tab's sampling settings"),

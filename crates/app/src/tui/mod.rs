@@ -79,6 +79,8 @@ pub fn run(
     let EngineHandle { control, events } = engine;
     // "Always approve" is saved there (by the saver thread).
     app.config_path = config.map(Path::to_path_buf);
+    // Push-to-talk keeps its recordings beside the chats.
+    app.recordings_dir = chats.parent().map(|d| d.join("recordings"));
     for c in initial {
         control.send(c);
     }

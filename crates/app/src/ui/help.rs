@@ -30,7 +30,8 @@ pub fn help(f: &mut Frame, app: &App) {
     let footer = [
         "Commands: /rename NAME · /copy [N] (code block N) · /think off|low|medium|high|unbounded|N",
         "          /system [TEXT] · /preset NAME · /export [md|json] [PATH] (this tab to a file)",
-        "          /attach PATH… (pictures, text files, globs) · /detach [N] · /image-tokens N",
+        "          /attach PATH… (pictures, recordings, text files, globs) · /detach [N]",
+        "          /image-tokens N",
         "          /tools [on|off|only NAME…] · /tool-choice auto|required|none",
         "          /compact (summarize the older exchanges; the full conversation stays)",
         "Tool call: y once · t this tab · a always · n deny with a note · Esc deny;",

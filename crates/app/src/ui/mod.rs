@@ -302,6 +302,9 @@ fn status(f: &mut Frame, area: Rect, app: &App) {
             ));
         }
     }
+    if let Some(rec) = app.recording_text() {
+        spans.push(Span::styled(format!(" {rec} "), theme.error));
+    }
     if let Some(note) = &app.flash {
         spans.push(Span::styled(format!(" {note} "), theme.accent));
     } else if let Some(e) = &app.last_error {
