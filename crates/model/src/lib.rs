@@ -23,6 +23,7 @@ pub mod error;
 pub mod model;
 pub mod sampling;
 pub mod tokenizer;
+mod tower_ids;
 pub mod vision;
 pub mod weights;
 

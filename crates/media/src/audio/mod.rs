@@ -104,6 +104,15 @@ pub enum AudioError {
     },
 }
 
+/// The bytes of the regular file at `path` (at most [`MAX_FILE`]), and its name for messages.
+fn read(path: &Path) -> Result<(Vec<u8>, String), AudioError> {
+    let what = path.display().to_string();
+    match gemma_files::read_limited(path, MAX_FILE) {
+        Ok(bytes) => Ok((bytes, what)),
+        Err(cause) => Err(AudioError::Read { what, cause }),
+    }
+}
+
 /// A sound file's length and the soft tokens it makes, without resampling it (what an
 /// attachment's chip shows; the resampler is the slow part of [`Clip::open`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,12 +126,7 @@ pub struct Probe {
 impl Probe {
     /// Reads and decodes the sound file at `path` as [`Clip::open`] does, all but the resampling.
     pub fn open(path: &Path) -> Result<Self, AudioError> {
-        let what = path.display().to_string();
-        let bytes =
-            gemma_files::read_limited(path, MAX_FILE).map_err(|cause| AudioError::Read {
-                what: what.clone(),
-                cause,
-            })?;
+        let (bytes, what) = read(path)?;
         let sound = decode::decode(&bytes, &what)?;
         if sound.mono.is_empty() {
             return Err(AudioError::Empty { what });
@@ -161,12 +165,7 @@ pub struct Clip {
 impl Clip {
     /// Reads and decodes the sound file at `path` (a regular file of at most [`MAX_FILE`]).
     pub fn open(path: &Path) -> Result<Self, AudioError> {
-        let what = path.display().to_string();
-        let bytes =
-            gemma_files::read_limited(path, MAX_FILE).map_err(|cause| AudioError::Read {
-                what: what.clone(),
-                cause,
-            })?;
+        let (bytes, what) = read(path)?;
         Self::decode(&bytes, &what)
     }
 

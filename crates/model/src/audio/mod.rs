@@ -26,6 +26,7 @@ use crate::error::{Error, Result};
 use crate::model::fused::host_products;
 use crate::model::host_math::norm_rows;
 use crate::model::ops::RmsNorm;
+use crate::tower_ids::{Lookup, is_gguf, resolve};
 use crate::weights::{Blocks, TensorSource};
 
 /// A loaded audio tower with its embedder.
@@ -167,40 +168,24 @@ pub fn open_for(lm: &LoadedModel, mmproj: Option<&Path>) -> Result<AudioTower> {
 /// `<|audio|>`, `<|audio>` and `<audio|>`, else Gemma 4's; checked against the vocabulary.
 fn audio_ids(lm: &LoadedModel) -> Result<AudioIds> {
     let dir = crate::weights::model_dir(&lm.path);
-    let from_config = spec_of(&dir).ok().flatten().map(|s| AudioIds {
-        audio: s.audio_token_id,
-        boa: s.boa_token_id,
-        eoa: s.eoa_token_id,
-    });
-    let tok = |t: &str| lm.tokenizer.as_ref().and_then(|k| k.token_id(t));
-    let from_vocab = || {
-        Some(AudioIds {
-            audio: tok("<|audio|>")?,
-            boa: tok("<|audio>")?,
-            eoa: tok("<audio|>")?,
-        })
+    let from_config = spec_of(&dir)
+        .ok()
+        .flatten()
+        .map(|s| [s.audio_token_id, s.boa_token_id, s.eoa_token_id]);
+    let lookup = Lookup {
+        from_config,
+        names: ["<|audio|>", "<|audio>", "<audio|>"],
+        hint: None,
+        default: [258_881, 256_000, 258_883],
     };
-    let named = if is_gguf(&lm.path) {
-        from_vocab().or(from_config)
-    } else {
-        from_config.or_else(from_vocab)
-    };
-    let ids = named.unwrap_or(AudioIds {
-        audio: 258_881,
-        boa: 256_000,
-        eoa: 258_883,
-    });
-    let vocab = lm.model.config().vocab_size;
-    if [ids.audio, ids.boa, ids.eoa]
-        .iter()
-        .any(|&i| i as usize >= vocab)
-    {
-        return Err(Error::Invalid(format!(
-            "the model's vocabulary ({vocab} ids) has no audio tokens (<|audio|>, <|audio>, \
-             <audio|>): this model has no audio tower (audio is E2B/E4B only)"
-        )));
-    }
-    Ok(ids)
+    let [audio, boa, eoa] = resolve(lm, lookup).ok_or_else(|| {
+        Error::Invalid(format!(
+            "the model's vocabulary ({} ids) has no audio tokens (<|audio|>, <|audio>, \
+             <audio|>): this model has no audio tower (audio is E2B/E4B only)",
+            lm.model.config().vocab_size
+        ))
+    })?;
+    Ok(AudioIds { audio, boa, eoa })
 }
 
 /// The audio side of the checkpoint in `dir` (its `config.json`), `None` when it has none.
@@ -213,11 +198,6 @@ pub fn spec_of(dir: &Path) -> Result<Option<AudioSpec>> {
     let value: serde_json::Value = serde_json::from_str(&text)
         .map_err(|e| Error::config(&path, format!("not valid JSON: {e}")))?;
     AudioSpec::from_json(&value).map_err(|msg| Error::config(&path, msg))
-}
-
-fn is_gguf(path: &Path) -> bool {
-    path.extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("gguf"))
 }
 
 /// `x · Wᵀ` for `t` rows (the fused step's products).

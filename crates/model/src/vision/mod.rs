@@ -23,6 +23,7 @@ use self::config::{TowerSpec, VisionSpec};
 use self::mmproj::{ImageIds, Mmproj};
 use crate::checkpoint::LoadedModel;
 use crate::error::{Error, Result};
+use crate::tower_ids::{Lookup, is_gguf, resolve};
 use crate::weights::TensorSource;
 
 /// A loaded vision tower with its projector.
@@ -192,40 +193,24 @@ pub(crate) fn mmproj_beside(dir: &Path) -> Result<Option<PathBuf>> {
 fn image_ids(lm: &LoadedModel, hint: Option<ImageIds>) -> Result<ImageIds> {
     let dir = crate::weights::model_dir(&lm.path);
     // Beside a GGUF, a config.json with a vision_config is the checkpoint it came from.
-    let from_config = spec_of(&dir).ok().flatten().map(|s| ImageIds {
-        image: s.image_token_id,
-        boi: s.boi_token_id,
-        eoi: s.eoi_token_id,
-    });
-    let tok = |t: &str| lm.tokenizer.as_ref().and_then(|k| k.token_id(t));
-    let from_vocab = || {
-        Some(ImageIds {
-            image: tok("<|image|>")?,
-            boi: tok("<|image>")?,
-            eoi: tok("<image|>")?,
-        })
+    let from_config = spec_of(&dir)
+        .ok()
+        .flatten()
+        .map(|s| [s.image_token_id, s.boi_token_id, s.eoi_token_id]);
+    let lookup = Lookup {
+        from_config,
+        names: ["<|image|>", "<|image>", "<image|>"],
+        hint: hint.map(|h| [h.image, h.boi, h.eoi]),
+        default: [258_880, 255_999, 258_882],
     };
-    let named = if is_gguf(&lm.path) {
-        from_vocab().or(from_config)
-    } else {
-        from_config.or_else(from_vocab)
-    };
-    let ids = named.or(hint).unwrap_or(ImageIds {
-        image: 258_880,
-        boi: 255_999,
-        eoi: 258_882,
-    });
-    let vocab = lm.model.config().vocab_size;
-    if [ids.image, ids.boi, ids.eoi]
-        .iter()
-        .any(|&i| i as usize >= vocab)
-    {
-        return Err(Error::Invalid(format!(
-            "the model's vocabulary ({vocab} ids) has no image tokens (<|image|>, <|image>, \
-             <image|>): it is not an image-and-text model"
-        )));
-    }
-    Ok(ids)
+    let [image, boi, eoi] = resolve(lm, lookup).ok_or_else(|| {
+        Error::Invalid(format!(
+            "the model's vocabulary ({} ids) has no image tokens (<|image|>, <|image>, \
+             <image|>): it is not an image-and-text model",
+            lm.model.config().vocab_size
+        ))
+    })?;
+    Ok(ImageIds { image, boi, eoi })
 }
 
 /// The image ids a prompt's own layout shows, for a model whose vocabulary does not name them:
@@ -265,11 +250,6 @@ pub fn infer_ids(ids: &[u32]) -> Option<ImageIds> {
         .iter()
         .all(|r| around(r) == Some((boi, eoi)))
         .then_some(ImageIds { image, boi, eoi })
-}
-
-fn is_gguf(path: &Path) -> bool {
-    path.extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("gguf"))
 }
 
 /// The vision side of the checkpoint in `dir` (its `config.json`), `None` when it has none.
