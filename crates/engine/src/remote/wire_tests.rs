@@ -270,3 +270,31 @@ fn pictures_go_before_their_message_text_as_data_urls() {
     let err = data_url(&root.join("vision/e2b_style/config.json")).expect_err("not a picture");
     assert!(err.contains("not a PNG"), "{err}");
 }
+
+#[test]
+fn recordings_go_as_input_audio_parts_of_16_khz_wav() {
+    use base64::Engine;
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures");
+    let clip = root.join("audio/features/chirp_44k_stereo.wav");
+    let url = attachment_url(&crate::protocol::Attachment::audio(&clip)).expect("a recording");
+    let picture = root.join("vision/e2b_style/a.png");
+    let image =
+        attachment_url(&crate::protocol::Attachment::image(&picture, 70)).expect("a picture");
+    let m = messages(None, &[], &[], &[], Some(("Hear it", &[image, url][..])));
+    let parts = &m[0]["content"];
+    assert_eq!(parts[0]["type"], "image_url");
+    assert_eq!(parts[1]["type"], "input_audio");
+    assert_eq!(parts[1]["input_audio"]["format"], "wav");
+    assert_eq!(parts[2], json!({"type": "text", "text": "Hear it"}));
+    // The data is the recording decoded and resampled, as the local engine hears it.
+    let b64 = parts[1]["input_audio"]["data"].as_str().expect("data");
+    let wav = base64::engine::general_purpose::STANDARD
+        .decode(b64)
+        .expect("base64");
+    let sent = gemma_media::audio::Clip::decode(&wav, "sent").expect("a WAV file");
+    let local = gemma_media::audio::Clip::open(&clip).expect("decodes");
+    assert_eq!(sent.samples(), local.samples());
+    assert_eq!(sent.source_rate(), 16_000);
+    let err = attachment_url(&crate::protocol::Attachment::audio(&picture)).expect_err("no sound");
+    assert!(err.contains("a.png"), "{err}");
+}
