@@ -12,7 +12,7 @@ use std::process::Command as Process;
 
 use burn::tensor::Device;
 use gemma_engine::images::{Image, image_key};
-use gemma_engine::protocol::{Attachment, Command, Event, Exchange, MediaKind, Reuse, TabId};
+use gemma_engine::protocol::{Attachment, Command, Event, Exchange, MediaKind, Reuse};
 use gemma_engine::reply::{Piece, Reply};
 use gemma_engine::session::Session;
 use gemma_engine::turn::{Turn, TurnOptions};
@@ -20,7 +20,7 @@ use gemma_engine::{EngineHandle, EngineOptions, spawn};
 use gemma_model::checkpoint::load;
 use gemma_model::model::ComputeDtype;
 
-use crate::common::chat::{engine, first_after_loading, fixture_at, open, root};
+use crate::common::chat::{engine, first_after_loading, fixture_at, open, root, submit};
 
 fn audio_fixture() -> tempfile::TempDir {
     fixture_at(&root().join("tests/fixtures/audio/e2b_style"), None)
@@ -28,41 +28,6 @@ fn audio_fixture() -> tempfile::TempDir {
 
 fn clip(name: &str) -> PathBuf {
     root().join("tests/fixtures/audio/e2b_style").join(name)
-}
-
-/// A finished turn: its answer, its numbers and the notices it gave.
-struct Done {
-    answer: String,
-    stats: gemma_engine::protocol::TurnStats,
-    notices: Vec<String>,
-}
-
-fn submit(h: &EngineHandle, tab: TabId, text: &str, images: Vec<Attachment>) -> Done {
-    h.send(Command::Submit {
-        tab,
-        text: text.into(),
-        images,
-    });
-    let (mut answer, mut notices) = (String::new(), Vec::new());
-    loop {
-        match h
-            .events
-            .recv_timeout(std::time::Duration::from_secs(120))
-            .expect("an event")
-        {
-            Event::Token { tab: t, text } if t == tab => answer.push_str(&text),
-            Event::Notice { tab: t, text } if t == tab => notices.push(text),
-            Event::Finished { tab: t, stats, .. } if t == tab => {
-                return Done {
-                    answer,
-                    stats,
-                    notices,
-                };
-            }
-            Event::Failed { error, .. } => panic!("failed: {error}"),
-            _ => {}
-        }
-    }
 }
 
 /// The answer of the `--ids` path (a fresh session) to the built-in layout of `text` after the

@@ -10,7 +10,7 @@ use std::process::Command as Process;
 
 use burn::tensor::Device;
 use gemma_engine::images::{Image, image_key};
-use gemma_engine::protocol::{Attachment, Command, Event, Exchange, Reuse, TabId, TurnStats};
+use gemma_engine::protocol::{Attachment, Command, Event, Exchange, Reuse, TurnStats};
 use gemma_engine::reply::{Piece, Reply};
 use gemma_engine::session::Session;
 use gemma_engine::turn::{Turn, TurnOptions};
@@ -18,47 +18,12 @@ use gemma_engine::{EngineHandle, EngineOptions, spawn};
 use gemma_model::checkpoint::load;
 use gemma_model::model::ComputeDtype;
 
-use crate::common::chat::{engine, first_after_loading, fixture_at, open, root};
+use crate::common::chat::{Done, engine, first_after_loading, fixture_at, open, root, submit};
 
 const BUDGET: usize = 70;
 
 fn vision_fixture() -> tempfile::TempDir {
     fixture_at(&root().join("tests/fixtures/vision/e2b_style"), None)
-}
-
-/// A finished turn: its answer, its numbers and the notices it gave.
-struct Done {
-    answer: String,
-    stats: TurnStats,
-    notices: Vec<String>,
-}
-
-fn submit(h: &EngineHandle, tab: TabId, text: &str, images: Vec<Attachment>) -> Done {
-    h.send(Command::Submit {
-        tab,
-        text: text.into(),
-        images,
-    });
-    let (mut answer, mut notices) = (String::new(), Vec::new());
-    loop {
-        let e = h
-            .events
-            .recv_timeout(std::time::Duration::from_secs(120))
-            .expect("an event");
-        match e {
-            Event::Token { tab: t, text } if t == tab => answer.push_str(&text),
-            Event::Notice { tab: t, text } if t == tab => notices.push(text),
-            Event::Finished { tab: t, stats, .. } if t == tab => {
-                return Done {
-                    answer,
-                    stats,
-                    notices,
-                };
-            }
-            Event::Failed { error, .. } => panic!("failed: {error}"),
-            _ => {}
-        }
-    }
 }
 
 /// The answer of the `--ids` path (a fresh session) to the built-in layout of `text` after the

@@ -24,6 +24,7 @@ pub mod model;
 pub mod sampling;
 pub mod tokenizer;
 mod tower_ids;
+mod tower_parts;
 pub mod vision;
 pub mod weights;
 

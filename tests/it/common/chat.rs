@@ -7,7 +7,7 @@ use std::time::Duration;
 use burn::tensor::Device;
 use gemma_engine::convo_store::ConvoStore;
 use gemma_engine::kv_store::fingerprint;
-use gemma_engine::protocol::{Command, Event, TabId};
+use gemma_engine::protocol::{Attachment, Command, Event, TabId};
 use gemma_engine::{EngineHandle, EngineOptions, spawn};
 use gemma_model::checkpoint::load;
 use gemma_model::model::ComputeDtype;
@@ -112,4 +112,43 @@ pub fn open(h: &EngineHandle, tab: TabId) {
         max_new_tokens: 6,
         stop: Vec::new(),
     });
+}
+
+/// A finished turn: its answer, its numbers and the notices it gave.
+pub struct Done {
+    /// The answer's text as streamed.
+    pub answer: String,
+    /// The turn's numbers.
+    pub stats: gemma_engine::protocol::TurnStats,
+    /// The tab's notices during the turn.
+    pub notices: Vec<String>,
+}
+
+/// Sends `text` with `images` in `tab` and waits for the turn to finish (a failure panics).
+pub fn submit(h: &EngineHandle, tab: TabId, text: &str, images: Vec<Attachment>) -> Done {
+    h.send(Command::Submit {
+        tab,
+        text: text.into(),
+        images,
+    });
+    let (mut answer, mut notices) = (String::new(), Vec::new());
+    loop {
+        match h
+            .events
+            .recv_timeout(std::time::Duration::from_secs(120))
+            .expect("an event")
+        {
+            Event::Token { tab: t, text } if t == tab => answer.push_str(&text),
+            Event::Notice { tab: t, text } if t == tab => notices.push(text),
+            Event::Finished { tab: t, stats, .. } if t == tab => {
+                return Done {
+                    answer,
+                    stats,
+                    notices,
+                };
+            }
+            Event::Failed { error, .. } => panic!("failed: {error}"),
+            _ => {}
+        }
+    }
 }

@@ -23,11 +23,10 @@ use self::mmproj::{AudioIds, AudioMmproj};
 use self::subsample::Subsample;
 use crate::checkpoint::LoadedModel;
 use crate::error::{Error, Result};
-use crate::model::fused::host_products;
 use crate::model::host_math::norm_rows;
-use crate::model::ops::RmsNorm;
 use crate::tower_ids::{Lookup, is_gguf, resolve};
-use crate::weights::{Blocks, TensorSource};
+use crate::tower_parts::{from_blocks, matrix, norm, products, values};
+use crate::weights::TensorSource;
 
 /// A loaded audio tower with its embedder.
 #[derive(Debug)]
@@ -198,42 +197,6 @@ pub fn spec_of(dir: &Path) -> Result<Option<AudioSpec>> {
     let value: serde_json::Value = serde_json::from_str(&text)
         .map_err(|e| Error::config(&path, format!("not valid JSON: {e}")))?;
     AudioSpec::from_json(&value).map_err(|msg| Error::config(&path, msg))
-}
-
-/// `x · Wᵀ` for `t` rows (the fused step's products).
-fn products(w: &QMatrix, x: &[f32], t: usize) -> Vec<f32> {
-    host_products(&[w], x, t).remove(0)
-}
-
-/// An RMSNorm of `w` (none: weightless) for the host rows ([`norm_rows`]).
-fn norm(w: Option<Vec<f32>>, eps: f64) -> RmsNorm {
-    RmsNorm {
-        weight: None,
-        host: w,
-        eps,
-    }
-}
-
-/// Stored blocks as a host matrix.
-fn from_blocks(src: &dyn TensorSource, name: &str, b: Blocks) -> Result<QMatrix> {
-    let (ty, shape) = (b.ty, b.shape.clone());
-    QMatrix::from_blocks(b).ok_or_else(|| Error::Weights {
-        path: src.path_of(name),
-        msg: format!(
-            "tensor `{name}` ({shape:?}) is not whole {} blocks",
-            ty.name()
-        ),
-    })
-}
-
-/// The stored tensor `name` as a host matrix, checked against `shape`.
-fn matrix(src: &dyn TensorSource, name: &str, shape: &[usize]) -> Result<QMatrix> {
-    from_blocks(src, name, src.blocks(name, shape)?)
-}
-
-/// The stored tensor `name` as f32 values, checked against `shape`.
-fn values(src: &dyn TensorSource, name: &str, shape: &[usize]) -> Result<Vec<f32>> {
-    Ok(src.require(name, shape)?.data)
 }
 
 #[cfg(test)]

@@ -15,15 +15,14 @@ use std::path::{Path, PathBuf};
 
 use gemma_kernels::qmatmul::QMatrix;
 
-use crate::model::fused::host_products;
 use crate::model::host_math::norm_rows;
-use crate::model::ops::RmsNorm;
 
 use self::config::{TowerSpec, VisionSpec};
 use self::mmproj::{ImageIds, Mmproj};
 use crate::checkpoint::LoadedModel;
 use crate::error::{Error, Result};
 use crate::tower_ids::{Lookup, is_gguf, resolve};
+use crate::tower_parts::{matrix, norm, products, values};
 use crate::weights::TensorSource;
 
 /// A loaded vision tower with its projector.
@@ -280,38 +279,6 @@ fn check_positions(positions: &[[u32; 2]], limit: usize) -> Result<()> {
 
 fn n_rows(x: &[f32], width: usize) -> usize {
     x.len() / width.max(1)
-}
-
-/// `x · Wᵀ` for `t` rows (the fused step's products).
-fn products(w: &QMatrix, x: &[f32], t: usize) -> Vec<f32> {
-    host_products(&[w], x, t).remove(0)
-}
-
-/// An RMSNorm of `w` (none: weightless) for the host rows ([`norm_rows`]).
-fn norm(w: Option<Vec<f32>>, eps: f64) -> RmsNorm {
-    RmsNorm {
-        weight: None,
-        host: w,
-        eps,
-    }
-}
-
-/// The stored tensor `name` as a host matrix, checked against `shape`.
-fn matrix(src: &dyn TensorSource, name: &str, shape: &[usize]) -> Result<QMatrix> {
-    let b = src.blocks(name, shape)?;
-    let ty = b.ty;
-    QMatrix::from_blocks(b).ok_or_else(|| Error::Weights {
-        path: src.path_of(name),
-        msg: format!(
-            "tensor `{name}` ({shape:?}) is not whole {} blocks",
-            ty.name()
-        ),
-    })
-}
-
-/// The stored tensor `name` as f32 values, checked against `shape`.
-fn values(src: &dyn TensorSource, name: &str, shape: &[usize]) -> Result<Vec<f32>> {
-    Ok(src.require(name, shape)?.data)
 }
 
 #[cfg(test)]
