@@ -6,6 +6,7 @@
 pub mod bytes;
 pub mod qmatmul;
 pub mod quant;
+pub mod vmath;
 
 pub use bytes::Bytes;
 use quant::GgmlType;

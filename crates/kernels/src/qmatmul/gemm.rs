@@ -8,7 +8,7 @@
 
 use std::arch::x86_64::*;
 use std::ops::Range;
-use std::sync::{Mutex, OnceLock, PoisonError};
+use std::sync::{Mutex, PoisonError};
 
 use super::{QMatrix, avx2, avx512, team};
 
@@ -54,103 +54,147 @@ pub fn available() -> bool {
 /// `x · Wᵀ` for `t` input rows of `cols` values (`t × rows` values, row-major), or `None`
 /// where this CPU has neither AVX-512 nor AVX2.
 pub fn gemm(m: &QMatrix, x: &[f32], t: usize) -> Option<Vec<f32>> {
-    available().then(|| {
-        gemm_with(m.rows, m.cols, x, t, &|rows, dst| {
-            let bytes = &m.data[rows.start * m.row_bytes..rows.end * m.row_bytes];
-            m.ty.dequantize_into(bytes, dst);
-        })
-    })
+    gemm_many(&[m], x, t).map(|mut ys| ys.remove(0))
 }
+
+/// [`gemm`] for several matrices of the same input (q/k/v, gate/up): the input is packed once
+/// and every matrix's panels share one pass over the team. One `t × rows` result per matrix.
+pub fn gemm_many(ms: &[&QMatrix], x: &[f32], t: usize) -> Option<Vec<Vec<f32>>> {
+    let micro = micro()?;
+    let k = ms.first().map_or(0, |m| m.cols);
+    assert!(ms.iter().all(|m| m.cols == k), "matrices differ in columns");
+    let fills: Vec<_> = ms
+        .iter()
+        .map(|&m| {
+            move |rows: Range<usize>, dst: &mut [f32]| {
+                let bytes = &m.data[rows.start * m.row_bytes..rows.end * m.row_bytes];
+                m.ty.dequantize_into(bytes, dst);
+            }
+        })
+        .collect();
+    let products: Vec<(usize, &Fill<'_>)> = ms
+        .iter()
+        .zip(&fills)
+        .map(|(m, f)| (m.rows, f as &Fill<'_>))
+        .collect();
+    Some(gemm_on(micro, &products, k, x, t))
+}
+
+/// Writes a `[n, k]` matrix's rows `range` (row-major, f32) into `dst`.
+pub type Fill<'a> = dyn Fn(Range<usize>, &mut [f32]) + Sync + 'a;
 
 /// `x · Wᵀ` for a `[n, k]` matrix `W` whose rows `fill(range, dst)` writes (row-major, f32)
 /// into `dst`: `t × n` values.
 ///
 /// # Panics
 /// Where [`available`] is false.
-pub fn gemm_with(
+pub fn gemm_with(n: usize, k: usize, x: &[f32], t: usize, fill: &Fill<'_>) -> Vec<f32> {
+    let micro = micro().expect("the GEMM needs AVX2 or AVX-512");
+    gemm_on(micro, &[(n, fill)], k, x, t).remove(0)
+}
+
+/// A task's buffers, kept by each thread of the team between products: a prefill's hundreds
+/// of panels would otherwise each map, fault in and unmap fresh pages.
+#[derive(Default)]
+struct Scratch {
+    rows: Vec<f32>,
+    packed: Vec<f32>,
+}
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::default();
+}
+
+/// A `t × n` result that the panels write in disjoint columns from several threads.
+struct Columns {
+    ptr: *mut f32,
     n: usize,
-    k: usize,
-    x: &[f32],
-    t: usize,
-    fill: &(dyn Fn(Range<usize>, &mut [f32]) + Sync),
-) -> Vec<f32> {
-    gemm_on(
-        micro().expect("the GEMM needs AVX2 or AVX-512"),
-        n,
-        k,
-        x,
-        t,
-        fill,
-    )
+}
+
+// SAFETY: every task writes only its own panel's columns of each row (see `gemm_on`).
+unsafe impl Sync for Columns {}
+
+/// The input packed in blocks of `mr` rows, each `[k][mr]` (rows past `t` zero), so that the
+/// microkernel reads both operands sequentially; packed on the team, a block per task.
+fn pack_input(x: &[f32], t: usize, k: usize, mr: usize) -> Vec<f32> {
+    let blocks = t.div_ceil(mr);
+    let mut xpack = vec![0f32; blocks * k * mr];
+    let slots: Vec<Mutex<&mut [f32]>> = xpack.chunks_mut(k * mr).map(Mutex::new).collect();
+    team().run(blocks, &|b| {
+        let mut dst = slots[b].lock().unwrap_or_else(PoisonError::into_inner);
+        for (r, row) in x[b * mr * k..((b + 1) * mr).min(t) * k]
+            .chunks_exact(k)
+            .enumerate()
+        {
+            for (kk, &v) in row.iter().enumerate() {
+                dst[kk * mr + r] = v;
+            }
+        }
+    });
+    drop(slots);
+    xpack
 }
 
 fn gemm_on(
     micro: Micro,
-    n: usize,
+    products: &[(usize, &Fill<'_>)],
     k: usize,
     x: &[f32],
     t: usize,
-    fill: &(dyn Fn(Range<usize>, &mut [f32]) + Sync),
-) -> Vec<f32> {
+) -> Vec<Vec<f32>> {
     let Micro { mr, nr, run } = micro;
     assert_eq!(x.len(), t * k, "input is not t × k");
-    // The input once in blocks of mr rows, each `[k][mr]` (rows past `t` zero), so that the
-    // microkernel reads both operands sequentially; packed on the team, a block per task.
-    let blocks = t.div_ceil(mr);
-    let mut xpack = vec![0f32; blocks * k * mr];
-    {
-        let slots: Vec<Mutex<&mut [f32]>> = xpack.chunks_mut(k * mr).map(Mutex::new).collect();
-        team().run(blocks, &|b| {
-            let mut dst = slots[b].lock().unwrap_or_else(PoisonError::into_inner);
-            for (r, row) in x[b * mr * k..((b + 1) * mr).min(t) * k]
-                .chunks_exact(k)
-                .enumerate()
-            {
-                for (kk, &v) in row.iter().enumerate() {
-                    dst[kk * mr + r] = v;
-                }
-            }
-        });
-    }
-    let panels = n.div_ceil(nr);
-    let parts: Vec<OnceLock<Vec<f32>>> = (0..panels).map(|_| OnceLock::new()).collect();
-    team().run(panels, &|p| {
+    let xpack = pack_input(x, t, k, mr);
+    let mut ys: Vec<Vec<f32>> = products.iter().map(|&(n, _)| vec![0f32; t * n]).collect();
+    let outs: Vec<Columns> = products
+        .iter()
+        .zip(ys.iter_mut())
+        .map(|(&(n, _), y)| Columns {
+            ptr: y.as_mut_ptr(),
+            n,
+        })
+        .collect();
+    // Every panel of every product, in order.
+    let panels: Vec<(usize, usize)> = products
+        .iter()
+        .enumerate()
+        .flat_map(|(i, &(n, _))| (0..n.div_ceil(nr)).map(move |p| (i, p)))
+        .collect();
+    team().run(panels.len(), &|task| {
+        let (i, p) = panels[task];
+        let (n, fill) = products[i];
         let (r0, r1) = (p * nr, ((p + 1) * nr).min(n));
-        let mut w = vec![0f32; (r1 - r0) * k];
-        fill(r0..r1, &mut w);
-        let mut packed = vec![0f32; k * nr];
-        for (j, row) in w.chunks_exact(k).enumerate() {
-            for (kk, &v) in row.iter().enumerate() {
-                packed[kk * nr + j] = v;
+        SCRATCH.with_borrow_mut(|Scratch { rows, packed }| {
+            rows.resize((r1 - r0) * k, 0.0);
+            fill(r0..r1, rows);
+            // Rows past `n` in the last panel stay zero.
+            packed.clear();
+            packed.resize(k * nr, 0.0);
+            for (j, row) in rows.chunks_exact(k).enumerate() {
+                for (kk, &v) in row.iter().enumerate() {
+                    packed[kk * nr + j] = v;
+                }
             }
-        }
-        let mut out = vec![0f32; blocks * mr * nr];
-        for (b, o) in out.chunks_exact_mut(mr * nr).enumerate() {
-            let xb = &xpack[b * k * mr..(b + 1) * k * mr];
-            // SAFETY: `micro()` checked the CPU for this kernel; the slices have the sizes it
-            // reads and writes.
-            unsafe { run(&packed, xb, k, o) };
-        }
-        let _ = parts[p].set(out);
-    });
-    // Rows of the result in parallel too, each task copying its rows out of every panel.
-    let mut y = vec![0f32; t * n];
-    let per = t.div_ceil(team().threads() * 4).max(1);
-    {
-        let slots: Vec<Mutex<&mut [f32]>> = y.chunks_mut(per * n).map(Mutex::new).collect();
-        team().run(slots.len(), &|c| {
-            let mut dst = slots[c].lock().unwrap_or_else(PoisonError::into_inner);
-            for (p, part) in parts.iter().enumerate() {
-                let part = part.get().expect("every panel ran");
-                let (r0, r1) = (p * nr, ((p + 1) * nr).min(n));
-                for (i, row) in dst.chunks_exact_mut(n).enumerate() {
-                    let from = (c * per + i) * nr;
-                    row[r0..r1].copy_from_slice(&part[from..from + r1 - r0]);
+            let mut tile = [0f32; 14 * 32];
+            for b in 0..t.div_ceil(mr) {
+                let xb = &xpack[b * k * mr..(b + 1) * k * mr];
+                // SAFETY: `micro()` checked the CPU for this kernel; the slices have the sizes
+                // it reads and writes (mr · nr ≤ 14 · 32).
+                unsafe { run(packed, xb, k, &mut tile[..mr * nr]) };
+                let out = &outs[i];
+                for (r, row) in tile.chunks_exact(nr).take(t - b * mr).enumerate() {
+                    let at = (b * mr + r) * out.n + r0;
+                    // SAFETY: row `b·mr + r < t`, columns `r0..r1` of it: inside the `t × n`
+                    // result, and only this task writes them.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(row.as_ptr(), out.ptr.add(at), r1 - r0)
+                    };
                 }
             }
         });
-    }
-    y
+    });
+    drop(outs);
+    ys
 }
 
 /// 14 packed input rows (`[k][14]`) against one packed panel (`[k][32]`), accumulated in
@@ -240,7 +284,7 @@ mod tests {
             micros.push(("avx2", AVX2));
         }
         for (name, m) in micros {
-            let y = gemm_on(m, n, k, &x, t, &fill);
+            let y = gemm_on(m, &[(n, &fill)], k, &x, t).remove(0);
             for i in 0..t {
                 for j in 0..n {
                     let want: f64 = (0..k)

@@ -368,7 +368,7 @@ pub fn gemm_available() -> bool {
 }
 
 #[cfg(target_arch = "x86_64")]
-pub use self::gemm::gemm_with;
+pub use self::gemm::{Fill, gemm_many, gemm_with};
 
 /// Without x86-64 there is no GEMM ([`gemm_available`] is false): never called.
 #[cfg(not(target_arch = "x86_64"))]

@@ -1,5 +1,5 @@
 //! The small f32 pieces of the host path (the fused step, the MoE router): RMSNorm over rows,
-//! GELU (tanh), rotate-half RoPE, and the dot products and weighted sums of attention over the
+//! rotate-half RoPE, and the dot products and weighted sums of attention over the
 //! cache, with AVX-512 or
 //! AVX2 chosen at run time (`qmatmul::simd`; the crate is built for any x86-64, whose
 //! baseline is SSE2).
@@ -9,29 +9,67 @@
 use super::ops::RmsNorm;
 #[cfg(target_arch = "x86_64")]
 use gemma_kernels::qmatmul::simd::{Simd, level};
+use gemma_kernels::vmath;
 
 /// Normalises each row of `width` values of `x` in place, as [`RmsNorm::forward`] does: the
 /// mean square in f32 (accumulated in f64), `x / √(ms + ε) · w`.
 pub fn norm_rows(n: &RmsNorm, x: &mut [f32], width: usize) {
+    let w = n.host.as_deref();
+    let eps = n.eps as f32;
+    #[cfg(target_arch = "x86_64")]
+    if level() >= Simd::Avx512 {
+        // SAFETY: the feature was just checked.
+        return unsafe { norm_avx512(x, width, w, eps) };
+    } else if level() >= Simd::Avx2 {
+        // SAFETY: the features were just checked.
+        return unsafe { norm_avx2(x, width, w, eps) };
+    }
+    norm_plain(x, width, w, eps)
+}
+
+#[inline(always)]
+fn norm_plain(x: &mut [f32], width: usize, w: Option<&[f32]>, eps: f32) {
     for row in x.chunks_exact_mut(width) {
-        let ms = row.iter().map(|&v| v as f64 * v as f64).sum::<f64>() / width as f64;
-        let inv = 1.0 / ((ms as f32) + n.eps as f32).sqrt();
-        match &n.host {
-            Some(w) => row
-                .iter_mut()
-                .zip(w.iter())
-                .for_each(|(v, w)| *v = *v * inv * w),
-            None => row.iter_mut().for_each(|v| *v *= inv),
+        // Eight partial sums in f64, so that the sum vectorizes.
+        let mut acc = [0f64; 8];
+        let mut chunks = row.chunks_exact(8);
+        for c in &mut chunks {
+            for i in 0..8 {
+                acc[i] += c[i] as f64 * c[i] as f64;
+            }
+        }
+        let tail: f64 = chunks
+            .remainder()
+            .iter()
+            .map(|&v| v as f64 * v as f64)
+            .sum();
+        let ms = (acc.iter().sum::<f64>() + tail) / width as f64;
+        let inv = 1.0 / ((ms as f32) + eps).sqrt();
+        match w {
+            Some(w) => {
+                for (v, w) in row.iter_mut().zip(w) {
+                    *v = *v * inv * w;
+                }
+            }
+            None => {
+                for v in row.iter_mut() {
+                    *v *= inv;
+                }
+            }
         }
     }
 }
 
-/// GELU with the tanh approximation, as [`super::ops::gelu_tanh`]: `x · σ(2z)`.
-pub fn gelu_tanh(x: f32) -> f32 {
-    const TWO_SQRT_2_OVER_PI: f32 =
-        2.0 * std::f32::consts::FRAC_2_SQRT_PI * std::f32::consts::FRAC_1_SQRT_2;
-    let z = x * (1.0 + 0.044715 * x * x) * TWO_SQRT_2_OVER_PI;
-    x / (1.0 + (-z).exp())
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+fn norm_avx512(x: &mut [f32], width: usize, w: Option<&[f32]>, eps: f32) {
+    norm_plain(x, width, w, eps)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn norm_avx2(x: &mut [f32], width: usize, w: Option<&[f32]>, eps: f32) {
+    norm_plain(x, width, w, eps)
 }
 
 /// cos and sin of `pos · f` for each inverse frequency (the half table).
@@ -157,7 +195,7 @@ fn attend_plain(g: &Group, out: &mut [f32], stats: &mut [(f32, f32)]) {
         while h < heads {
             let s = dot_lanes(&g.q[h * hd..(h + 1) * hd], key) * g.scale;
             scores[h * n + i] = match g.softcap {
-                Some(c) => (s / c).tanh() * c,
+                Some(c) => vmath::softcap(s, c),
                 None => s,
             };
             h += 1;
@@ -173,7 +211,7 @@ fn attend_plain(g: &Group, out: &mut [f32], stats: &mut [(f32, f32)]) {
         }
         let mut sum = 0f32;
         for s in row.iter_mut() {
-            *s = (*s - max).exp();
+            *s = vmath::exp(*s - max);
             sum += *s;
         }
         stats[h] = (max, sum);

@@ -11,7 +11,7 @@ use super::{PatchInput, matrix, norm, products, values};
 use crate::error::Result;
 use crate::model::fused::attention::{Heads, attend_groups};
 use crate::model::host_math::norm_rows;
-use crate::model::host_math::{Group, gelu_tanh, rope as turn_half, rope_row};
+use crate::model::host_math::{Group, rope as turn_half, rope_row};
 use crate::model::ops::RmsNorm;
 use crate::weights::TensorSource;
 use gemma_kernels::qmatmul::QMatrix;
@@ -234,9 +234,7 @@ impl Layer {
         norm_rows(&self.pre_ffn_norm, &mut xn, h);
         let mut g = self.gate.forward(&xn, n);
         let u = self.up.forward(&xn, n);
-        g.iter_mut()
-            .zip(&u)
-            .for_each(|(g, u)| *g = gelu_tanh(*g) * u);
+        gemma_kernels::vmath::geglu(&mut g, &u);
         let mut f = self.down.forward(&g, n);
         norm_rows(&self.post_ffn_norm, &mut f, h);
         x.iter_mut().zip(&f).for_each(|(x, f)| *x += f);

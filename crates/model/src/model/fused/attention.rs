@@ -12,6 +12,7 @@ use super::super::kv_cache::KvCache;
 use super::{FUSED_MAX_ROWS, Step, products};
 use crate::error::{Error, Result};
 use gemma_kernels::qmatmul::{gemm_with, team};
+use gemma_kernels::vmath;
 
 /// Query rows per block of a long chunk's attention.
 const ATTENTION_BLOCK: usize = 64;
@@ -249,20 +250,14 @@ fn chunk_attention(rows: &[Group], dim: usize) -> Vec<f32> {
 /// Scales, caps and normalises `row[visible]` into probabilities; the rest becomes zero.
 fn softmax_visible(row: &mut [f32], visible: std::ops::Range<usize>, scale: f32, cap: Option<f32>) {
     let (a, b) = (visible.start, visible.end);
-    let mut max = f32::NEG_INFINITY;
-    for v in row[a..b].iter_mut() {
-        *v *= scale;
-        if let Some(c) = cap {
-            *v = (*v / c).tanh() * c;
-        }
-        max = max.max(*v);
+    let seen = &mut row[a..b];
+    seen.iter_mut().for_each(|v| *v *= scale);
+    if let Some(c) = cap {
+        vmath::softcap_slice(seen, c);
     }
-    let mut sum = 0f32;
-    for v in row[a..b].iter_mut() {
-        *v = (*v - max).exp();
-        sum += *v;
-    }
+    let max = seen.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+    let inv = 1.0 / vmath::exp_sub_sum(seen, max);
+    seen.iter_mut().for_each(|v| *v *= inv);
     row[..a].fill(0.0);
     row[b..].fill(0.0);
-    row[a..b].iter_mut().for_each(|v| *v /= sum);
 }

@@ -12,11 +12,12 @@ pub(crate) mod attention;
 use burn::tensor::{Tensor, TensorData};
 
 use super::ffn::{Experts, Mlp, Moe};
-use super::host_math::{gelu_tanh, norm_rows, rope_row};
+use super::host_math::{norm_rows, rope_row};
 use super::ops::Linear;
 use super::{Gemma, Layer, Logits};
 use crate::error::{Error, Result};
-use gemma_kernels::qmatmul::{QMatrix, gemm_available, matmul_many};
+use gemma_kernels::qmatmul::{QMatrix, gemm_available, gemm_many, matmul_many};
+use gemma_kernels::vmath;
 
 /// Up to this many tokens a forward on the CPU backend in f32 runs fused with the row kernels;
 /// longer chunks (a prefill) run fused with the GEMM where the CPU has it (AVX-512 or AVX2),
@@ -61,9 +62,7 @@ pub(crate) fn host_products(qs: &[&QMatrix], x: &[f32], rows: usize) -> Vec<Vec<
     if rows <= FUSED_MAX_ROWS || !gemm_available() {
         return matmul_many(qs, x, rows);
     }
-    qs.iter()
-        .map(|q| q.gemm(x, rows).expect("the GEMM is available"))
-        .collect()
+    gemm_many(qs, x, rows).expect("the GEMM is available")
 }
 
 fn add(x: &mut [f32], y: &[f32]) {
@@ -143,7 +142,7 @@ impl Gemma {
         let head = self.lm_head.as_ref().unwrap_or(&self.embed);
         let mut out = products(&[head], &x, n).remove(0);
         if let Some(c) = cfg.final_logit_softcapping {
-            out.iter_mut().for_each(|v| *v = (*v / c).tanh() * c);
+            vmath::softcap_slice(&mut out, c);
         }
         let data = TensorData::new(out, [n, cfg.vocab_size]);
         Ok(Some(Tensor::<2>::from_data(data, &self.device)))
@@ -215,9 +214,7 @@ impl Step<'_> {
             let per_row = p.len() / self.rows;
             for (r, gr) in g.chunks_exact_mut(width).enumerate() {
                 let pr = &p[r * per_row + i * width..r * per_row + (i + 1) * width];
-                gr.iter_mut()
-                    .zip(pr)
-                    .for_each(|(v, p)| *v = gelu_tanh(*v) * p);
+                vmath::geglu(gr, pr);
             }
             let mut y = products(&[&lp.projection], &g, self.rows).remove(0);
             norm_rows(&lp.post_norm, &mut y, h);
@@ -233,9 +230,7 @@ impl Step<'_> {
     fn mlp_rows(mlp: &Mlp, x: &[f32], n: usize) -> Vec<f32> {
         let mut gu = products(&[&mlp.gate, &mlp.up], x, n).into_iter();
         let (mut g, u) = (gu.next().expect("gate"), gu.next().expect("up"));
-        g.iter_mut()
-            .zip(&u)
-            .for_each(|(g, u)| *g = gelu_tanh(*g) * u);
+        vmath::geglu(&mut g, &u);
         products(&[&mlp.down], &g, n).remove(0)
     }
 
