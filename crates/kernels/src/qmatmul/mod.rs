@@ -94,6 +94,25 @@ pub const SUPER: usize = 256;
 type Digits = (Vec<i16>, Vec<i16>, Vec<f32>, Vec<f32>);
 
 fn digits(x: &[f32], per: usize, sum_every: usize) -> Digits {
+    #[cfg(target_arch = "x86_64")]
+    if simd::level() >= simd::Simd::Avx2 {
+        // SAFETY: the level says the CPU has these features.
+        #[allow(unsafe_code)]
+        return unsafe { digits_avx2(x, per, sum_every) };
+    }
+    digits_plain(x, per, sum_every)
+}
+
+/// [`digits`] where `round` is an instruction, not a call (SSE2, the crate's baseline, has none).
+#[cfg(target_arch = "x86_64")]
+#[allow(unsafe_code)]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn digits_avx2(x: &[f32], per: usize, sum_every: usize) -> Digits {
+    digits_plain(x, per, sum_every)
+}
+
+#[inline(always)]
+fn digits_plain(x: &[f32], per: usize, sum_every: usize) -> Digits {
     let blocks = x.len().div_ceil(per);
     let mut q = vec![0i16; blocks * per];
     let mut lo = vec![0i16; blocks * per];
