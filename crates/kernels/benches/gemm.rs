@@ -1,6 +1,7 @@
-//! The prefill products on their own: `x · Wᵀ` for a chunk of input rows against GGUF-typed
-//! weights the size of the demo model's layers (Gemma 3 270M: hidden 640, MLP 2048), through the
-//! packed GEMM and through the row kernels, in GFLOP/s. Run with
+//! The host products on their own: `x · Wᵀ` against GGUF-typed weights the size of the demo
+//! model's layers (Gemma 3 270M: hidden 640, MLP 2048), for a decode step and a short turn (1 and
+//! 8 input rows, the row kernels) and for prefill chunks (128 and 512 rows, the packed GEMM, in
+//! GFLOP/s). Run with
 //! `RAYON_NUM_THREADS=2 cargo bench -p gemma-kernels --bench gemm` (add `GEMMA_CHAT_SIMD=avx2`
 //! for the AVX2 level); compare figures from one run only, with the load average printed.
 
@@ -62,6 +63,20 @@ fn main() {
     ] {
         for &(n, k) in shapes.iter().filter(|s| s.1 % ty.block().0 == 0) {
             let m = matrix(ty, n, k, 0x9e37_79b9 + n as u64);
+            for t in [1, 8] {
+                let x: Vec<f32> = (0..t * k)
+                    .map(|i| ((i * 37 % 101) as f32 - 50.0) / 50.0)
+                    .collect();
+                let s = time(|| {
+                    std::hint::black_box(m.matmul(&x, t));
+                });
+                println!(
+                    "{:5} {n:4}x{k:4} t={t:3}  rows {:6.3} ms {:6.2} µs per input row",
+                    ty.name(),
+                    s * 1e3,
+                    s * 1e6 / t as f64
+                );
+            }
             for t in [128, 512] {
                 let x: Vec<f32> = (0..t * k)
                     .map(|i| ((i * 37 % 101) as f32 - 50.0) / 50.0)

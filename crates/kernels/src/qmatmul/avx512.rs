@@ -54,8 +54,13 @@ unsafe fn load_digits(digits: &[i16], at: usize) -> __m512i {
 /// against both digits of the input, joined as `hi + lo · 2⁻¹⁵`.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 unsafe fn block32(codes: __m256i, x: &QuantRow, at: usize) -> __m512 {
+    unsafe { block32_wide(_mm512_cvtepi8_epi16(codes), x, at) }
+}
+
+/// [`block32`] of codes already widened to i16.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+unsafe fn block32_wide(c: __m512i, x: &QuantRow, at: usize) -> __m512 {
     unsafe {
-        let c = _mm512_cvtepi8_epi16(codes);
         let hi = _mm512_madd_epi16(c, load_digits(&x.q, at));
         let lo = _mm512_madd_epi16(c, load_digits(&x.lo, at));
         _mm512_fmadd_ps(
@@ -129,6 +134,85 @@ unsafe fn min_blocks(
         mins += x.d[b] * f16_at(blk, 2) * sum;
     }
     _mm512_reduce_add_ps(acc) + mins
+}
+
+/// The inputs one pass of [`dot_rows`] takes: each weight block is decoded once for them.
+const ROWS: usize = 4;
+
+/// `w · x` for each of `xs` into `out` (one value each), for the types whose blocks are one f16
+/// scale and signed codes (Q4_0, Q5_0, Q8_0, IQ4_NL): each block's codes are decoded once per
+/// [`ROWS`] inputs instead of once per input, and every input's sums are taken in the order
+/// [`dot`]'s kernel takes them, so the results are the same bits. `false` (nothing written) for
+/// the other types.
+pub(super) fn dot_rows(ty: GgmlType, w: &[u8], xs: &[QuantRow], out: &mut [f32]) -> bool {
+    assert_eq!(xs.len(), out.len(), "one output per input");
+    let (eight, sixteen) = (8, 16);
+    // SAFETY: as in [`dot`].
+    unsafe {
+        match ty {
+            GgmlType::Q4_0 => rows(w, 18, xs, out, |b| {
+                _mm256_sub_epi8(nibbles(&b[2..18]), _mm256_set1_epi8(eight))
+            }),
+            GgmlType::Q5_0 => rows(w, 22, xs, out, |b| {
+                let n = nibbles(&b[6..22]);
+                _mm256_mask_sub_epi8(n, !fifth_mask(&b[2..6]), n, _mm256_set1_epi8(sixteen))
+            }),
+            GgmlType::Q8_0 => rows(w, 34, xs, out, |b| load32(&b[2..34])),
+            GgmlType::IQ4_NL => rows(w, 18, xs, out, |b| iq4_lookup(nibbles(&b[2..18]))),
+            _ => return false,
+        }
+    }
+    true
+}
+
+/// [`dot_rows`] over groups of [`ROWS`] inputs, then the rest one group of fewer.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+unsafe fn rows(
+    w: &[u8],
+    bytes: usize,
+    xs: &[QuantRow],
+    out: &mut [f32],
+    codes: impl Fn(&[u8]) -> __m256i + Copy,
+) {
+    for (g, o) in xs.chunks(ROWS).zip(out.chunks_mut(ROWS)) {
+        // SAFETY: the caller's contract.
+        unsafe {
+            match g.len() {
+                4 => scaled_rows::<4>(w, bytes, g, o, codes),
+                3 => scaled_rows::<3>(w, bytes, g, o, codes),
+                2 => scaled_rows::<2>(w, bytes, g, o, codes),
+                _ => scaled_rows::<1>(w, bytes, g, o, codes),
+            }
+        }
+    }
+}
+
+/// [`scaled_blocks`] for `N` inputs at once: the same two accumulators per input (even and odd
+/// blocks), the same operations per block.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+unsafe fn scaled_rows<const N: usize>(
+    w: &[u8],
+    bytes: usize,
+    xs: &[QuantRow],
+    out: &mut [f32],
+    codes: impl Fn(&[u8]) -> __m256i,
+) {
+    let mut acc = [[_mm512_setzero_ps(); 2]; N];
+    for (b, blk) in w.chunks_exact(bytes).enumerate() {
+        let c = _mm512_cvtepi8_epi16(codes(blk));
+        let bits = u16::from_le_bytes([blk[0], blk[1]]);
+        let d = _mm512_cvtph_ps(_mm256_set1_epi16(bits as i16));
+        for r in 0..N {
+            let x = &xs[r];
+            let s = _mm512_mul_ps(d, _mm512_set1_ps(x.d[b]));
+            // SAFETY: the caller's contract.
+            let p = unsafe { block32_wide(c, x, b * BLOCK) };
+            acc[r][b % 2] = _mm512_fmadd_ps(p, s, acc[r][b % 2]);
+        }
+    }
+    for (o, [a0, a1]) in out.iter_mut().zip(acc) {
+        *o = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+    }
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]

@@ -16,6 +16,7 @@ mod avx2;
 mod avx512;
 #[cfg(target_arch = "x86_64")]
 mod gemm;
+mod input;
 mod portable;
 mod scalar;
 mod scalar_k;
@@ -30,6 +31,7 @@ use std::sync::OnceLock;
 
 use rayon::prelude::*;
 
+pub use self::input::{LO, QuantRow, SUPER};
 pub use self::team::team;
 
 use crate::quant::GgmlType;
@@ -51,115 +53,6 @@ pub struct QMatrix {
 impl std::fmt::Debug for QMatrix {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "QMatrix({:?}, {}x{})", self.ty, self.rows, self.cols)
-    }
-}
-
-/// One input row, as given (for float weights) and quantized (for the block types).
-///
-/// Each block of 32 values is `d · (q + lo / 32768)`: two i16 digits per value, so that the
-/// integer kernels keep about 30 bits of the input (one i16 alone kept 15, and moved the logits
-/// of a quantized model by 1e-3 from the exact result). The same values are also held with one
-/// scale per 256 ([`QuantRow::q256`]): the super-block types' VNNI kernels sum a whole
-/// super-block in integers before one conversion.
-#[derive(Debug, Clone)]
-pub struct QuantRow {
-    /// The values as given.
-    pub x: Vec<f32>,
-    /// `round(x / d)` per value, zero-padded to whole blocks of [`BLOCK`].
-    pub q: Vec<i16>,
-    /// `round((x / d − q) · 32768)`: the rounding left over by `q`.
-    pub lo: Vec<i16>,
-    /// The scale of each block of [`BLOCK`] values: its largest magnitude / 32767.
-    pub d: Vec<f32>,
-    /// `Σ x / d` over each 16 values (for the types' offsets and minimums).
-    pub sum16: Vec<f32>,
-    /// The digits with one scale per 256 values ([`SUPER`]), zero-padded to whole 256s.
-    pub q256: Vec<i16>,
-    /// See [`QuantRow::q256`].
-    pub lo256: Vec<i16>,
-    /// The scale of each 256 values.
-    pub d256: Vec<f32>,
-    /// `Σ x / d256` over each 32 values.
-    pub sum32: Vec<f32>,
-}
-
-/// The weight of one unit of [`QuantRow::lo`].
-pub const LO: f32 = 1.0 / 32768.0;
-
-/// Values per super-block of the K and IQ4_XS types.
-pub const SUPER: usize = 256;
-
-/// Two i16 digits per value with one scale per `per` values, and the sums of `x / d` over each
-/// `sum_every` values: `(q, lo, d, sums)`, zero-padded to whole blocks of `per`.
-type Digits = (Vec<i16>, Vec<i16>, Vec<f32>, Vec<f32>);
-
-fn digits(x: &[f32], per: usize, sum_every: usize) -> Digits {
-    #[cfg(target_arch = "x86_64")]
-    if simd::level() >= simd::Simd::Avx2 {
-        // SAFETY: the level says the CPU has these features.
-        #[allow(unsafe_code)]
-        return unsafe { digits_avx2(x, per, sum_every) };
-    }
-    digits_plain(x, per, sum_every)
-}
-
-/// [`digits`] where `round` is an instruction, not a call (SSE2, the crate's baseline, has none).
-#[cfg(target_arch = "x86_64")]
-#[allow(unsafe_code)]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn digits_avx2(x: &[f32], per: usize, sum_every: usize) -> Digits {
-    digits_plain(x, per, sum_every)
-}
-
-#[inline(always)]
-fn digits_plain(x: &[f32], per: usize, sum_every: usize) -> Digits {
-    let blocks = x.len().div_ceil(per);
-    let mut q = vec![0i16; blocks * per];
-    let mut lo = vec![0i16; blocks * per];
-    let mut d = Vec::with_capacity(blocks);
-    let mut sums = vec![0f64; blocks * per / sum_every];
-    for (b, xb) in x.chunks(per).enumerate() {
-        let amax = xb.iter().fold(0f32, |m, v| m.max(v.abs()));
-        let scale = amax / 32767.0;
-        let inv = if scale > 0.0 { 1.0 / scale as f64 } else { 0.0 };
-        for (i, &xv) in xb.iter().enumerate() {
-            let u = xv as f64 * inv;
-            let hi = u.round().clamp(-32767.0, 32767.0);
-            q[b * per + i] = hi as i16;
-            lo[b * per + i] = ((u - hi) * 32768.0).round().clamp(-32767.0, 32767.0) as i16;
-            sums[(b * per + i) / sum_every] += u;
-        }
-        d.push(scale);
-    }
-    (q, lo, d, sums.into_iter().map(|v| v as f32).collect())
-}
-
-impl QuantRow {
-    /// Quantizes `x` in both forms; a last partial block is padded with zeros.
-    pub fn new(x: &[f32]) -> Self {
-        Self::with_super(x, true)
-    }
-
-    /// Quantizes `x`, with the per-256 form only when `wide` (a product with a matrix whose
-    /// kernels read it: [`reads_super`]).
-    fn with_super(x: &[f32], wide: bool) -> Self {
-        let (q, lo, d, sum16) = digits(x, BLOCK, 16);
-        let (q256, lo256, d256, sum32) = if wide {
-            digits(x, SUPER, BLOCK)
-        } else {
-            Default::default()
-        };
-        Self {
-            x: x.to_vec(),
-            q,
-            lo,
-            d,
-            sum16,
-            q256,
-            lo256,
-            d256,
-            sum32,
-        }
     }
 }
 
@@ -271,8 +164,6 @@ impl QMatrix {
 }
 
 /// `x · Wᵀ` for several matrices with the same input (q/k/v, gate/up): the input is quantized
-/// once and all their rows share one pass over the threads. One `t × rows` result per matrix.
-/// `x · Wᵀ` for several matrices with the same input (q/k/v, gate/up): the input is quantized
 /// once and all their rows share one pass over the [`team`]. One `t × rows` result per matrix.
 pub fn matmul_many(ms: &[&QMatrix], x: &[f32], t: usize) -> Vec<Vec<f32>> {
     let Some(cols) = ms.first().map(|m| m.cols) else {
@@ -303,7 +194,7 @@ pub fn matmul_many(ms: &[&QMatrix], x: &[f32], t: usize) -> Vec<Vec<f32>> {
         })
         .collect();
     let results: Vec<OnceLock<Vec<f32>>> = (0..jobs.len()).map(|_| OnceLock::new()).collect();
-    let dot = kernel();
+    let (dot, rows) = (kernel(), kernel_rows().filter(|_| t > 1));
     team.run(jobs.len(), &|j| {
         let (m, first, n) = jobs[j];
         let mut out = vec![0f32; n * t];
@@ -314,6 +205,9 @@ pub fn matmul_many(ms: &[&QMatrix], x: &[f32], t: usize) -> Vec<Vec<f32>> {
                 (first + r) * m.row_bytes + PREFETCH_AHEAD,
                 m.row_bytes,
             );
+            if rows.is_some_and(|f| f(m.ty, w, &xs, dst)) {
+                continue;
+            }
             for (x, y) in xs.iter().zip(dst.iter_mut()) {
                 *y = dot(m.ty, w, x);
             }
@@ -407,6 +301,19 @@ pub type Dot = fn(GgmlType, &[u8], &QuantRow) -> f32;
 /// The row kernel this CPU runs best, chosen once per product rather than per row.
 pub fn kernel() -> Dot {
     kernels().first().map_or(portable::dot as Dot, |&(_, k)| k)
+}
+
+/// One row of blocks against several inputs at once (each block decoded once for them), the
+/// same bits as [`Dot`] per input; `false` for a type it does not cover.
+pub type DotRows = fn(GgmlType, &[u8], &[QuantRow], &mut [f32]) -> bool;
+
+/// The several-input kernel this CPU runs, where there is one (AVX-512).
+pub fn kernel_rows() -> Option<DotRows> {
+    #[cfg(target_arch = "x86_64")]
+    if avx512::available() {
+        return Some(avx512::dot_rows);
+    }
+    None
 }
 
 /// The SIMD row kernels this CPU runs, best first, by name.

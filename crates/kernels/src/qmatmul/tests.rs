@@ -194,6 +194,51 @@ fn the_simd_kernels_agree_with_the_scalar_reference() {
     }
 }
 
+/// The several-input kernel gives each input exactly the bits the one-input kernel gives it,
+/// for every count of inputs (whole groups and the rest) and both block parities.
+#[test]
+fn several_inputs_at_once_give_the_same_bits() {
+    let (Some(rows), dot) = (kernel_rows(), kernel()) else {
+        return;
+    };
+    let mut rng = StdRng::seed_from_u64(12);
+    let mut covered = 0;
+    for ty in SUPPORTED {
+        for cols in [512, 11 * BLOCK] {
+            if cols % ty.block().0 != 0 {
+                continue;
+            }
+            let m = random_matrix(ty, 3, cols, &mut rng);
+            for t in [2, 3, 4, 5, 9] {
+                let xs: Vec<QuantRow> = (0..t)
+                    .map(|_| QuantRow::new(&random_input(cols, &mut rng)))
+                    .collect();
+                let mut out = vec![f32::NAN; t];
+                if !rows(ty, m.row(1), &xs, &mut out) {
+                    assert!(
+                        out.iter().all(|v| v.is_nan()),
+                        "{ty:?} wrote without covering"
+                    );
+                    continue;
+                }
+                covered += 1;
+                for (x, got) in xs.iter().zip(&out) {
+                    let want = dot(ty, m.row(1), x);
+                    assert_eq!(
+                        got.to_bits(),
+                        want.to_bits(),
+                        "{ty:?} t={t}: {got} vs {want}"
+                    );
+                }
+            }
+        }
+    }
+    assert!(
+        covered >= 4 * 2 * 5,
+        "the 32-value types are covered ({covered})"
+    );
+}
+
 #[test]
 fn row_lookups_ranges_and_views_dequantize_like_the_loader() {
     let mut rng = StdRng::seed_from_u64(3);

@@ -1,0 +1,114 @@
+//! One input row of the host products, quantized for the integer kernels ([`QuantRow`]): two
+//! i16 digits per value with a scale per 32 values and per 256, and the sums the types' offsets
+//! and minimums need.
+
+use super::{BLOCK, simd};
+
+/// One input row, as given (for float weights) and quantized (for the block types).
+///
+/// Each block of 32 values is `d · (q + lo / 32768)`: two i16 digits per value, so that the
+/// integer kernels keep about 30 bits of the input (one i16 alone kept 15, and moved the logits
+/// of a quantized model by 1e-3 from the exact result). The same values are also held with one
+/// scale per 256 ([`QuantRow::q256`]): the super-block types' VNNI kernels sum a whole
+/// super-block in integers before one conversion.
+#[derive(Debug, Clone)]
+pub struct QuantRow {
+    /// The values as given.
+    pub x: Vec<f32>,
+    /// `round(x / d)` per value, zero-padded to whole blocks of [`BLOCK`].
+    pub q: Vec<i16>,
+    /// `round((x / d − q) · 32768)`: the rounding left over by `q`.
+    pub lo: Vec<i16>,
+    /// The scale of each block of [`BLOCK`] values: its largest magnitude / 32767.
+    pub d: Vec<f32>,
+    /// `Σ x / d` over each 16 values (for the types' offsets and minimums).
+    pub sum16: Vec<f32>,
+    /// The digits with one scale per 256 values ([`SUPER`]), zero-padded to whole 256s.
+    pub q256: Vec<i16>,
+    /// See [`QuantRow::q256`].
+    pub lo256: Vec<i16>,
+    /// The scale of each 256 values.
+    pub d256: Vec<f32>,
+    /// `Σ x / d256` over each 32 values.
+    pub sum32: Vec<f32>,
+}
+
+/// The weight of one unit of [`QuantRow::lo`].
+pub const LO: f32 = 1.0 / 32768.0;
+
+/// Values per super-block of the K and IQ4_XS types.
+pub const SUPER: usize = 256;
+
+/// Two i16 digits per value with one scale per `per` values, and the sums of `x / d` over each
+/// `sum_every` values: `(q, lo, d, sums)`, zero-padded to whole blocks of `per`.
+type Digits = (Vec<i16>, Vec<i16>, Vec<f32>, Vec<f32>);
+
+fn digits(x: &[f32], per: usize, sum_every: usize) -> Digits {
+    #[cfg(target_arch = "x86_64")]
+    if simd::level() >= simd::Simd::Avx2 {
+        // SAFETY: the level says the CPU has these features.
+        #[allow(unsafe_code)]
+        return unsafe { digits_avx2(x, per, sum_every) };
+    }
+    digits_plain(x, per, sum_every)
+}
+
+/// [`digits`] where `round` is an instruction, not a call (SSE2, the crate's baseline, has none).
+#[cfg(target_arch = "x86_64")]
+#[allow(unsafe_code)]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn digits_avx2(x: &[f32], per: usize, sum_every: usize) -> Digits {
+    digits_plain(x, per, sum_every)
+}
+
+#[inline(always)]
+fn digits_plain(x: &[f32], per: usize, sum_every: usize) -> Digits {
+    let blocks = x.len().div_ceil(per);
+    let mut q = vec![0i16; blocks * per];
+    let mut lo = vec![0i16; blocks * per];
+    let mut d = Vec::with_capacity(blocks);
+    let mut sums = vec![0f64; blocks * per / sum_every];
+    for (b, xb) in x.chunks(per).enumerate() {
+        let amax = xb.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let scale = amax / 32767.0;
+        let inv = if scale > 0.0 { 1.0 / scale as f64 } else { 0.0 };
+        for (i, &xv) in xb.iter().enumerate() {
+            let u = xv as f64 * inv;
+            let hi = u.round().clamp(-32767.0, 32767.0);
+            q[b * per + i] = hi as i16;
+            lo[b * per + i] = ((u - hi) * 32768.0).round().clamp(-32767.0, 32767.0) as i16;
+            sums[(b * per + i) / sum_every] += u;
+        }
+        d.push(scale);
+    }
+    (q, lo, d, sums.into_iter().map(|v| v as f32).collect())
+}
+
+impl QuantRow {
+    /// Quantizes `x` in both forms; a last partial block is padded with zeros.
+    pub fn new(x: &[f32]) -> Self {
+        Self::with_super(x, true)
+    }
+
+    /// Quantizes `x`, with the per-256 form only when `wide` (a product with a matrix whose
+    /// kernels read it: [`reads_super`]).
+    pub(super) fn with_super(x: &[f32], wide: bool) -> Self {
+        let (q, lo, d, sum16) = digits(x, BLOCK, 16);
+        let (q256, lo256, d256, sum32) = if wide {
+            digits(x, SUPER, BLOCK)
+        } else {
+            Default::default()
+        };
+        Self {
+            x: x.to_vec(),
+            q,
+            lo,
+            d,
+            sum16,
+            q256,
+            lo256,
+            d256,
+            sum32,
+        }
+    }
+}
