@@ -122,12 +122,13 @@ fn pack_input(x: &[f32], t: usize, k: usize, mr: usize) -> Vec<f32> {
     let slots: Vec<Mutex<&mut [f32]>> = xpack.chunks_mut(k * mr).map(Mutex::new).collect();
     team().run(blocks, &|b| {
         let mut dst = slots[b].lock().unwrap_or_else(PoisonError::into_inner);
-        for (r, row) in x[b * mr * k..((b + 1) * mr).min(t) * k]
+        let rows: Vec<&[f32]> = x[b * mr * k..((b + 1) * mr).min(t) * k]
             .chunks_exact(k)
-            .enumerate()
-        {
-            for (kk, &v) in row.iter().enumerate() {
-                dst[kk * mr + r] = v;
+            .collect();
+        // Written in order, read from each row in order: one stream out, `mr` in.
+        for (kk, d) in dst.chunks_exact_mut(mr).enumerate() {
+            for (d, row) in d.iter_mut().zip(&rows) {
+                *d = row[kk];
             }
         }
     });
@@ -170,9 +171,11 @@ fn gemm_on(
             // Rows past `n` in the last panel stay zero.
             packed.clear();
             packed.resize(k * nr, 0.0);
-            for (j, row) in rows.chunks_exact(k).enumerate() {
-                for (kk, &v) in row.iter().enumerate() {
-                    packed[kk * nr + j] = v;
+            // Written in order (the rows, just decoded, are in cache).
+            let n_rows = r1 - r0;
+            for (kk, d) in packed.chunks_exact_mut(nr).enumerate() {
+                for (j, d) in d[..n_rows].iter_mut().enumerate() {
+                    *d = rows[j * k + kk];
                 }
             }
             let mut tile = [0f32; 14 * 32];
