@@ -68,7 +68,10 @@ impl<'a> Rows<'a> {
                 let blocks = &x[at / Q8_BLOCK..(at + n) / Q8_BLOCK];
                 for (b, d) in blocks.iter().zip(dst.chunks_exact_mut(Q8_BLOCK)) {
                     let scale = f16_to_f32(b.d.to_bits());
-                    for (o, &q) in d.iter_mut().zip(&b.qs) {
+                    // The block's values copied out first: with them read through the
+                    // reference between the stores, the widening stayed 32 scalar conversions.
+                    let qs = b.qs;
+                    for (o, &q) in d.iter_mut().zip(&qs) {
                         *o = q as f32 * scale;
                     }
                 }
