@@ -93,6 +93,12 @@ fn turn(m: &Gemma, s: &mut Session, prompt: &[u32], n: usize) -> anyhow::Result<
     Ok(t.stats())
 }
 
+/// What the model's cache keeps: the host KV type, or the compute dtype on the device.
+fn kv_dtype_name(m: &Gemma) -> String {
+    m.host_kv_dtype()
+        .map_or_else(|| format!("{:?} (device)", m.dtype()), |t| t.to_string())
+}
+
 /// The median of a few timings.
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
@@ -113,9 +119,12 @@ pub fn run(args: BenchArgs, common: &ModelArgs) -> anyhow::Result<()> {
     let prompt = ids(&lm, args.prompt_tokens)?;
     let first = turn(m, &mut Session::new(m), &prompt, args.decode_tokens)?;
     let (_, peak_generate) = rss_mb();
-    let depth_tok_s = if args.depth > 0 {
+    // Decode after a long history, and the bytes its cache then holds.
+    let depth = if args.depth > 0 {
         let history = ids(&lm, args.depth)?;
-        Some(turn(m, &mut Session::new(m), &history, args.decode_tokens)?.decode_tok_s)
+        let mut s = Session::new(m);
+        let tok_s = turn(m, &mut s, &history, args.decode_tokens)?.decode_tok_s;
+        Some((tok_s, s.device_bytes()))
     } else {
         None
     };
@@ -133,6 +142,7 @@ pub fn run(args: BenchArgs, common: &ModelArgs) -> anyhow::Result<()> {
     let mut out = json!({
         "model": lm.path.display().to_string(),
         "dtype": dtype.as_str(),
+        "kv_dtype": kv_dtype_name(m),
         "threads": threads,
         "simd": gemma_kernels::qmatmul::simd::level().name(),
         "load_avg_1m": load_avg,
@@ -152,12 +162,13 @@ pub fn run(args: BenchArgs, common: &ModelArgs) -> anyhow::Result<()> {
             o.extend(v);
         }
     }
-    if let (Some(v), Some(o)) = (depth_tok_s, out.as_object_mut()) {
+    if let (Some((v, bytes)), Some(o)) = (depth, out.as_object_mut()) {
         o.insert("depth_tokens".into(), json!(args.depth));
         o.insert("decode_at_depth_tok_s".into(), json!(v));
+        o.insert("depth_kv_bytes".into(), json!(bytes));
     }
     if !args.no_sessions {
-        sessions_figures(m, &lm, &args, &prompt, dtype, &mut out)?;
+        sessions_figures(m, &lm, &args, &prompt, &mut out)?;
     }
     if args.json {
         outln!("{out}")?;
@@ -251,7 +262,6 @@ fn sessions_figures(
     lm: &gemma_model::checkpoint::LoadedModel,
     args: &BenchArgs,
     prompt: &[u32],
-    dtype: gemma_model::model::ComputeDtype,
     out: &mut serde_json::Value,
 ) -> anyhow::Result<()> {
     // Time to first token: a cold history, then 20-token follow-ups on it (history 2000, 2020,
@@ -286,7 +296,7 @@ fn sessions_figures(
         sessions.push(s);
     }
     let (rss_8, peak) = rss_mb();
-    let elem = dtype.dtype().size();
+    let elem = m.kv_value_bytes();
     let kv_mb = KvCache::estimate_bytes(m.config(), elem, prompt.len()) as f64 / (1 << 20) as f64;
     let extra = json!({
         "history_tokens": history.len(),
@@ -310,7 +320,12 @@ fn sessions_figures(
 fn print_text(out: &serde_json::Value) -> std::io::Result<()> {
     let f = |k: &str| out[k].as_f64().unwrap_or(0.0);
     let n = |k: &str| out[k].as_u64().unwrap_or(0);
-    outln!("model            {} ({})", out["model"], out["dtype"])?;
+    outln!(
+        "model            {} ({}, KV cache {})",
+        out["model"],
+        out["dtype"],
+        out["kv_dtype"]
+    )?;
     outln!(
         "threads          {} (load average {}), SIMD {}",
         out["threads"],
@@ -342,6 +357,14 @@ fn print_text(out: &serde_json::Value) -> std::io::Result<()> {
         f("decode_tok_s"),
         n("decode_tokens")
     )?;
+    if out.get("decode_at_depth_tok_s").is_some() {
+        outln!(
+            "decode at depth  {:.1} tok/s after {} tokens (KV cache {:.1} MiB)",
+            f("decode_at_depth_tok_s"),
+            n("depth_tokens"),
+            f("depth_kv_bytes") / (1 << 20) as f64
+        )?;
+    }
     outln!(
         "peak memory      {:.0} MiB (load, prefill, decode)",
         f("peak_rss_mb")

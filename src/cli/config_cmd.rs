@@ -99,11 +99,12 @@ pub fn run(args: ConfigArgs, common: &ModelArgs, sampling: &SamplingArgs) -> any
                     .as_ref()
                     .map_or("the demo model".to_string(), |m| m.display().to_string());
                 outln!(
-                    "model: {model} ({}, {})",
+                    "model: {model} ({}, {}, KV cache {} on the CPU in f32)",
                     choice.backend,
                     choice
                         .dtype
-                        .map_or("auto: f32 on the CPU, bf16 or f16 on a GPU", |d| d.as_str())
+                        .map_or("auto: f32 on the CPU, bf16 or f16 on a GPU", |d| d.as_str()),
+                    choice.kv_dtype
                 )?;
             }
             for ((name, value), source) in rows.iter().zip(r.sources) {

@@ -77,7 +77,11 @@ pub fn spawn_engine(
                 })?
             }
         };
-        load(&path, &device, dtype, &mut |d, t| progress.layers(d, t))
+        let kv_dtype = choice.kv_dtype;
+        load(&path, &device, dtype, &mut |d, t| progress.layers(d, t)).map(|mut lm| {
+            lm.model.set_kv_dtype(kv_dtype);
+            lm
+        })
     })
 }
 

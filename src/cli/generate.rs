@@ -64,8 +64,9 @@ pub fn load_model(common: &ModelArgs) -> anyhow::Result<(LoadedModel, ComputeDty
             .context("no model given, and the demo model could not be fetched")?,
     };
     let dtype = choice.dtype_on(&device);
-    let lm = load(&path, &device, dtype, &mut |_, _| {})
+    let mut lm = load(&path, &device, dtype, &mut |_, _| {})
         .with_context(|| format!("loading {}", path.display()))?;
+    lm.model.set_kv_dtype(choice.kv_dtype);
     Ok((lm, dtype))
 }
 

@@ -49,7 +49,7 @@ use clap::{Args, Parser, Subcommand};
 use gemma_app::config::sampling::MAX_NEW_TOKENS;
 use gemma_app::config::{Config, EngineKind, config_path};
 use gemma_engine::RemoteOptions;
-use gemma_model::model::ComputeDtype;
+use gemma_model::model::{ComputeDtype, KvDtype};
 
 /// gemma-chat: chat with Gemma models in your terminal, in-process.
 #[derive(Debug, Parser)]
@@ -134,6 +134,10 @@ pub struct ModelArgs {
     /// Compute dtype: f32, f16 or bf16 (default: the config's `model.dtype`).
     #[arg(long, env = "GEMMA_CHAT_DTYPE", global = true)]
     dtype: Option<ComputeDtype>,
+    /// What the KV cache keeps on the CPU backend in f32: f16, f32 or q8_0 (default: the
+    /// config's `model.kv_dtype`).
+    #[arg(long, env = "GEMMA_CHAT_KV_DTYPE", global = true, value_name = "TYPE")]
+    kv_dtype: Option<KvDtype>,
     /// Compute backend: cpu, wgpu or cuda (default: the config's `model.backend`).
     #[arg(long, env = "GEMMA_CHAT_BACKEND", global = true)]
     backend: Option<String>,
@@ -152,6 +156,8 @@ pub struct ModelChoice {
     pub mmproj: Option<PathBuf>,
     /// Compute dtype; `None` (`auto`) lets the device choose ([`backend::preferred_dtype`]).
     pub dtype: Option<ComputeDtype>,
+    /// What the host KV cache keeps (a model on the CPU backend in f32).
+    pub kv_dtype: KvDtype,
     /// Backend name.
     pub backend: String,
 }
@@ -174,6 +180,10 @@ impl ModelArgs {
             (None, gemma_app::config::Dtype::Auto) => None,
             (None, d) => Some(d.as_str().parse().map_err(|e: String| anyhow::anyhow!(e))?),
         };
+        let kv_dtype = match self.kv_dtype {
+            Some(t) => t,
+            None => config.model.kv_dtype.as_str().parse()?,
+        };
         let file_mmproj = Some(config.model.mmproj.trim())
             .filter(|p| !p.is_empty())
             .map(PathBuf::from);
@@ -181,6 +191,7 @@ impl ModelArgs {
             model: self.model.clone().or(file_model),
             mmproj: self.mmproj.clone().or(file_mmproj),
             dtype,
+            kv_dtype,
             backend: self
                 .backend
                 .clone()

@@ -11,13 +11,11 @@ use std::sync::Arc;
 
 use crate::common::{f32s, ids, max_abs_diff};
 
-use burn::tensor::Device;
 use gemma_engine::images::{Image, image_key};
 use gemma_engine::session::Session;
 use gemma_engine::turn::{Turn, TurnOptions};
 use gemma_model::audio::{AudioTower, open, open_for, soft_tokens};
-use gemma_model::checkpoint::{LoadedModel, load};
-use gemma_model::model::ComputeDtype;
+use gemma_model::checkpoint::LoadedModel;
 use safetensors::SafeTensors;
 
 /// Measured 2.0e-5 (clip 0) and 2.5e-5 (clip 1) on rows up to ~4: about twice the larger.
@@ -50,8 +48,7 @@ struct Fixture {
 
 fn open_fixture() -> Fixture {
     let dir = dir();
-    let lm = load(&dir, &Device::flex(), ComputeDtype::F32, &mut |_, _| {})
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    let lm = crate::common::load_exact(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
     let tower = open(&dir).expect("a tower");
     let bytes = std::fs::read(dir.join("reference.safetensors")).expect("reference");
     let st = SafeTensors::deserialize(&bytes).expect("reference parses");

@@ -6,14 +6,13 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use burn::tensor::Device;
 use gemma_engine::protocol::{Reuse, TurnEnd};
 use gemma_engine::session::Session;
 use gemma_engine::turn::TurnOptions;
 use gemma_kernels::quant::GgmlType;
-use gemma_model::checkpoint::{LoadedModel, load};
+use gemma_model::checkpoint::LoadedModel;
 use gemma_model::demo;
-use gemma_model::model::{ComputeDtype, Logits};
+use gemma_model::model::Logits;
 use gemma_model::tokenizer::gguf::from_gguf;
 use gemma_model::weights::gguf::GgufFile;
 use safetensors::SafeTensors;
@@ -27,15 +26,7 @@ fn demo_path() -> &'static PathBuf {
 
 fn model() -> &'static LoadedModel {
     static MODEL: OnceLock<LoadedModel> = OnceLock::new();
-    MODEL.get_or_init(|| {
-        load(
-            demo_path(),
-            &Device::flex(),
-            ComputeDtype::F32,
-            &mut |_, _| {},
-        )
-        .expect("loads")
-    })
+    MODEL.get_or_init(|| crate::common::load_exact(demo_path()).expect("loads"))
 }
 
 fn fixture(name: &str) -> PathBuf {

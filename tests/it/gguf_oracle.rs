@@ -5,9 +5,7 @@
 use std::path::Path;
 
 use crate::common::{f32s, ids, max_abs_diff, run};
-use burn::tensor::Device;
-use gemma_model::checkpoint::load;
-use gemma_model::model::{ComputeDtype, Logits};
+use gemma_model::model::Logits;
 use safetensors::SafeTensors;
 
 #[test]
@@ -20,8 +18,7 @@ fn converted_gemma4_ggufs_match_transformers() {
         let want = f32s(&st, "logits");
         let prompt = ids(&st, "prompt_ids");
         let path = root.join("gguf").join(format!("{name}.gguf"));
-        let lm = load(&path, &Device::flex(), ComputeDtype::F32, &mut |_, _| {})
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let lm = crate::common::load_exact(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
         let got = run(&lm, &prompt, &mut lm.model.new_cache(), Logits::All);
         let d = max_abs_diff(&got, &want);
         assert!(d < 2e-3, "{name}: GGUF logits differ by {d}");

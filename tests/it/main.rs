@@ -19,6 +19,7 @@ mod gguf_errors;
 mod gguf_oracle;
 mod headless;
 mod hostile_files;
+mod kv_oracle;
 mod layers;
 mod loader_errors;
 mod oracle;

@@ -33,8 +33,7 @@ fn reference(dir: &Path) -> Reference {
 }
 
 fn load_f32(dir: &Path) -> LoadedModel {
-    load(dir, &Device::flex(), ComputeDtype::F32, &mut |_, _| {})
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+    crate::common::load_exact(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
 }
 
 #[test]

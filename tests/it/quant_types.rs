@@ -14,9 +14,7 @@ use std::process::Command;
 
 use crate::common::llama::llama_bin;
 use crate::common::{f32s, max_abs_diff, run};
-use burn::tensor::Device;
-use gemma_model::checkpoint::load;
-use gemma_model::model::{ComputeDtype, Logits};
+use gemma_model::model::Logits;
 use safetensors::SafeTensors;
 use sha2::{Digest, Sha256};
 
@@ -92,8 +90,8 @@ fn every_type_matches_the_exact_reference() {
         let prompt = ids(&entry["prompt_ids"]);
         for (ty, file) in entry["files"].as_object().expect("files") {
             let path = quantized(&bin, arch, ty, file["sha256"].as_str().expect("sha"));
-            let lm = load(&path, &Device::flex(), ComputeDtype::F32, &mut |_, _| {})
-                .unwrap_or_else(|e| panic!("{arch} {ty}: {e}"));
+            let lm =
+                crate::common::load_exact(&path).unwrap_or_else(|e| panic!("{arch} {ty}: {e}"));
             // Every matrix is read in place, in the file's own types.
             let w = lm.model.weight_stats();
             for t in file["tensor_types"].as_object().expect("types").keys() {

@@ -349,7 +349,7 @@ fn a_session_moved_to_host_memory_comes_back_bit_identical() {
         assert_eq!(moved.prepare(&prompt).expect("prepare"), Reuse::Evicted);
 
         // One session's estimate covers what a session at that length holds.
-        let (per, n) = serving_capacity(m, 4, prompt.len() + 2, 10 * bytes);
+        let (per, n) = serving_capacity(m, m.kv_value_bytes(), prompt.len() + 2, 10 * bytes);
         assert!(
             per >= warm.device_bytes(),
             "{name}: {per} < {}",

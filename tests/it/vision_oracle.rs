@@ -10,13 +10,11 @@ use std::sync::Arc;
 
 use crate::common::{f32s, ids, max_abs_diff};
 
-use burn::tensor::Device;
 use gemma_engine::images::{Image, image_key};
 use gemma_engine::protocol::Reuse;
 use gemma_engine::session::Session;
 use gemma_engine::turn::{Turn, TurnOptions};
-use gemma_model::checkpoint::{LoadedModel, load};
-use gemma_model::model::ComputeDtype;
+use gemma_model::checkpoint::LoadedModel;
 use gemma_model::vision::{PatchInput, VisionTower};
 use safetensors::SafeTensors;
 
@@ -45,8 +43,7 @@ struct Fixture {
 }
 
 fn open(dir: &Path) -> Fixture {
-    let lm = load(dir, &Device::flex(), ComputeDtype::F32, &mut |_, _| {})
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    let lm = crate::common::load_exact(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
     let tower = gemma_model::vision::open(dir).expect("a tower");
     let bytes = std::fs::read(dir.join("reference.safetensors")).expect("reference");
     let st = SafeTensors::deserialize(&bytes).expect("reference parses");
@@ -235,7 +232,8 @@ fn generate_logits(model: &Path, pictures: &Path, prompt: &[u32], extra: &[&Path
     let tmp = tempfile::tempdir().expect("tempdir");
     let dump = tmp.path().join("logits.safetensors");
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_gemma-chat"));
-    cmd.args(["generate", "--model"]).arg(model);
+    cmd.args(["generate", "--kv-dtype", "f32", "--model"])
+        .arg(model);
     for e in extra {
         cmd.arg("--mmproj").arg(e);
     }
@@ -287,7 +285,7 @@ fn the_mmproj_tower_is_the_safetensors_tower() {
     for dir in fixtures() {
         let f = open(&dir);
         let model = dir.join("gguf/model.gguf");
-        let mut lm = load(&model, &Device::flex(), ComputeDtype::F32, &mut |_, _| {})
+        let mut lm = crate::common::load_exact(&model)
             .unwrap_or_else(|e| panic!("{}: {e}", model.display()));
         let tower =
             gemma_model::vision::open_for(&mut lm, None, None).expect("the mmproj beside it");

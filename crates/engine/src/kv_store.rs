@@ -1,8 +1,10 @@
 //! Warm restart: the KV state of warm tabs saved to the cache dir on quit, and loaded back when
 //! their conversation is restored, so that the next turn prefills only its own tokens. A file is
 //! a safetensors file named by a hash of the conversation's ids; its metadata ties it to the model
-//! (a fingerprint of the weight files), the dtype and the cache layout, with checksums of the
-//! resident ids and of all the data. A file that does not verify is ignored: the tab prefills
+//! (a fingerprint of the weight files), the dtype, the host KV type and the cache layout, with
+//! checksums of the resident ids and of all the data. A host cache saves its values as it holds
+//! them (f32, f16, or q8_0 blocks as bytes), so a restore is exact; one saved in another KV type
+//! does not verify. A file that does not verify is ignored: the tab prefills
 //! its history instead.
 
 use std::collections::HashMap;
@@ -18,10 +20,10 @@ use gemma_files::write_atomic;
 use gemma_model::error::{Error, Result};
 use gemma_model::model::Gemma;
 use gemma_model::model::config::ModelConfig;
-use gemma_model::model::kv_cache::HostKv;
+use gemma_model::model::kv_cache::{HostKv, KvDtype, Q8_BYTES};
 
-/// The file format's version.
-const VERSION: &str = "1";
+/// The file format's version (2: the host KV type in the layout, f16 and q8_0 host layers).
+const VERSION: &str = "2";
 
 /// Where and for which model the snapshots are kept.
 #[derive(Debug, Clone)]
@@ -44,6 +46,13 @@ fn all_finite(bytes: &[u8], dtype: DType) -> bool {
         DType::BF16 => bytes
             .chunks_exact(2)
             .all(|c| half::bf16::from_le_bytes([c[0], c[1]]).is_finite()),
+        // q8_0 blocks: whole ones, each scale finite (the values are integers).
+        DType::U8 => {
+            bytes.len().is_multiple_of(Q8_BYTES)
+                && bytes
+                    .chunks_exact(Q8_BYTES)
+                    .all(|c| half::f16::from_le_bytes([c[0], c[1]]).is_finite())
+        }
         _ => false,
     }
 }
@@ -115,6 +124,7 @@ fn st_dtype(d: DType) -> Option<StDtype> {
         DType::F32 => Some(StDtype::F32),
         DType::F16 => Some(StDtype::F16),
         DType::BF16 => Some(StDtype::BF16),
+        DType::U8 => Some(StDtype::U8),
         _ => None,
     }
 }
@@ -124,6 +134,7 @@ fn burn_dtype(d: StDtype) -> Option<DType> {
         StDtype::F32 => Some(DType::F32),
         StDtype::F16 => Some(DType::F16),
         StDtype::BF16 => Some(DType::BF16),
+        StDtype::U8 => Some(DType::U8),
         _ => None,
     }
 }
@@ -139,8 +150,11 @@ impl KvStore {
             .map(|l| format!("{:?}:{}x{}", l.kind, l.kv_heads, l.head_dim))
             .collect::<Vec<_>>()
             .join(",");
+        let kv = model
+            .host_kv_dtype()
+            .map_or_else(|| "device".to_string(), |t| format!("kv-{t}"));
         let layout = format!(
-            "{}|{:?}|w{}|{layout}",
+            "{}|{:?}|{kv}|w{}|{layout}",
             cfg.model_type,
             model.dtype(),
             cfg.sliding_window
@@ -231,8 +245,14 @@ impl KvStore {
         let Ok(bytes) = std::fs::read(self.file(convo)) else {
             return false;
         };
-        self.decode(&bytes, convo, model.config(), model.dtype())
-            .is_some_and(|(host, ids, images)| session.import(host, ids, images))
+        self.decode(
+            &bytes,
+            convo,
+            model.config(),
+            model.host_kv_dtype(),
+            model.dtype(),
+        )
+        .is_some_and(|(host, ids, images)| session.import(host, ids, images))
     }
 
     fn decode(
@@ -240,6 +260,7 @@ impl KvStore {
         bytes: &[u8],
         convo: &[u32],
         cfg: &ModelConfig,
+        host: Option<KvDtype>,
         dtype: DType,
     ) -> Option<(HostKv, Vec<u32>, Vec<Held>)> {
         let (_, meta) = SafeTensors::read_metadata(bytes).ok()?;
@@ -279,16 +300,21 @@ impl KvStore {
                 continue;
             };
             let (i, start): (usize, usize) = (i.parse().ok()?, start.parse().ok()?);
+            // What this layer's data must be: the host type's, or the compute dtype.
+            let want = match host {
+                Some(t) => t.stored(cfg.layers.get(i)?.head_dim).0,
+                None => dtype,
+            };
             let tensor = |which: &str| -> Option<TensorData> {
                 let t = st.tensor(&format!("{i}.{which}.{start}")).ok()?;
-                let d = burn_dtype(t.dtype()).filter(|d| *d == dtype)?;
+                let d = burn_dtype(t.dtype()).filter(|d| *d == want)?;
                 // Keys and values are finite: a NaN would poison every later step.
                 all_finite(t.data(), d).then_some(())?;
                 TensorData::try_from_bytes_vec(t.data().to_vec(), t.shape().to_vec(), d).ok()
             };
             *layers.get_mut(i)? = Some((tensor("k")?, tensor("v")?, start));
         }
-        let host = HostKv::from_layers(cfg, layers, len)?;
+        let host = HostKv::from_layers(cfg, layers, len, host)?;
         let images = match st.tensor("pictures") {
             Ok(t) => pictures(t.data())?,
             Err(_) => Vec::new(),
@@ -312,72 +338,5 @@ fn pictures(bytes: &[u8]) -> Option<Vec<Held>> {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::path::Path;
-
-    use burn::tensor::Device;
-
-    use super::*;
-    use gemma_model::backend::ComputeDtype;
-    use gemma_model::checkpoint::load;
-
-    /// `bytes` with `edit` applied to its tensors and the data checksum recomputed, as someone
-    /// who wanted the file accepted would.
-    fn reseal(bytes: &[u8], edit: impl Fn(&str, &mut Vec<u8>) -> bool) -> Vec<u8> {
-        let (_, meta) = SafeTensors::read_metadata(bytes).expect("metadata");
-        let mut meta = meta.metadata().clone().expect("metadata map");
-        let st = SafeTensors::deserialize(bytes).expect("tensors");
-        let mut kept: Vec<(String, StDtype, Vec<usize>, Vec<u8>)> = Vec::new();
-        for (name, v) in st.tensors() {
-            let mut data = v.data().to_vec();
-            if edit(&name, &mut data) {
-                kept.push((name, v.dtype(), v.shape().to_vec(), data));
-            }
-        }
-        let views: Vec<(String, TensorView)> = kept
-            .iter()
-            .map(|(n, d, s, b)| (n.clone(), TensorView::new(*d, s.clone(), b).expect("view")))
-            .collect();
-        let sha = data_hash(views.iter().map(|(n, v)| (n.as_str(), v.data())));
-        meta.insert("data_sha256".into(), sha);
-        safetensors::serialize(views, Some(meta)).expect("serialize")
-    }
-
-    #[test]
-    fn a_resealed_snapshot_with_a_layer_missing_or_nans_is_refused() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../tests/fixtures/oracle/gemma4_e2b_style");
-        let lm = load(&dir, &Device::flex(), ComputeDtype::F32, &mut |_, _| {}).expect("load");
-        let m = &lm.model;
-        let tmp = tempfile::tempdir().expect("tmp");
-        let store = KvStore::new(tmp.path().to_path_buf(), &dir, m, 1 << 30);
-        let convo: Vec<u32> = (0..20).map(|i| 3 + i * 7 % 500).collect();
-        let mut s = Session::new(m);
-        s.prefill(m, &convo, 8).expect("prefill");
-        store.save(&convo, &s, 0).expect("save");
-        let path = store.file(&convo);
-        let good = std::fs::read(&path).expect("read");
-        // Resealed unchanged: still accepted (the test's resealing is faithful).
-        std::fs::write(&path, reseal(&good, |_, _| true)).expect("write");
-        assert!(store.load(&convo, m, &mut Session::new(m)));
-        // One value NaN.
-        let nan = reseal(&good, |name, data| {
-            if name.starts_with("0.k.") {
-                data[..4].copy_from_slice(&f32::NAN.to_le_bytes());
-            }
-            true
-        });
-        std::fs::write(&path, nan).expect("write");
-        assert!(
-            !store.load(&convo, m, &mut Session::new(m)),
-            "a NaN is refused"
-        );
-        // A layer's keys and values gone.
-        let missing = reseal(&good, |name, _| !name.starts_with("1."));
-        std::fs::write(&path, missing).expect("write");
-        assert!(
-            !store.load(&convo, m, &mut Session::new(m)),
-            "a missing layer is refused"
-        );
-    }
-}
+#[path = "kv_store_tests.rs"]
+mod tests;

@@ -422,11 +422,11 @@ impl Session {
 }
 
 /// How many sessions fit in `budget` bytes of KV state: the estimated bytes of one session at
-/// `context` positions with `elem_bytes` per value, and the count (the weights are shared and
-/// not counted).
+/// `context` positions with `elem_bytes` per value ([`Gemma::kv_value_bytes`] for the model's
+/// own cache), and the count (the weights are shared and not counted).
 pub fn serving_capacity(
     model: &Gemma,
-    elem_bytes: usize,
+    elem_bytes: f64,
     context: usize,
     budget: usize,
 ) -> (usize, usize) {

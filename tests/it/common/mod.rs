@@ -62,6 +62,18 @@ pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
         .fold(0.0, f32::max)
 }
 
+/// `path` on the CPU in f32 with the KV cache in f32, as transformers keeps it: what the tests
+/// that hold our paths to the reference and to each other load (a rounding cache turns the
+/// paths' last-bit differences into whole steps of its type). The f16 and q8_0 caches are held
+/// to this in `kv_oracle`.
+pub fn load_exact(path: &Path) -> gemma_model::Result<LoadedModel> {
+    let flex = burn::tensor::Device::flex();
+    let f32 = gemma_model::model::ComputeDtype::F32;
+    let mut lm = gemma_model::checkpoint::load(path, &flex, f32, &mut |_, _| {})?;
+    lm.model.set_kv_dtype(gemma_model::model::KvDtype::F32);
+    Ok(lm)
+}
+
 /// Runs `ids` on `cache` from its end and returns the logits asked for, f32, row after row.
 pub fn run(lm: &LoadedModel, ids: &[u32], cache: &mut KvCache, logits: Logits) -> Vec<f32> {
     let pos = cache.len();

@@ -9,6 +9,7 @@ pub mod approve;
 mod context;
 mod file;
 pub mod keymap;
+mod kv_dtype;
 pub mod sampling;
 pub mod thinking;
 pub mod tools;
@@ -22,6 +23,7 @@ use serde::{Deserialize, Deserializer};
 use crate::error::{Error, Result};
 
 pub use self::file::check_url;
+pub use self::kv_dtype::KvDtype;
 pub use self::thinking::{Budgets, Thinking};
 pub use self::tools::{McpConfig, McpServer, ToolsConfig};
 
@@ -150,6 +152,8 @@ pub struct ModelConfig {
     pub mmproj: String,
     /// The compute dtype.
     pub dtype: Dtype,
+    /// What the KV cache keeps on the CPU backend in f32.
+    pub kv_dtype: KvDtype,
     /// The backend.
     pub backend: Backend,
     /// Context limit per tab, in tokens.

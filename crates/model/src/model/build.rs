@@ -86,6 +86,7 @@ pub fn build(
         host,
         fused: true,
         dtype: dtype.dtype(),
+        kv_dtype: super::KvDtype::default(),
         config,
     })
 }

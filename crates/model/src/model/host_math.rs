@@ -1,11 +1,12 @@
 //! The small f32 pieces of the host path (the fused step, the MoE router): RMSNorm over rows,
 //! rotate-half RoPE, and the dot products and weighted sums of attention over the
-//! cache, with AVX-512 or
-//! AVX2 chosen at run time (`qmatmul::simd`; the crate is built for any x86-64, whose
-//! baseline is SSE2).
+//! cache (keys and values in any [`KvDtype`](super::kv_cache::KvDtype), widened a row at a time
+//! inside the same loops), with AVX-512 or AVX2 chosen at run time (`qmatmul::simd`; the crate
+//! is built for any x86-64, whose baseline is SSE2).
 
 #![allow(unsafe_code)]
 
+use super::kv_cache::Rows;
 use super::ops::RmsNorm;
 #[cfg(target_arch = "x86_64")]
 use gemma_kernels::qmatmul::simd::{Simd, level};
@@ -114,9 +115,9 @@ pub struct Group<'a> {
     /// Values per head.
     pub dim: usize,
     /// Keys and values, `stride` values per position.
-    pub k: &'a [f32],
+    pub k: Rows<'a>,
     /// See `k`.
-    pub v: &'a [f32],
+    pub v: Rows<'a>,
     /// Values per position in `k` and `v`.
     pub stride: usize,
     /// Where this KV head starts within a position.
@@ -187,10 +188,12 @@ fn attend_plain(g: &Group, out: &mut [f32], stats: &mut [(f32, f32)]) {
     let heads = g.q.len() / hd;
     let n = g.keys.len();
     let mut scores = vec![0f32; heads * n];
+    // A key or value row widened to f32 (unused for an f32 cache), read once for the group.
+    let mut row = vec![0f32; hd];
     let mut i = 0;
     while i < n {
         let at = (g.keys.start + i) * g.stride + g.offset;
-        let key = &g.k[at..at + hd];
+        let key = g.k.read(at, hd, &mut row);
         let mut h = 0;
         while h < heads {
             let s = dot_lanes(&g.q[h * hd..(h + 1) * hd], key) * g.scale;
@@ -221,7 +224,7 @@ fn attend_plain(g: &Group, out: &mut [f32], stats: &mut [(f32, f32)]) {
     let mut i = 0;
     while i < n {
         let at = (g.keys.start + i) * g.stride + g.offset;
-        let value = &g.v[at..at + hd];
+        let value = g.v.read(at, hd, &mut row);
         let mut h = 0;
         while h < heads {
             axpy_plain(&mut out[h * hd..(h + 1) * hd], scores[h * n + i], value);
@@ -306,8 +309,8 @@ mod tests {
         let group = Group {
             q: &q,
             dim: hd,
-            k: &k,
-            v: &v,
+            k: Rows::F32(&k),
+            v: Rows::F32(&v),
             stride,
             offset: hd,
             keys: 1..4,

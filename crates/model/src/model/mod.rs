@@ -21,7 +21,7 @@ use self::attention::{Attention, AttnInput, MaskCache};
 use self::config::{AttnKind, ModelConfig};
 use self::ffn::{Mlp, Moe};
 pub use self::fused::FUSED_MAX_ROWS;
-pub use self::kv_cache::KvCache;
+pub use self::kv_cache::{KvCache, KvDtype};
 use self::ops::{RmsNorm, cast, rope_tables};
 use self::soft::Merge;
 pub use self::soft::Soft;
@@ -102,6 +102,8 @@ pub struct Gemma {
     /// Whether host forwards may run the fused step (see `fused/`).
     pub(crate) fused: bool,
     pub(crate) dtype: DType,
+    /// What host caches keep keys and values in (see [`Gemma::host_kv_dtype`]).
+    pub(crate) kv_dtype: KvDtype,
 }
 
 impl std::fmt::Debug for Gemma {
@@ -137,9 +139,33 @@ impl Gemma {
         self.dtype
     }
 
+    /// Sets what caches made from now on keep keys and values in on the host (f16 by default).
+    /// Only a model on the CPU backend in f32 keeps its cache on the host; the others keep the
+    /// compute dtype on the device whatever this says.
+    pub fn set_kv_dtype(&mut self, t: KvDtype) {
+        self.kv_dtype = t;
+    }
+
+    /// The KV type asked for with [`Gemma::set_kv_dtype`].
+    pub fn kv_dtype(&self) -> KvDtype {
+        self.kv_dtype
+    }
+
+    /// The type this model's caches keep on the host, `None` where they are device tensors in
+    /// the compute dtype.
+    pub fn host_kv_dtype(&self) -> Option<KvDtype> {
+        (self.host && self.dtype == DType::F32).then_some(self.kv_dtype)
+    }
+
+    /// Average bytes one cached key or value takes.
+    pub fn kv_value_bytes(&self) -> f64 {
+        self.host_kv_dtype()
+            .map_or(self.dtype.size() as f64, KvDtype::value_bytes)
+    }
+
     /// A fresh, empty cache for this model.
     pub fn new_cache(&self) -> KvCache {
-        KvCache::new(&self.config)
+        KvCache::new(&self.config, self.host_kv_dtype())
     }
 
     /// Runs `ids` at positions `pos..pos + ids.len()` and appends their keys and values to

@@ -12,6 +12,7 @@ use crate::error::Result;
 use crate::model::fused::attention::{Heads, attend_groups};
 use crate::model::host_math::norm_rows;
 use crate::model::host_math::{Group, rope as turn_half, rope_row};
+use crate::model::kv_cache::Rows;
 use crate::model::ops::RmsNorm;
 use crate::weights::TensorSource;
 use gemma_kernels::qmatmul::QMatrix;
@@ -279,8 +280,8 @@ impl Layer {
             Group {
                 q: &q[from..from + group * hd],
                 dim: hd,
-                k: &k,
-                v: &v,
+                k: Rows::F32(&k),
+                v: Rows::F32(&v),
                 stride: s.kv_heads * hd,
                 offset: kvh * hd,
                 keys: 0..n,

@@ -8,7 +8,7 @@ use std::sync::{Mutex, OnceLock, PoisonError};
 use super::super::attention::Attention;
 use super::super::config::{AttnKind, LayerSpec};
 use super::super::host_math::{Group, Part, attend, attend_part, join_parts, norm_rows, rope};
-use super::super::kv_cache::KvCache;
+use super::super::kv_cache::{KvCache, Rows};
 use super::{FUSED_MAX_ROWS, Step, products};
 use crate::error::{Error, Result};
 use gemma_kernels::qmatmul::{gemm_with, team};
@@ -65,7 +65,7 @@ impl Step<'_> {
             nh,
             nkv,
             hd,
-            keys: view.k.len() / (nkv * hd),
+            keys: view.len,
         };
         let (group, window) = (heads.group(), cfg.sliding_window);
         // One group per (row, KV head): the `group · hd` outputs of its query heads, which
@@ -221,8 +221,7 @@ fn chunk_attention(rows: &[Group], dim: usize) -> Vec<f32> {
     // Scores: queries × keys lo..hi, the keys' rows copied out of the position-major cache.
     let mut s = gemm_with(nk, dim, &q, t, &|range, dst| {
         for (j, d) in range.zip(dst.chunks_exact_mut(dim)) {
-            let at = (lo + j) * stride + offset;
-            d.copy_from_slice(&g0.k[at..at + dim]);
+            g0.k.read_into((lo + j) * stride + offset, d);
         }
     });
     // The masked, capped softmax of each query's row, rows split over the team.
@@ -237,11 +236,26 @@ fn chunk_attention(rows: &[Group], dim: usize) -> Vec<f32> {
             }
         });
     }
-    // Weighted values: probabilities × Vᵀ, whose row d is dimension d of every key's value.
+    // Weighted values: probabilities × Vᵀ, whose row d is dimension d of every key's value,
+    // read in place from an f32 cache, else from this head's values widened once.
+    let wide: Vec<f32>;
+    let (vals, first, vstride, voff) = match g0.v {
+        Rows::F32(x) => (x, lo, stride, offset),
+        v => {
+            wide = (lo..hi)
+                .flat_map(|j| {
+                    let mut row = vec![0f32; dim];
+                    v.read_into(j * stride + offset, &mut row);
+                    row
+                })
+                .collect();
+            (&wide[..], 0, dim, 0)
+        }
+    };
     gemm_with(dim, nk, &s, t, &|range, dst| {
         for (d, out) in range.zip(dst.chunks_exact_mut(nk)) {
             for (j, o) in out.iter_mut().enumerate() {
-                *o = g0.v[(lo + j) * stride + offset + d];
+                *o = vals[(first + j) * vstride + voff + d];
             }
         }
     })

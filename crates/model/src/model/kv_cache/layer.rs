@@ -1,10 +1,13 @@
-//! One layer's keys and values: burn tensors on a GPU (or for a CPU model in f16/bf16), plain
-//! f32 vectors on the CPU backend in f32, where the fused host step reads and appends them
-//! without a tensor op. Both keep spare capacity and grow by a quarter.
+//! One layer's keys and values: burn tensors on a GPU (or for a CPU model in f16/bf16), host
+//! buffers in the cache's [`KvDtype`] on the CPU backend in f32, where the fused host step reads
+//! and appends them without a tensor op. Both keep spare capacity and grow by a quarter.
 
 use std::ops::Range;
 
 use burn::tensor::{DType, Device, Tensor, TensorData};
+
+use super::dtype::KvDtype;
+use super::host_buf::{HostBuf, Rows};
 
 /// Keys and values of one layer.
 #[derive(Debug, Clone)]
@@ -22,10 +25,11 @@ pub struct LayerKv {
 enum Store {
     /// `[kv_heads, capacity, head_dim]`; the first `len` positions are live.
     Device { k: Tensor<3>, v: Tensor<3> },
-    /// Position-major `[len, kv_heads, head_dim]`, f32, on the host (capacity spare).
+    /// Position-major `[len, kv_heads, head_dim]` on the host, in the layer's [`KvDtype`]
+    /// (capacity spare).
     Host {
-        k: Vec<f32>,
-        v: Vec<f32>,
+        k: HostBuf,
+        v: HostBuf,
         heads: usize,
         dim: usize,
         device: Device,
@@ -35,13 +39,15 @@ enum Store {
 /// Live keys and values on the host: `[len, heads, dim]` each, position-major.
 pub struct HostView<'a> {
     /// Keys.
-    pub k: &'a [f32],
+    pub k: Rows<'a>,
     /// Values.
-    pub v: &'a [f32],
+    pub v: Rows<'a>,
     /// KV heads.
     pub heads: usize,
     /// Values per head.
     pub dim: usize,
+    /// Live positions.
+    pub len: usize,
 }
 
 /// Whether a layer with this device and dtype keeps its cache on the host.
@@ -49,44 +55,17 @@ fn host_store(device: &Device, dtype: DType) -> bool {
     dtype == DType::F32 && crate::backend::is_host(device)
 }
 
-/// `[heads, n, dim]` values from position-major `[n, heads, dim]` ones, and back.
-fn transpose(src: &[f32], a: usize, b: usize, dim: usize) -> Vec<f32> {
-    let mut out = vec![0f32; src.len()];
-    for i in 0..a {
-        for j in 0..b {
-            let from = (i * b + j) * dim;
-            let to = (j * a + i) * dim;
-            out[to..to + dim].copy_from_slice(&src[from..from + dim]);
-        }
-    }
-    out
-}
-
-fn grow(buf: &mut Vec<f32>, extra: usize) {
-    let need = buf.len() + extra;
-    if need > buf.capacity() {
-        // A quarter to spare: amortised appends without doubling a long history's memory.
-        buf.reserve_exact(need + need / 4 - buf.len());
-    }
-}
-
 impl LayerKv {
-    /// An empty layer for keys like `k` (`[heads, _, dim]`), starting at position `start`.
-    pub(super) fn empty_like(k: &Tensor<3>, start: usize) -> Self {
+    /// An empty layer for keys like `k` (`[heads, _, dim]`), starting at position `start`: on
+    /// the host in `host` where the cache keeps host layers and `k` is f32 on the CPU.
+    pub(super) fn empty_like(k: &Tensor<3>, start: usize, host: Option<KvDtype>) -> Self {
         let [heads, _, dim] = k.dims();
-        let store = if host_store(&k.device(), k.dtype()) {
-            Store::Host {
-                k: Vec::new(),
-                v: Vec::new(),
-                heads,
-                dim,
-                device: k.device(),
-            }
-        } else {
-            Store::Device {
+        let store = match host.filter(|_| host_store(&k.device(), k.dtype())) {
+            Some(t) => return Self::empty_host(heads, dim, &k.device(), start, t),
+            None => Store::Device {
                 k: k.zeros_like().slice([0..heads, 0..0, 0..dim]),
                 v: k.zeros_like().slice([0..heads, 0..0, 0..dim]),
-            }
+            },
         };
         Self {
             store,
@@ -95,12 +74,19 @@ impl LayerKv {
         }
     }
 
-    /// An empty host layer (the fused step's first append).
-    pub(super) fn empty_host(heads: usize, dim: usize, device: &Device, start: usize) -> Self {
+    /// An empty host layer in `t` (or f16 where `t` does not fit the head width).
+    pub(super) fn empty_host(
+        heads: usize,
+        dim: usize,
+        device: &Device,
+        start: usize,
+        t: KvDtype,
+    ) -> Self {
+        let t = t.for_dim(dim);
         Self {
             store: Store::Host {
-                k: Vec::new(),
-                v: Vec::new(),
+                k: HostBuf::new(t),
+                v: HostBuf::new(t),
                 heads,
                 dim,
                 device: device.clone(),
@@ -110,16 +96,32 @@ impl LayerKv {
         }
     }
 
-    /// A layer holding `k` and `v` (`[heads, len, dim]`) from position `start`, on `device`.
-    pub(super) fn from_data(k: TensorData, v: TensorData, start: usize, device: &Device) -> Self {
+    /// A layer holding `k` and `v` (`[heads, len, width]`, as [`LayerKv::data`] gives them) from
+    /// position `start`, on `device`: a host layer in `host` (its data in that type, as
+    /// [`KvDtype::stored`] says), else tensors.
+    ///
+    /// # Panics
+    /// When host data is not of the type `host` names (the caller checked it).
+    pub(super) fn from_data(
+        k: TensorData,
+        v: TensorData,
+        start: usize,
+        device: &Device,
+        host: Option<KvDtype>,
+    ) -> Self {
         let (dims, dtype) = (k.shape().to_vec(), k.dtype());
-        let (heads, len, dim) = (dims[0], dims[1], dims[2]);
-        if host_store(device, dtype) {
-            let read = |d: TensorData| d.try_into_vec::<f32>().expect("an f32 cache reads as f32");
+        let (heads, len) = (dims[0], dims[1]);
+        if let Some(t) = host.filter(|_| crate::backend::is_host(device)) {
+            // q8_0 saves 34 bytes per 32 values.
+            let dim = match dtype {
+                DType::U8 => dims[2] / super::dtype::Q8_BYTES * super::dtype::Q8_BLOCK,
+                _ => dims[2],
+            };
+            let read = |d| HostBuf::from_data(t, d, dim).expect("host data of the cache's type");
             return Self {
                 store: Store::Host {
-                    k: transpose(&read(k), heads, len, dim),
-                    v: transpose(&read(v), heads, len, dim),
+                    k: read(k),
+                    v: read(v),
                     heads,
                     dim,
                     device: device.clone(),
@@ -157,14 +159,14 @@ impl LayerKv {
         self.len == 0
     }
 
-    /// Bytes of the live keys and values.
+    /// Bytes of the live keys and values, as stored.
     pub fn bytes(&self) -> usize {
         match &self.store {
             Store::Device { k, .. } => {
                 let [h, _, d] = k.dims();
                 2 * h * self.len * d * k.dtype().size()
             }
-            Store::Host { heads, dim, .. } => 2 * heads * self.len * dim * 4,
+            Store::Host { k, v, .. } => k.bytes() + v.bytes(),
         }
     }
 
@@ -174,17 +176,18 @@ impl LayerKv {
             Store::Host {
                 k, v, heads, dim, ..
             } => Some(HostView {
-                k,
-                v,
+                k: k.rows(),
+                v: v.rows(),
                 heads: *heads,
                 dim: *dim,
+                len: self.len,
             }),
             Store::Device { .. } => None,
         }
     }
 
-    /// The live keys and values as tensors, `[kv_heads, len, head_dim]` each (a copy for a
-    /// host layer).
+    /// The live keys and values as tensors, `[kv_heads, len, head_dim]` each (for a host layer,
+    /// a copy widened to f32).
     pub fn view(&self) -> (Tensor<3>, Tensor<3>) {
         match &self.store {
             Store::Device { k, v } => {
@@ -201,8 +204,9 @@ impl LayerKv {
                 dim,
                 device,
             } => {
-                let t = |x: &[f32]| {
-                    let data = TensorData::new(x.to_vec(), [self.len, *heads, *dim]);
+                let t = |x: &HostBuf| {
+                    let values = x.to_f32(0..self.len * heads * dim);
+                    let data = TensorData::new(values, [self.len, *heads, *dim]);
                     Tensor::<3>::from_data(data, device).swap_dims(0, 1)
                 };
                 (t(k), t(v))
@@ -210,7 +214,8 @@ impl LayerKv {
         }
     }
 
-    /// Positions `range` (relative to the first live one) as `[heads, n, dim]` data.
+    /// Positions `range` (relative to the first live one) as `[heads, n, width]` data, exact:
+    /// the tensors' dtype, or the host type as [`KvDtype::stored`] says.
     pub(super) fn data(&self, range: Range<usize>) -> (TensorData, TensorData) {
         match &self.store {
             Store::Device { k, v } => {
@@ -223,14 +228,10 @@ impl LayerKv {
             }
             Store::Host {
                 k, v, heads, dim, ..
-            } => {
-                let (n, per) = (range.len(), heads * dim);
-                let cut = |x: &[f32]| {
-                    let part = &x[range.start * per..range.end * per];
-                    TensorData::new(transpose(part, n, *heads, *dim), [*heads, n, *dim])
-                };
-                (cut(k), cut(v))
-            }
+            } => (
+                k.to_data(range.clone(), *heads, *dim),
+                v.to_data(range, *heads, *dim),
+            ),
         }
     }
 
@@ -267,7 +268,8 @@ impl LayerKv {
         }
     }
 
-    /// Appends position-major `[t, heads, dim]` keys and values to a host layer.
+    /// Appends position-major `[t, heads, dim]` keys and values to a host layer, converted to
+    /// its type.
     ///
     /// # Panics
     /// On a device layer, or when the lengths are not whole positions.
@@ -287,10 +289,8 @@ impl LayerKv {
             k.len() == v.len() && k.len().is_multiple_of(per),
             "ragged keys"
         );
-        grow(kb, k.len());
-        grow(vb, v.len());
-        kb.extend_from_slice(k);
-        vb.extend_from_slice(v);
+        kb.push(k);
+        vb.push(v);
         self.len += k.len() / per;
     }
 
@@ -318,8 +318,8 @@ impl LayerKv {
             Store::Host {
                 k, v, heads, dim, ..
             } => {
-                k.drain(..drop * *heads * *dim);
-                v.drain(..drop * *heads * *dim);
+                k.drop_front(drop * *heads * *dim);
+                v.drop_front(drop * *heads * *dim);
             }
         }
         self.len = keep;

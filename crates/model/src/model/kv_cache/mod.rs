@@ -7,9 +7,17 @@
 //! Sliding layers drop positions no later query can see, but only once twice the window has
 //! piled up, so trimming is amortised and short rewinds stay possible; their masks use logical
 //! positions, never buffer slots.
+//! On the CPU backend in f32 the layers live on the host in the cache's [`KvDtype`] (f16 by
+//! default, as llama.cpp), converted once on append and widened to f32 as attention reads them.
 
+mod dtype;
+mod host_buf;
 mod layer;
+#[cfg(test)]
+mod tests;
 
+pub use self::dtype::{BlockQ8, KvDtype, Q8_BLOCK, Q8_BYTES, UnknownKvDtype};
+pub use self::host_buf::Rows;
 pub use self::layer::{HostView, LayerKv};
 
 use burn::tensor::{Device, Tensor};
@@ -23,17 +31,26 @@ pub struct KvCache {
     kinds: Vec<AttnKind>,
     window: usize,
     len: usize,
+    /// The type of host layers; `None` where the layers are tensors on the compute device.
+    host: Option<KvDtype>,
 }
 
 impl KvCache {
-    /// An empty cache shaped for `cfg`.
-    pub fn new(cfg: &ModelConfig) -> Self {
+    /// An empty cache shaped for `cfg`, whose layers live on the host in `host` (a model on the
+    /// CPU backend in f32) or, for `None`, as tensors on the compute device.
+    pub fn new(cfg: &ModelConfig, host: Option<KvDtype>) -> Self {
         Self {
             layers: vec![None; cfg.num_layers()],
             kinds: cfg.layers.iter().map(|l| l.kind).collect(),
             window: cfg.sliding_window,
             len: 0,
+            host,
         }
+    }
+
+    /// The type host layers keep; `None` for a device cache.
+    pub fn host_dtype(&self) -> Option<KvDtype> {
+        self.host
     }
 
     /// Positions processed so far.
@@ -83,9 +100,9 @@ impl KvCache {
 
     /// Appends one chunk's keys and values (`[kv_heads, T, head_dim]`) to `layer`.
     pub(crate) fn append(&mut self, layer: usize, k: Tensor<3>, v: Tensor<3>) {
-        let start = self.len;
+        let (start, host) = (self.len, self.host);
         self.layers[layer]
-            .get_or_insert_with(|| LayerKv::empty_like(&k, start))
+            .get_or_insert_with(|| LayerKv::empty_like(&k, start, host))
             .append(k, v);
     }
 
@@ -99,9 +116,9 @@ impl KvCache {
         k: &[f32],
         v: &[f32],
     ) {
-        let start = self.len;
+        let (start, t) = (self.len, self.host.unwrap_or(KvDtype::F32));
         self.layers[layer]
-            .get_or_insert_with(|| LayerKv::empty_host(heads, dim, device, start))
+            .get_or_insert_with(|| LayerKv::empty_host(heads, dim, device, start, t))
             .append_host(k, v);
     }
 
@@ -135,6 +152,7 @@ pub struct HostKv {
     kinds: Vec<AttnKind>,
     window: usize,
     len: usize,
+    host: Option<KvDtype>,
 }
 
 impl HostKv {
@@ -144,12 +162,20 @@ impl HostKv {
         &self.layers
     }
 
+    /// The type of the cache's host layers, `None` for a device cache ([`KvCache::host_dtype`]).
+    pub fn host_dtype(&self) -> Option<KvDtype> {
+        self.host
+    }
+
     /// Rebuilds a host copy for `cfg` from its layers and length (the inverse of
-    /// [`HostKv::layers`]); `None` when they do not fit `cfg`'s layout.
+    /// [`HostKv::layers`]) for a cache of host type `host` (`None`: device tensors); `None`
+    /// when they do not fit `cfg`'s layout, or host layers' data is not of that type
+    /// ([`KvDtype::stored`]).
     pub fn from_layers(
         cfg: &ModelConfig,
         layers: Vec<Option<(burn::tensor::TensorData, burn::tensor::TensorData, usize)>>,
         len: usize,
+        host: Option<KvDtype>,
     ) -> Option<Self> {
         if layers.len() != cfg.num_layers() {
             return None;
@@ -168,11 +194,16 @@ impl HostKv {
                 return None;
             }
             let (ks, vs) = (k.shape().as_slice(), v.shape().as_slice());
+            let (dtype, width) = match host {
+                Some(t) => t.stored(layer.head_dim),
+                None => (k.dtype(), layer.head_dim),
+            };
             let fits = ks.len() == 3
                 && vs.len() == 3
                 && vs == ks
+                && (k.dtype(), v.dtype()) == (dtype, dtype)
                 && ks[0] == layer.kv_heads
-                && ks[2] == layer.head_dim
+                && ks[2] == width
                 && start + ks[1] == len
                 && (*kind == AttnKind::Sliding || *start == 0);
             if !fits {
@@ -184,6 +215,7 @@ impl HostKv {
             kinds,
             window: cfg.sliding_window,
             len,
+            host,
         })
     }
 
@@ -205,8 +237,9 @@ impl HostKv {
 
 impl KvCache {
     /// Estimated bytes of one session's keys and values at `context` positions, with
-    /// `elem_bytes` per value: every non-shared layer, sliding ones capped at twice the window.
-    pub fn estimate_bytes(cfg: &ModelConfig, elem_bytes: usize, context: usize) -> usize {
+    /// `elem_bytes` per value (a fraction for q8_0, [`KvDtype::value_bytes`]): every non-shared
+    /// layer, sliding ones capped at twice the window.
+    pub fn estimate_bytes(cfg: &ModelConfig, elem_bytes: f64, context: usize) -> usize {
         cfg.layers
             .iter()
             .filter(|l| l.kv_donor.is_none())
@@ -215,9 +248,10 @@ impl KvCache {
                     AttnKind::Full => context,
                     AttnKind::Sliding => context.min(2 * cfg.sliding_window),
                 };
-                2 * l.kv_heads * l.head_dim * elem_bytes * positions
+                (2 * l.kv_heads * l.head_dim * positions) as f64 * elem_bytes
             })
-            .sum()
+            .sum::<f64>()
+            .ceil() as usize
     }
 
     /// Bytes of live keys and values.
@@ -241,20 +275,23 @@ impl KvCache {
             kinds: self.kinds.clone(),
             window: self.window,
             len: self.len,
+            host: self.host,
         }
     }
 
     /// Rebuilds a cache on `device` from a host copy.
     pub fn from_host(host: HostKv, device: &Device) -> Self {
+        let t = host.host;
         Self {
             layers: host
                 .layers
                 .into_iter()
-                .map(|l| l.map(|(k, v, start)| LayerKv::from_data(k, v, start, device)))
+                .map(|l| l.map(|(k, v, start)| LayerKv::from_data(k, v, start, device, t)))
                 .collect(),
             kinds: host.kinds,
             window: host.window,
             len: host.len,
+            host: t,
         }
     }
 }
@@ -327,7 +364,7 @@ impl KvCache {
         for ((slot, kind), saved) in self.layers.iter_mut().zip(&self.kinds).zip(&snap.layers) {
             match (slot.as_mut(), kind, saved) {
                 (Some(kv), AttnKind::Sliding, Some((k, v, start))) => {
-                    *kv = LayerKv::from_data(k.clone(), v.clone(), *start, &device);
+                    *kv = LayerKv::from_data(k.clone(), v.clone(), *start, &device, self.host);
                 }
                 (Some(kv), AttnKind::Full, _) => kv.truncate(snap.pos - kv.start),
                 (Some(_), AttnKind::Sliding, None) | (None, _, _) => {}
