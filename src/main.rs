@@ -8,6 +8,8 @@ mod cli;
 use std::io::Write as _;
 
 fn main() -> std::process::ExitCode {
+    // A prefill's activations reuse the heap's pages instead of fresh mappings.
+    gemma_model::backend::reuse_large_buffers();
     let args = cli::parse();
     match cli::run(args) {
         Ok(()) => std::process::ExitCode::SUCCESS,
