@@ -122,18 +122,28 @@ fn pack_input(x: &[f32], t: usize, k: usize, mr: usize) -> Vec<f32> {
     let slots: Vec<Mutex<&mut [f32]>> = xpack.chunks_mut(k * mr).map(Mutex::new).collect();
     team().run(blocks, &|b| {
         let mut dst = slots[b].lock().unwrap_or_else(PoisonError::into_inner);
-        let rows: Vec<&[f32]> = x[b * mr * k..((b + 1) * mr).min(t) * k]
-            .chunks_exact(k)
-            .collect();
-        // Written in order, read from each row in order: one stream out, `mr` in.
-        for (kk, d) in dst.chunks_exact_mut(mr).enumerate() {
-            for (d, row) in d.iter_mut().zip(&rows) {
-                *d = row[kk];
-            }
-        }
+        let rows = &x[b * mr * k..((b + 1) * mr).min(t) * k];
+        pack_panel(rows, k, rows.len() / k, mr, &mut dst);
     });
     drop(slots);
     xpack
+}
+
+/// Values of `k` per tile of [`pack_panel`]'s transposition: its reads and writes stay in L1.
+const PACK_TILE: usize = 64;
+
+/// `packed[kk · nr + j] = rows[j · k + kk]` for `n_rows` rows of `k` values (a weight panel, or
+/// a block of input rows with `nr` = mr), in tiles of [`PACK_TILE`] columns: each row read in
+/// order, the writes inside a few kilobytes.
+fn pack_panel(rows: &[f32], k: usize, n_rows: usize, nr: usize, packed: &mut [f32]) {
+    for kt in (0..k).step_by(PACK_TILE) {
+        let ke = (kt + PACK_TILE).min(k);
+        for (j, row) in rows.chunks_exact(k).take(n_rows).enumerate() {
+            for (i, &v) in row[kt..ke].iter().enumerate() {
+                packed[(kt + i) * nr + j] = v;
+            }
+        }
+    }
 }
 
 fn gemm_on(
@@ -168,16 +178,13 @@ fn gemm_on(
         SCRATCH.with_borrow_mut(|Scratch { rows, packed }| {
             rows.resize((r1 - r0) * k, 0.0);
             fill(r0..r1, rows);
-            // Rows past `n` in the last panel stay zero.
-            packed.clear();
-            packed.resize(k * nr, 0.0);
-            // Written in order (the rows, just decoded, are in cache).
             let n_rows = r1 - r0;
-            for (kk, d) in packed.chunks_exact_mut(nr).enumerate() {
-                for (j, d) in d[..n_rows].iter_mut().enumerate() {
-                    *d = rows[j * k + kk];
-                }
+            packed.resize(k * nr, 0.0);
+            if n_rows < nr {
+                // Rows past `n` in the last panel are zero.
+                packed.fill(0.0);
             }
+            pack_panel(rows, k, n_rows, nr, packed);
             let mut tile = [0f32; 14 * 32];
             for b in 0..t.div_ceil(mr) {
                 let xb = &xpack[b * k * mr..(b + 1) * k * mr];
