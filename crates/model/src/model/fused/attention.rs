@@ -242,13 +242,11 @@ fn chunk_attention(rows: &[Group], dim: usize) -> Vec<f32> {
     let (vals, first, vstride, voff) = match g0.v {
         Rows::F32(x) => (x, lo, stride, offset),
         v => {
-            wide = (lo..hi)
-                .flat_map(|j| {
-                    let mut row = vec![0f32; dim];
-                    v.read_into(j * stride + offset, &mut row);
-                    row
-                })
-                .collect();
+            let mut w = vec![0f32; (hi - lo) * dim];
+            for (j, row) in w.chunks_exact_mut(dim).enumerate() {
+                v.read_into((lo + j) * stride + offset, row);
+            }
+            wide = w;
             (&wide[..], 0, dim, 0)
         }
     };
