@@ -6,6 +6,7 @@
 
 pub mod action;
 pub mod approve;
+mod compute;
 mod context;
 mod file;
 pub mod keymap;
@@ -22,6 +23,7 @@ use serde::{Deserialize, Deserializer};
 
 use crate::error::{Error, Result};
 
+pub use self::compute::{Backend, Dtype};
 pub use self::file::check_url;
 pub use self::kv_dtype::KvDtype;
 pub use self::thinking::{Budgets, Thinking};
@@ -61,32 +63,6 @@ pub struct Config {
     pub context_length_set: bool,
 }
 
-/// `model.dtype`: the compute dtype.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Dtype {
-    /// f32 on the CPU; on a GPU bf16 where it computes in bf16, else f16.
-    Auto,
-    /// f32.
-    F32,
-    /// f16.
-    F16,
-    /// bf16.
-    Bf16,
-}
-
-/// `model.backend`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Backend {
-    /// burn-flex on the CPU.
-    Cpu,
-    /// wgpu (Vulkan, Metal, DX12).
-    Wgpu,
-    /// CUDA.
-    Cuda,
-}
-
 /// `engine.kind`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -116,29 +92,6 @@ pub enum Theme {
     Dark,
     /// Dark text on a light terminal.
     Light,
-}
-
-impl Dtype {
-    /// The name as the file writes it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Dtype::Auto => "auto",
-            Dtype::F32 => "f32",
-            Dtype::F16 => "f16",
-            Dtype::Bf16 => "bf16",
-        }
-    }
-}
-
-impl Backend {
-    /// The name as the file and `--backend` write it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Backend::Cpu => "cpu",
-            Backend::Wgpu => "wgpu",
-            Backend::Cuda => "cuda",
-        }
-    }
 }
 
 /// `[model]`: what to load and where to run it.
