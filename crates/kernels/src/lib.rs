@@ -3,6 +3,9 @@
 //! matrix products over them, per SIMD level, threaded ([`qmatmul`]). The model crate composes
 //! these; nothing here knows of a model.
 
+#[macro_use]
+mod levels;
+
 pub mod bytes;
 pub mod qmatmul;
 pub mod quant;

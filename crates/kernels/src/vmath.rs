@@ -50,63 +50,13 @@ pub fn gelu_tanh(x: f32) -> f32 {
     x / (1.0 + exp(-z))
 }
 
-/// Runs `f` compiled for the SIMD level in use.
-macro_rules! dispatch {
-    ($plain:ident, $avx512:ident, $avx2:ident, ($($arg:ident: $ty:ty),*)) => {
-        #[cfg(target_arch = "x86_64")]
-        #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-        unsafe fn $avx512($($arg: $ty),*) {
-            $plain($($arg),*)
-        }
-
-        #[cfg(target_arch = "x86_64")]
-        #[target_feature(enable = "avx2,fma,f16c")]
-        unsafe fn $avx2($($arg: $ty),*) {
-            $plain($($arg),*)
-        }
-    };
-}
-
-/// Calls the AVX-512, AVX2 or plain build of a loop.
-macro_rules! call {
-    ($plain:ident, $avx512:ident, $avx2:ident, ($($arg:expr),*)) => {{
-        #[cfg(target_arch = "x86_64")]
-        let done = {
-            use crate::qmatmul::simd::{Simd, level};
-            if level() >= Simd::Avx512 {
-                // SAFETY: the level says the CPU has these features.
-                unsafe { $avx512($($arg),*) };
-                true
-            } else if level() >= Simd::Avx2 {
-                // SAFETY: as above.
-                unsafe { $avx2($($arg),*) };
-                true
-            } else {
-                false
-            }
-        };
-        #[cfg(not(target_arch = "x86_64"))]
-        let done = false;
-        if !done {
-            $plain($($arg),*)
-        }
-    }};
-}
-
 /// `x ← eˣ⁻ᵐ` for each value, returning their sum: a softmax's numerators.
 pub fn exp_sub_sum(x: &mut [f32], m: f32) -> f32 {
-    let mut sum = 0f32;
-    call!(
-        exp_sub_plain,
-        exp_sub_avx512,
-        exp_sub_avx2,
-        (x, m, &mut sum)
-    );
-    sum
+    best!(exp_sub_plain, exp_sub_avx512, exp_sub_avx2, (x, m))
 }
 
 #[inline(always)]
-fn exp_sub_plain(x: &mut [f32], m: f32, sum: &mut f32) {
+fn exp_sub_plain(x: &mut [f32], m: f32) -> f32 {
     // Sixteen partial sums, so that the additions vectorize too.
     let mut acc = [0f32; 16];
     let mut chunks = x.chunks_exact_mut(16);
@@ -121,13 +71,13 @@ fn exp_sub_plain(x: &mut [f32], m: f32, sum: &mut f32) {
         *v = exp(*v - m);
         s += *v;
     }
-    *sum = acc.iter().sum::<f32>() + s;
+    acc.iter().sum::<f32>() + s
 }
-dispatch!(exp_sub_plain, exp_sub_avx512, exp_sub_avx2, (x: &mut [f32], m: f32, sum: &mut f32));
+builds!(exp_sub_plain, exp_sub_avx512, exp_sub_avx2, (x: &mut [f32], m: f32) -> f32);
 
 /// `x ← c · tanh(x / c)` for each value.
 pub fn softcap_slice(x: &mut [f32], c: f32) {
-    call!(softcap_plain, softcap_avx512, softcap_avx2, (x, c))
+    best!(softcap_plain, softcap_avx512, softcap_avx2, (x, c))
 }
 
 #[inline(always)]
@@ -136,12 +86,12 @@ fn softcap_plain(x: &mut [f32], c: f32) {
         *v = softcap(*v, c);
     }
 }
-dispatch!(softcap_plain, softcap_avx512, softcap_avx2, (x: &mut [f32], c: f32));
+builds!(softcap_plain, softcap_avx512, softcap_avx2, (x: &mut [f32], c: f32));
 
 /// `g ← gelu_tanh(g) · u` for each pair: GeGLU.
 pub fn geglu(g: &mut [f32], u: &[f32]) {
     assert_eq!(g.len(), u.len(), "gate and up differ in length");
-    call!(geglu_plain, geglu_avx512, geglu_avx2, (g, u))
+    best!(geglu_plain, geglu_avx512, geglu_avx2, (g, u))
 }
 
 #[inline(always)]
@@ -150,7 +100,7 @@ fn geglu_plain(g: &mut [f32], u: &[f32]) {
         *g = gelu_tanh(*g) * u;
     }
 }
-dispatch!(geglu_plain, geglu_avx512, geglu_avx2, (g: &mut [f32], u: &[f32]));
+builds!(geglu_plain, geglu_avx512, geglu_avx2, (g: &mut [f32], u: &[f32]));
 
 #[cfg(test)]
 mod tests {
@@ -193,20 +143,19 @@ mod tests {
     #[test]
     fn the_slices_match_the_formulas_at_every_level() {
         let xs = grid();
-        type Exp = fn(&mut [f32], f32, &mut f32);
+        type Exp = fn(&mut [f32], f32) -> f32;
         type Cap = fn(&mut [f32], f32);
         type Glu = fn(&mut [f32], &[f32]);
         // SAFETY (the closures below): `builds` keeps a build only where the CPU has its
         // features.
         let exps: Builds<Exp> = builds(
             exp_sub_plain,
-            |x, m, s| unsafe { exp_sub_avx2(x, m, s) },
-            |x, m, s| unsafe { exp_sub_avx512(x, m, s) },
+            |x, m| unsafe { exp_sub_avx2(x, m) },
+            |x, m| unsafe { exp_sub_avx512(x, m) },
         );
         for (name, f) in exps {
             let mut e = xs.clone();
-            let mut sum = 0f32;
-            f(&mut e, 3.0, &mut sum);
+            let sum = f(&mut e, 3.0);
             let mut want_sum = 0f64;
             for (x, got) in xs.iter().zip(&e) {
                 // The argument as the loop rounds it, in f32.

@@ -65,12 +65,7 @@ pub fn gemm_many(ms: &[&QMatrix], x: &[f32], t: usize) -> Option<Vec<Vec<f32>>> 
     assert!(ms.iter().all(|m| m.cols == k), "matrices differ in columns");
     let fills: Vec<_> = ms
         .iter()
-        .map(|&m| {
-            move |rows: Range<usize>, dst: &mut [f32]| {
-                let bytes = &m.data[rows.start * m.row_bytes..rows.end * m.row_bytes];
-                m.ty.dequantize_into(bytes, dst);
-            }
-        })
+        .map(|&m| move |rows, dst: &mut [f32]| m.dequantize_into(rows, dst))
         .collect();
     let products: Vec<(usize, &Fill<'_>)> = ms
         .iter()
@@ -92,6 +87,9 @@ pub fn gemm_with(n: usize, k: usize, x: &[f32], t: usize, fill: &Fill<'_>) -> Ve
     let micro = micro().expect("the GEMM needs AVX2 or AVX-512");
     gemm_on(micro, &[(n, fill)], k, x, t).remove(0)
 }
+
+/// The largest microkernel's output block, `mr × nr` values.
+const TILE: usize = AVX512.mr * AVX512.nr;
 
 /// A task's buffers, kept by each thread of the team between products: a prefill's hundreds
 /// of panels would otherwise each map, fault in and unmap fresh pages.
@@ -185,11 +183,11 @@ fn gemm_on(
                 packed.fill(0.0);
             }
             pack_panel(rows, k, n_rows, nr, packed);
-            let mut tile = [0f32; 14 * 32];
+            let mut tile = [0f32; TILE];
             for b in 0..t.div_ceil(mr) {
                 let xb = &xpack[b * k * mr..(b + 1) * k * mr];
                 // SAFETY: `micro()` checked the CPU for this kernel; the slices have the sizes
-                // it reads and writes (mr · nr ≤ 14 · 32).
+                // it reads and writes (mr · nr ≤ TILE).
                 unsafe { run(packed, xb, k, &mut tile[..mr * nr]) };
                 let out = &outs[i];
                 for (r, row) in tile.chunks_exact(nr).take(t - b * mr).enumerate() {

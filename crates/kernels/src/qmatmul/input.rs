@@ -2,7 +2,7 @@
 //! i16 digits per value with a scale per 32 values and per 256, and the sums the types' offsets
 //! and minimums need.
 
-use super::{BLOCK, simd};
+use super::BLOCK;
 
 /// One input row, as given (for float weights) and quantized (for the block types).
 ///
@@ -44,22 +44,15 @@ pub const SUPER: usize = 256;
 type Digits = (Vec<i16>, Vec<i16>, Vec<f32>, Vec<f32>);
 
 fn digits(x: &[f32], per: usize, sum_every: usize) -> Digits {
-    #[cfg(target_arch = "x86_64")]
-    if simd::level() >= simd::Simd::Avx2 {
-        // SAFETY: the level says the CPU has these features.
-        #[allow(unsafe_code)]
-        return unsafe { digits_avx2(x, per, sum_every) };
-    }
-    digits_plain(x, per, sum_every)
+    // At AVX2 and up `round` is an instruction, not a call (SSE2, the baseline, has none).
+    best!(
+        digits_plain,
+        digits_avx512,
+        digits_avx2,
+        (x, per, sum_every)
+    )
 }
-
-/// [`digits`] where `round` is an instruction, not a call (SSE2, the crate's baseline, has none).
-#[cfg(target_arch = "x86_64")]
-#[allow(unsafe_code)]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn digits_avx2(x: &[f32], per: usize, sum_every: usize) -> Digits {
-    digits_plain(x, per, sum_every)
-}
+builds!(digits_plain, digits_avx512, digits_avx2, (x: &[f32], per: usize, sum_every: usize) -> Digits);
 
 #[inline(always)]
 fn digits_plain(x: &[f32], per: usize, sum_every: usize) -> Digits {

@@ -138,11 +138,15 @@ impl QMatrix {
             .enumerate()
             .for_each(|(i, dst)| {
                 let first = range.start + i * ROWS;
-                let n = dst.len() / self.cols;
-                let bytes = &self.data[first * self.row_bytes..(first + n) * self.row_bytes];
-                self.ty.dequantize_into(bytes, dst);
+                self.dequantize_into(first..first + dst.len() / self.cols, dst);
             });
         out
+    }
+
+    /// Rows `range`, dequantized into `dst` (`range.len() × cols` values), on this thread.
+    pub fn dequantize_into(&self, range: Range<usize>, dst: &mut [f32]) {
+        let bytes = &self.data[range.start * self.row_bytes..range.end * self.row_bytes];
+        self.ty.dequantize_into(bytes, dst);
     }
 
     /// `x · Wᵀ` for many input rows (a prefill) with the packed GEMM: `t × rows` values,

@@ -4,8 +4,6 @@
 //! Layouts follow ggml's `ggml-common.h`; each function turns whole blocks into values in the
 //! order ggml's reference `dequantize_row_*` produces them.
 
-#![allow(unsafe_code)]
-
 mod blocks;
 
 use self::blocks::*;
@@ -177,22 +175,16 @@ impl GgmlType {
     /// they vectorize (the crate's own baseline is SSE2), so a prefill's weight panels decode at
     /// several times the speed.
     pub fn dequantize_into(self, data: &[u8], out: &mut [f32]) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            use crate::qmatmul::simd::{Simd, level};
-            if level() >= Simd::Avx512 {
-                // SAFETY: the level says the CPU has these features.
-                return unsafe { dequantize_avx512(self, data, out) };
-            } else if level() >= Simd::Avx2 {
-                // SAFETY: as above.
-                return unsafe { dequantize_avx2(self, data, out) };
-            }
-        }
-        self.dequantize_plain(data, out)
+        best!(
+            dequantize_plain,
+            dequantize_avx512,
+            dequantize_avx2,
+            (self, data, out)
+        )
     }
 
     #[inline(always)]
-    fn dequantize_plain(self, data: &[u8], out: &mut [f32]) {
+    fn plain(self, data: &[u8], out: &mut [f32]) {
         let (per, bytes) = self.block();
         assert_eq!(data.len() / bytes * per, out.len(), "output size");
         for (b, y) in data.chunks_exact(bytes).zip(out.chunks_exact_mut(per)) {
@@ -217,14 +209,8 @@ impl GgmlType {
     }
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-unsafe fn dequantize_avx512(ty: GgmlType, data: &[u8], out: &mut [f32]) {
-    ty.dequantize_plain(data, out)
+#[inline(always)]
+fn dequantize_plain(ty: GgmlType, data: &[u8], out: &mut [f32]) {
+    ty.plain(data, out)
 }
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn dequantize_avx2(ty: GgmlType, data: &[u8], out: &mut [f32]) {
-    ty.dequantize_plain(data, out)
-}
+builds!(dequantize_plain, dequantize_avx512, dequantize_avx2, (ty: GgmlType, data: &[u8], out: &mut [f32]));
