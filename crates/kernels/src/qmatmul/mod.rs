@@ -111,6 +111,12 @@ impl QMatrix {
         self.ty
     }
 
+    /// The blocks split into integers, scales and offsets ([`GgmlType::split`]), or `None` for
+    /// a float type.
+    pub fn split(&self) -> Option<crate::quant::Split> {
+        self.ty.split(&self.data)
+    }
+
     /// Bytes held.
     pub fn bytes(&self) -> usize {
         self.data.len()

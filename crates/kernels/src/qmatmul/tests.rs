@@ -12,19 +12,6 @@ use crate::quant::SUPPORTED;
 /// Makes one byte of a block.
 type Fill<'a> = &'a dyn Fn(&mut StdRng) -> u8;
 
-/// Byte offsets of the f16 scale fields in a block of `ty` (empty for the float types).
-fn scale_fields(ty: GgmlType) -> &'static [usize] {
-    match ty {
-        GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 | GgmlType::IQ4_NL => &[0],
-        GgmlType::IQ4_XS => &[0],
-        GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4_K | GgmlType::Q5_K => &[0, 2],
-        GgmlType::Q2_K => &[80, 82],
-        GgmlType::Q3_K => &[108],
-        GgmlType::Q6_K => &[208],
-        GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => &[],
-    }
-}
-
 /// Blocks of `ty`: `fill` for every byte, then `scale` in every f16 scale field; float types
 /// get `float` per value.
 fn matrix_with(
@@ -52,7 +39,7 @@ fn matrix_with(
         }
         _ => {
             for blk in data.chunks_exact_mut(bytes) {
-                for &at in scale_fields(ty) {
+                for &at in ty.f16_fields() {
                     blk[at..at + 2].copy_from_slice(&f16::from_f32(scale(rng)).to_le_bytes());
                 }
             }

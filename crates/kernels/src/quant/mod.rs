@@ -5,9 +5,11 @@
 //! order ggml's reference `dequantize_row_*` produces them.
 
 mod blocks;
+mod split;
 
 use self::blocks::*;
 pub use self::blocks::{iq4_xs_scale, q3_k_scales};
+pub use self::split::{Split, SplitKind};
 
 use half::{bf16, f16};
 
@@ -132,6 +134,18 @@ impl GgmlType {
             .get(id as usize)
             .map(|s| s.to_string())
             .unwrap_or_else(|| format!("type {id}"))
+    }
+
+    /// Byte offsets of a block's f16 scale (and min) fields; empty for the float types.
+    pub fn f16_fields(self) -> &'static [usize] {
+        match self {
+            Self::Q4_0 | Self::Q5_0 | Self::Q8_0 | Self::IQ4_NL | Self::IQ4_XS => &[0],
+            Self::Q4_1 | Self::Q5_1 | Self::Q4_K | Self::Q5_K => &[0, 2],
+            Self::Q2_K => &[80, 82],
+            Self::Q3_K => &[108],
+            Self::Q6_K => &[208],
+            Self::F32 | Self::F16 | Self::BF16 => &[],
+        }
     }
 
     /// Weights per block and bytes per block.
