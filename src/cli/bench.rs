@@ -117,7 +117,10 @@ pub fn run(args: BenchArgs, common: &ModelArgs) -> anyhow::Result<()> {
 
     // Prefill of a prompt, then decode from it (end ids ignored: a fixed token count).
     let prompt = ids(&lm, args.prompt_tokens)?;
-    let first = turn(m, &mut Session::new(m), &prompt, args.decode_tokens)?;
+    let mut session = Session::new(m);
+    let first = turn(m, &mut session, &prompt, args.decode_tokens)?;
+    let kv_bytes = session.device_bytes();
+    drop(session);
     let (_, peak_generate) = rss_mb();
     // Decode after a long history, and the bytes its cache then holds.
     let depth = if args.depth > 0 {
@@ -156,6 +159,9 @@ pub fn run(args: BenchArgs, common: &ModelArgs) -> anyhow::Result<()> {
         "weights_mapped_mb": mb(weights.mapped),
         "weights_owned_mb": mb(weights.owned),
         "host_matrices": weights.host_matrices,
+        "device_weights_mb": mb(weights.device),
+        "device_quantized_matrices": weights.device_quantized,
+        "kv_bytes": kv_bytes,
     });
     for figures in [vision, audio] {
         if let (Some(o), serde_json::Value::Object(v)) = (out.as_object_mut(), figures) {
@@ -346,6 +352,13 @@ fn print_text(out: &serde_json::Value) -> std::io::Result<()> {
         f("weights_mapped_mb"),
         f("weights_owned_mb"),
         types.join(", ")
+    )?;
+    outln!(
+        "device           {:.1} MiB of weights in tensors ({} matrices in their blocks), KV \
+         cache {:.1} MiB after the turn",
+        f("device_weights_mb"),
+        n("device_quantized_matrices"),
+        f("kv_bytes") / (1 << 20) as f64
     )?;
     outln!(
         "prefill          {:.1} tok/s ({} tokens)",

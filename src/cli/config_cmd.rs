@@ -99,12 +99,14 @@ pub fn run(args: ConfigArgs, common: &ModelArgs, sampling: &SamplingArgs) -> any
                     .as_ref()
                     .map_or("the demo model".to_string(), |m| m.display().to_string());
                 outln!(
-                    "model: {model} ({}, {}, KV cache {} on the CPU in f32)",
+                    "model: {model} ({}, {}, KV cache {} on the CPU in f32, quantized weights \
+                     on a GPU: {})",
                     choice.backend,
                     choice
                         .dtype
                         .map_or("auto: f32 on the CPU, bf16 or f16 on a GPU", |d| d.as_str()),
-                    choice.kv_dtype
+                    choice.kv_dtype,
+                    choice.gpu_weights.as_str()
                 )?;
             }
             for ((name, value), source) in rows.iter().zip(r.sources) {

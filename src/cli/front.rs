@@ -9,7 +9,7 @@ use gemma_app::config::sampling::SamplingLayer;
 use gemma_app::config::{self, Config};
 use gemma_engine::thinking::ThinkingPolicy;
 use gemma_engine::{EngineHandle, EngineOptions, RemoteOptions, spawn, spawn_remote};
-use gemma_model::checkpoint::load;
+use gemma_model::checkpoint::load_with;
 use gemma_model::{backend, demo};
 
 use super::{ModelChoice, SamplingArgs};
@@ -78,7 +78,11 @@ pub fn spawn_engine(
             }
         };
         let kv_dtype = choice.kv_dtype;
-        load(&path, &device, dtype, &mut |d, t| progress.layers(d, t)).map(|mut lm| {
+        let placement = choice.gpu_weights;
+        load_with(&path, &device, dtype, placement, &mut |d, t| {
+            progress.layers(d, t)
+        })
+        .map(|mut lm| {
             lm.model.set_kv_dtype(kv_dtype);
             lm
         })

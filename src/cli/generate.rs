@@ -10,7 +10,7 @@ use gemma_engine::protocol::{TurnEnd, TurnStats};
 use gemma_engine::reply::{Piece, Reply};
 use gemma_engine::session::Session;
 use gemma_engine::turn::{Turn, TurnOptions};
-use gemma_model::checkpoint::{LoadedModel, load};
+use gemma_model::checkpoint::{LoadedModel, load_with};
 use gemma_model::sampling::SamplingParams;
 use gemma_model::{backend, demo, model::ComputeDtype};
 use serde_json::json;
@@ -64,7 +64,7 @@ pub fn load_model(common: &ModelArgs) -> anyhow::Result<(LoadedModel, ComputeDty
             .context("no model given, and the demo model could not be fetched")?,
     };
     let dtype = choice.dtype_on(&device);
-    let mut lm = load(&path, &device, dtype, &mut |_, _| {})
+    let mut lm = load_with(&path, &device, dtype, choice.gpu_weights, &mut |_, _| {})
         .with_context(|| format!("loading {}", path.display()))?;
     lm.model.set_kv_dtype(choice.kv_dtype);
     Ok((lm, dtype))

@@ -49,7 +49,7 @@ use clap::{Args, Parser, Subcommand};
 use gemma_app::config::sampling::MAX_NEW_TOKENS;
 use gemma_app::config::{Config, EngineKind, config_path};
 use gemma_engine::RemoteOptions;
-use gemma_model::model::{ComputeDtype, KvDtype};
+use gemma_model::model::{ComputeDtype, GpuWeights, KvDtype};
 
 /// gemma-chat: chat with Gemma models in your terminal, in-process.
 #[derive(Debug, Parser)]
@@ -138,6 +138,15 @@ pub struct ModelArgs {
     /// config's `model.kv_dtype`).
     #[arg(long, env = "GEMMA_CHAT_KV_DTYPE", global = true, value_name = "TYPE")]
     kv_dtype: Option<KvDtype>,
+    /// How a GGUF's quantized weights sit on a GPU: quantized (in their blocks) or bf16
+    /// (dequantized at load, the reference) (default: the config's `model.gpu_weights`).
+    #[arg(
+        long,
+        env = "GEMMA_CHAT_GPU_WEIGHTS",
+        global = true,
+        value_name = "MODE"
+    )]
+    gpu_weights: Option<GpuWeights>,
     /// Compute backend: cpu, wgpu or cuda (default: the config's `model.backend`).
     #[arg(long, env = "GEMMA_CHAT_BACKEND", global = true)]
     backend: Option<String>,
@@ -158,6 +167,8 @@ pub struct ModelChoice {
     pub dtype: Option<ComputeDtype>,
     /// What the host KV cache keeps (a model on the CPU backend in f32).
     pub kv_dtype: KvDtype,
+    /// How quantized weights sit on a GPU.
+    pub gpu_weights: GpuWeights,
     /// Backend name.
     pub backend: String,
 }
@@ -184,6 +195,15 @@ impl ModelArgs {
             Some(t) => t,
             None => config.model.kv_dtype.as_str().parse()?,
         };
+        let gpu_weights = match self.gpu_weights {
+            Some(g) => g,
+            None => config
+                .model
+                .gpu_weights
+                .as_str()
+                .parse()
+                .map_err(|e: String| anyhow::anyhow!(e))?,
+        };
         let file_mmproj = Some(config.model.mmproj.trim())
             .filter(|p| !p.is_empty())
             .map(PathBuf::from);
@@ -192,6 +212,7 @@ impl ModelArgs {
             mmproj: self.mmproj.clone().or(file_mmproj),
             dtype,
             kv_dtype,
+            gpu_weights,
             backend: self
                 .backend
                 .clone()

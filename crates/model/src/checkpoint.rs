@@ -9,7 +9,7 @@ use burn::tensor::Device;
 use crate::error::{Error, Result};
 use crate::model::config::{Family, ModelConfig, token_ids};
 use crate::model::gguf_config::model_config;
-use crate::model::{ComputeDtype, Gemma, build::build};
+use crate::model::{ComputeDtype, Gemma, GpuWeights, build::build};
 use crate::sampling::SamplingLayer;
 use crate::tokenizer::template::{
     Builtin, ChatFormat, Conversation, Media, TemplateError, TemplateSource, TurnText,
@@ -202,11 +202,23 @@ pub struct UserTurn {
 }
 
 /// Loads a model: a Hugging Face directory (config.json, safetensors, optional tokenizer.json and
-/// generation_config.json) or a GGUF file (or a directory holding one GGUF file).
+/// generation_config.json) or a GGUF file (or a directory holding one GGUF file). A GGUF's
+/// quantized weights stay in their blocks on a GPU ([`GpuWeights::Quantized`]).
 pub fn load(
     path: &Path,
     device: &Device,
     dtype: ComputeDtype,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<LoadedModel> {
+    load_with(path, device, dtype, GpuWeights::default(), progress)
+}
+
+/// [`load`], with how quantized weights sit on a GPU.
+pub fn load_with(
+    path: &Path,
+    device: &Device,
+    dtype: ComputeDtype,
+    gpu_weights: GpuWeights,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<LoadedModel> {
     if !path.exists() {
@@ -224,7 +236,7 @@ pub fn load(
         )));
     }
     if let Some(gguf) = gguf_path(path)? {
-        return load_gguf(&gguf, device, dtype, progress);
+        return load_gguf(&gguf, device, dtype, gpu_weights, progress);
     }
     if path.is_file() {
         return Err(Error::Invalid(format!(
@@ -235,7 +247,7 @@ pub fn load(
     let dir = weights::model_dir(path);
     let config = ModelConfig::from_file(&dir.join("config.json"))?;
     let source = SafetensorsSource::open(&dir)?;
-    let model = build(config, &source, device, dtype, progress)?;
+    let model = build(config, &source, device, dtype, gpu_weights, progress)?;
     let tokenizer = dir_tokenizer(&dir)?;
     let generation = GenerationConfig::read(&dir);
     let end_ids = end_ids(generation.eos_token_ids, model.config());
@@ -295,6 +307,7 @@ fn load_gguf(
     path: &Path,
     device: &Device,
     dtype: ComputeDtype,
+    gpu_weights: GpuWeights,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<LoadedModel> {
     let file = GgufFile::open(path)?;
@@ -303,7 +316,7 @@ fn load_gguf(
     let template = gguf_template(&file);
     let chat = chat_format(template.as_ref(), &config, tokenizer.as_ref());
     let source = GgufSource::new(file);
-    let model = build(config, &source, device, dtype, progress)?;
+    let model = build(config, &source, device, dtype, gpu_weights, progress)?;
     // What the file declares, as transformers reads it: eos (and llama.cpp's end-of-turn id
     // when the converter stored one). Chat adds the family's turn ids on top.
     let mut end_ids = model.config().eos_token_ids.clone();

@@ -1,5 +1,5 @@
-//! `model.dtype` and `model.backend`: the compute dtype and device a config names, as the file
-//! and the flags write them.
+//! `model.dtype`, `model.backend` and `model.gpu_weights`: the compute dtype, the device and how
+//! quantized weights sit on a GPU, as the file and the flags write them.
 
 use serde::Deserialize;
 
@@ -48,6 +48,27 @@ impl Backend {
             Backend::Cpu => "cpu",
             Backend::Wgpu => "wgpu",
             Backend::Cuda => "cuda",
+        }
+    }
+}
+
+/// `model.gpu_weights`: how a GGUF's quantized weights sit on a GPU backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GpuWeights {
+    /// In their blocks, each type exactly (4.5 to 9 bits a weight).
+    #[default]
+    Quantized,
+    /// Dequantized to the compute dtype at load: the reference, 16 bits a weight.
+    Bf16,
+}
+
+impl GpuWeights {
+    /// The name as the file and `--gpu-weights` write it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GpuWeights::Quantized => "quantized",
+            GpuWeights::Bf16 => "bf16",
         }
     }
 }

@@ -23,7 +23,7 @@ use serde::{Deserialize, Deserializer};
 
 use crate::error::{Error, Result};
 
-pub use self::compute::{Backend, Dtype};
+pub use self::compute::{Backend, Dtype, GpuWeights};
 pub use self::file::check_url;
 pub use self::kv_dtype::KvDtype;
 pub use self::thinking::{Budgets, Thinking};
@@ -107,6 +107,8 @@ pub struct ModelConfig {
     pub dtype: Dtype,
     /// What the KV cache keeps on the CPU backend in f32.
     pub kv_dtype: KvDtype,
+    /// How a GGUF's quantized weights sit on a GPU backend.
+    pub gpu_weights: GpuWeights,
     /// The backend.
     pub backend: Backend,
     /// Context limit per tab, in tokens.

@@ -9,10 +9,11 @@ use burn::tensor::{DType, Device, Tensor};
 
 use super::attention::Attention;
 use super::config::{AttnKind, ModelConfig};
+use super::device_quant::DeviceQuant;
 use super::ffn::{Experts, Mlp, Moe};
 use super::ops::{Linear, RmsNorm, tensor};
 use super::{Gemma, Layer, LayerPle, MoeBranch, Ple};
-use crate::backend::ComputeDtype;
+use crate::backend::{ComputeDtype, GpuWeights};
 use crate::error::{Error, Result};
 use crate::weights::{RawTensor, TensorSource};
 use gemma_kernels::qmatmul::QMatrix;
@@ -24,6 +25,7 @@ pub fn build(
     src: &dyn TensorSource,
     device: &Device,
     dtype: ComputeDtype,
+    gpu_weights: GpuWeights,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Gemma> {
     if !device.supports_dtype(dtype.dtype()) {
@@ -40,6 +42,7 @@ pub fn build(
         dtype: dtype.dtype(),
         cfg: &config,
         host_kernels: host,
+        quantized: !host && gpu_weights == GpuWeights::Quantized,
     };
     let h = config.hidden_size;
     let v = config.vocab_size;
@@ -53,7 +56,7 @@ pub fn build(
     let ple = match &config.ple {
         None => None,
         Some(p) => Some(Ple {
-            table: b.linear("embed_tokens_per_layer.weight", &[p.vocab, l * p.width])?,
+            table: b.table("embed_tokens_per_layer.weight", &[p.vocab, l * p.width])?,
             model_projection: b.linear("per_layer_model_projection.weight", &[l * p.width, h])?,
             projection_norm: b.norm("per_layer_projection_norm.weight", p.width)?,
         }),
@@ -98,6 +101,8 @@ struct Builder<'a> {
     cfg: &'a ModelConfig,
     /// Whether quantized weights may stay quantized (the CPU backend).
     host_kernels: bool,
+    /// Whether quantized weights stay in their blocks on a GPU.
+    quantized: bool,
 }
 
 impl Builder<'_> {
@@ -110,12 +115,32 @@ impl Builder<'_> {
     }
 
     /// A weight used as `x · Wᵀ` or looked up by row: in its stored type, in place, on the CPU
-    /// backend; a dense tensor on a GPU.
+    /// backend; on a GPU in its blocks (`gpu_weights = "quantized"`, a quantized type) or dense.
     fn linear(&self, name: &str, shape: &[usize]) -> Result<Linear> {
-        if self.host_kernels {
-            return Ok(Linear::Host(Arc::new(self.matrix(name, shape)?)));
+        if (self.host_kernels || self.quantized)
+            && let Some(l) = self.place(Arc::new(self.matrix(name, shape)?))
+        {
+            return Ok(l);
         }
         Ok(Linear::Dense(self.weight(name, shape)?))
+    }
+
+    /// A stored matrix where it is used in its blocks: on the host for the CPU backend, on the
+    /// device for quantized GPU weights; `None` for a float type on a GPU (kept dense).
+    fn place(&self, q: Arc<QMatrix>) -> Option<Linear> {
+        if self.host_kernels {
+            return Some(Linear::Host(q));
+        }
+        DeviceQuant::upload(q, self.device, self.dtype).map(Linear::Quant)
+    }
+
+    /// A table only looked up by row (per-layer embeddings): on a GPU with quantized weights it
+    /// stays in the file on the host, and the few rows a step needs go up.
+    fn table(&self, name: &str, shape: &[usize]) -> Result<Linear> {
+        if self.quantized {
+            return Ok(Linear::Host(Arc::new(self.matrix(name, shape)?)));
+        }
+        self.linear(name, shape)
     }
 
     /// The stored tensor as a host matrix (a 3-D one as its stacked rows).
@@ -232,6 +257,29 @@ impl Builder<'_> {
         })
     }
 
+    /// One MLP per expert, cut (in place) from the stacked `[E·2W, H]` and `[E·H, W]` matrices
+    /// and placed in their blocks; `None` where they are kept dense ([`Builder::place`]).
+    fn each_expert(
+        &self,
+        gate_up: &QMatrix,
+        down: &QMatrix,
+        e: usize,
+        width: usize,
+        h: usize,
+    ) -> Option<Vec<Mlp>> {
+        let cut =
+            |m: &QMatrix, rows: std::ops::Range<usize>| self.place(Arc::new(m.row_range(rows)));
+        (0..e)
+            .map(|i| {
+                Some(Mlp {
+                    gate: cut(gate_up, 2 * width * i..2 * width * i + width)?,
+                    up: cut(gate_up, 2 * width * i + width..2 * width * (i + 1))?,
+                    down: cut(down, h * i..h * (i + 1))?,
+                })
+            })
+            .collect()
+    }
+
     fn moe(&self, p: &str, e: usize, top_k: usize, width: usize) -> Result<Moe> {
         let h = self.cfg.hidden_size;
         let router = self
@@ -251,10 +299,15 @@ impl Builder<'_> {
             .require(&format!("{p}.router.per_expert_scale"), &[e])?;
         let gate_up = format!("{p}.experts.gate_up_proj");
         let down = format!("{p}.experts.down_proj");
-        let experts = if self.host_kernels {
+        let blocks = if self.host_kernels || self.quantized {
             let gate_up = self.matrix(&gate_up, &[e, 2 * width, h])?;
             let down = self.matrix(&down, &[e, h, width])?;
-            Experts::Each(each_expert(&gate_up, &down, e, width, h))
+            self.each_expert(&gate_up, &down, e, width, h)
+        } else {
+            None
+        };
+        let experts = if let Some(each) = blocks {
+            Experts::Each(each)
         } else {
             Experts::Stacked {
                 gate_up: self.weight(&gate_up, &[e, 2 * width, h])?,
@@ -276,16 +329,4 @@ impl Builder<'_> {
             top_k,
         })
     }
-}
-
-/// One MLP per expert, cut (in place) from the stacked `[E·2W, H]` and `[E·H, W]` matrices.
-fn each_expert(gate_up: &QMatrix, down: &QMatrix, e: usize, width: usize, h: usize) -> Vec<Mlp> {
-    let cut = |m: &QMatrix, rows: std::ops::Range<usize>| Linear::Host(Arc::new(m.row_range(rows)));
-    (0..e)
-        .map(|i| Mlp {
-            gate: cut(gate_up, 2 * width * i..2 * width * i + width),
-            up: cut(gate_up, 2 * width * i + width..2 * width * (i + 1)),
-            down: cut(down, h * i..h * (i + 1)),
-        })
-        .collect()
 }

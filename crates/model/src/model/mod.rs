@@ -5,6 +5,7 @@
 pub mod attention;
 pub mod build;
 pub mod config;
+pub mod device_quant;
 pub mod ffn;
 pub(crate) mod fused;
 pub mod gguf_config;
@@ -25,7 +26,7 @@ pub use self::kv_cache::{KvCache, KvDtype};
 use self::ops::{RmsNorm, cast, rope_tables};
 use self::soft::Merge;
 pub use self::soft::Soft;
-pub use crate::backend::ComputeDtype;
+pub use crate::backend::{ComputeDtype, GpuWeights};
 use crate::error::{Error, Result};
 
 /// Which positions' logits a forward returns.

@@ -1,5 +1,5 @@
-//! Small building blocks shared by the decoder: linear layers (dense on a GPU, or the stored
-//! blocks on the host that call into `qmatmul`), RMSNorm, GELU, RoPE tables and the dtype
+//! Small building blocks shared by the decoder: linear layers (dense or in their blocks on a
+//! GPU, or the stored blocks on the host that call into `qmatmul`), RMSNorm, GELU, RoPE tables and the dtype
 //! helpers. Stateless; weights are read-only after load.
 
 use std::sync::Arc;
@@ -8,6 +8,7 @@ use burn::tensor::{DType, Device, Int, Tensor, TensorData};
 
 use gemma_kernels::qmatmul::{QMatrix, matmul_many};
 
+use super::device_quant::DeviceQuant;
 use crate::weights::RawTensor;
 
 /// Creates a device tensor from host data in the given dtype.
@@ -45,6 +46,8 @@ pub enum Linear {
     Dense(Tensor<2>),
     /// `[out, in]` in its GGML type on the host.
     Host(Arc<QMatrix>),
+    /// `[out, in]` in its blocks on a GPU (`gpu_weights = "quantized"`).
+    Quant(DeviceQuant),
 }
 
 impl Linear {
@@ -54,6 +57,7 @@ impl Linear {
         match self {
             Linear::Dense(w) => x.matmul(w.clone().t()),
             Linear::Host(q) => host_forward(q, x),
+            Linear::Quant(q) => q.forward(x),
         }
     }
 
@@ -66,7 +70,7 @@ impl Linear {
             .iter()
             .map(|l| match l {
                 Linear::Host(q) => Some(&**q),
-                Linear::Dense(_) => None,
+                Linear::Dense(_) | Linear::Quant(_) => None,
             })
             .collect();
         match quant {
@@ -97,13 +101,19 @@ impl Linear {
                 let idx = Tensor::<1, Int>::from_data(TensorData::new(idx, [ids.len()]), device);
                 cast(w.clone().select(0, idx), dtype)
             }
-            Linear::Host(q) => {
-                let rows: Vec<usize> = ids.iter().map(|&i| i as usize).collect();
-                let data = TensorData::new(q.dequantize_rows(&rows), [ids.len(), q.cols()]);
-                cast(Tensor::<2>::from_data(data, device), dtype)
-            }
+            Linear::Host(q) => host_rows(q, ids, device, dtype),
+            // Read from the file's blocks on the host: a lookup moves a few rows up, not the
+            // table through a dequantization on the device.
+            Linear::Quant(q) => host_rows(q.host(), ids, device, dtype),
         }
     }
+}
+
+/// Rows `ids` of a host matrix, dequantized, as a tensor on `device`.
+fn host_rows(q: &QMatrix, ids: &[u32], device: &Device, dtype: DType) -> Tensor<2> {
+    let rows: Vec<usize> = ids.iter().map(|&i| i as usize).collect();
+    let data = TensorData::new(q.dequantize_rows(&rows), [ids.len(), q.cols()]);
+    cast(Tensor::<2>::from_data(data, device), dtype)
 }
 
 /// The values of `x` on the host, as f32.

@@ -18,10 +18,23 @@ pub struct WeightStats {
     pub mapped: usize,
     /// Bytes held by the process or the device (norms, dense GPU weights, copies).
     pub owned: usize,
+    /// Matrices kept in their blocks on a GPU.
+    pub device_quantized: usize,
+    /// Weights in the matrices (all of them, wherever they are): what the dequantized path
+    /// holds at 2 bytes each on a GPU.
+    pub matrix_weights: usize,
+    /// Bytes in tensors on the model's device (on a GPU: everything but the tables read on
+    /// the host).
+    pub device: usize,
 }
 
 impl WeightStats {
     fn linear(&mut self, l: &Linear) {
+        self.matrix_weights += match l {
+            Linear::Host(q) => q.rows() * q.cols(),
+            Linear::Quant(q) => q.host().rows() * q.host().cols(),
+            Linear::Dense(w) => w.shape().num_elements(),
+        };
         match l {
             Linear::Host(q) => {
                 *self.by_type.entry(q.ty().name().to_string()).or_default() += q.bytes();
@@ -33,6 +46,13 @@ impl WeightStats {
                 }
             }
             Linear::Dense(w) => self.device(w),
+            Linear::Quant(q) => {
+                let name = q.host().ty().name().to_string();
+                *self.by_type.entry(name).or_default() += q.device_bytes();
+                self.device_quantized += 1;
+                self.owned += q.device_bytes();
+                self.device += q.device_bytes();
+            }
         }
     }
 
@@ -41,6 +61,7 @@ impl WeightStats {
         let bytes = w.shape().num_elements() * w.dtype().size();
         *self.by_type.entry(format!("{:?}", w.dtype())).or_default() += bytes;
         self.owned += bytes;
+        self.device += bytes;
     }
 
     fn norm(&mut self, n: &RmsNorm) {

@@ -45,7 +45,9 @@ type RopeTables = (Vec<(Vec<f32>, Vec<f32>)>, Vec<(Vec<f32>, Vec<f32>)>);
 fn host(l: &Linear) -> &QMatrix {
     match l {
         Linear::Host(q) => q,
-        Linear::Dense(_) => unreachable!("the fused step runs only where weights are host"),
+        Linear::Dense(_) | Linear::Quant(_) => {
+            unreachable!("the fused step runs only where weights are host")
+        }
     }
 }
 
