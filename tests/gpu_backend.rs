@@ -1,22 +1,38 @@
-//! The same model code on the wgpu backend: every oracle fixture's prompt logits on wgpu against
-//! the CPU backend's, in f32 and in f16. Built with `--features wgpu` only; CI runs it on
-//! lavapipe (Debian's `mesa-vulkan-drivers`, a software Vulkan device).
-#![cfg(feature = "wgpu")]
+//! The same model code on a GPU backend: every oracle fixture's prompt logits on the device
+//! against the CPU backend's, in f32 and in f16, and every quantized fixture kept in its blocks
+//! on the device. Built with `--features wgpu` or `--features cuda` (empty otherwise); CI runs it
+//! on wgpu over lavapipe (Debian's `mesa-vulkan-drivers`, a software Vulkan device), and
+//! `scripts/gpu-check.sh` on CUDA (`GEMMA_CHAT_TEST_BACKEND=cuda`).
+#![cfg(any(feature = "wgpu", feature = "cuda"))]
 
 #[path = "it/common/mod.rs"]
 mod common;
 
 use std::path::Path;
 
+use common::quant::quant_fixtures;
 use common::{max_abs_diff, oracle_fixtures, prompt_logits};
 
 use burn::tensor::{Device, Tensor, TensorData};
 use gemma_engine::session::Session;
 use gemma_model::backend;
-use gemma_model::checkpoint::load;
-use gemma_model::model::{ComputeDtype, KvDtype};
+use gemma_model::checkpoint::{load, load_with};
+use gemma_model::model::{ComputeDtype, GpuWeights, KvDtype};
 use gemma_model::sampling::{NUCLEUS_PROBE, NextLogits, Sampler, SamplingParams};
 use safetensors::SafeTensors;
+
+/// The device under test: `$GEMMA_CHAT_TEST_BACKEND`, else wgpu where built, else CUDA.
+fn gpu() -> Device {
+    let name = std::env::var("GEMMA_CHAT_TEST_BACKEND").unwrap_or_else(|_| {
+        if cfg!(feature = "wgpu") {
+            "wgpu"
+        } else {
+            "cuda"
+        }
+        .into()
+    });
+    backend::device(&name).unwrap_or_else(|e| panic!("a {name} device (lavapipe in CI): {e}"))
+}
 
 fn prompt(dir: &Path) -> Vec<u32> {
     let bytes = std::fs::read(dir.join("reference.safetensors")).expect("reference");
@@ -35,7 +51,7 @@ fn prompt(dir: &Path) -> Vec<u32> {
 /// wgpu must stay within twice the CPU's own f16 error of the f32 result (at least 2e-2).
 #[test]
 fn fixture_logits_on_wgpu_equal_the_cpu_ones() {
-    let gpu = backend::device("wgpu").expect("a wgpu device (lavapipe in CI)");
+    let gpu = gpu();
     let mut failures = Vec::new();
     // The CPU's cache in f32, as the device's f32 one (the host default, f16, is held to f32 in
     // `it`'s kv_oracle).
@@ -79,7 +95,7 @@ fn fixture_logits_on_wgpu_equal_the_cpu_ones() {
 /// candidates, and every setting draws what the host sampler draws from the same logits.
 #[test]
 fn sampling_on_wgpu_reads_back_the_token_and_matches_the_host() {
-    let gpu = backend::device("wgpu").expect("a wgpu device (lavapipe in CI)");
+    let gpu = gpu();
     let dir = oracle_fixtures(1).remove(0);
     let lm = load(&dir, &gpu, ComputeDtype::F32, &mut |_, _| {}).expect("load");
     let mut s = Session::new(&lm.model);
@@ -139,7 +155,7 @@ fn sampling_on_wgpu_reads_back_the_token_and_matches_the_host() {
 /// it is a clear error at load, not a failure in a shader.
 #[test]
 fn bf16_on_wgpu_runs_or_says_why_not() {
-    let gpu = backend::device("wgpu").expect("a wgpu device (lavapipe in CI)");
+    let gpu = gpu();
     let dir = oracle_fixtures(1).remove(0);
     // `dtype = "auto"` picks what the device computes in.
     let bf16 = gpu.supports_dtype(burn::tensor::DType::BF16);
@@ -171,5 +187,159 @@ fn bf16_on_wgpu_runs_or_says_why_not() {
                 "{msg}"
             );
         }
+    }
+}
+
+/// A quantized file on wgpu with `gpu_weights = "quantized"`: its f32 logits against the CPU
+/// path's (which reads the same blocks exactly), and what the weights take on the device.
+fn quantized_on_device(
+    path: &Path,
+    prompt: &[u32],
+    gpu: &Device,
+) -> (f32, gemma_model::model::stats::WeightStats) {
+    let cpu = prompt_logits(&common::load_exact(path).expect("cpu load"), prompt, 5);
+    let lm = load_with(
+        path,
+        gpu,
+        ComputeDtype::F32,
+        GpuWeights::Quantized,
+        &mut |_, _| {},
+    )
+    .expect("wgpu load");
+    let d = max_abs_diff(&prompt_logits(&lm, prompt, 5), &cpu);
+    (d, lm.model.weight_stats())
+}
+
+/// Device bytes of the weights in f16 compute, in their blocks against dequantized.
+fn device_ratio(path: &Path, gpu: &Device) -> (usize, usize) {
+    let bytes = |w| {
+        load_with(path, gpu, ComputeDtype::F16, w, &mut |_, _| {})
+            .expect("wgpu load")
+            .model
+            .weight_stats()
+            .device
+    };
+    (bytes(GpuWeights::Quantized), bytes(GpuWeights::Bf16))
+}
+
+/// Every quantized fixture (three architectures × fifteen types) in its blocks on wgpu: the
+/// logits within f32's wgpu bound (2e-3) of the CPU's, every matrix of a quantized type kept in
+/// its blocks (none dequantized), and, for the quantized types, at most 0.6 of the dequantized
+/// path's device bytes.
+#[test]
+fn quantized_fixtures_stay_in_their_blocks_on_the_device() {
+    let gpu = gpu();
+    let mut failures = Vec::new();
+    for f in quant_fixtures() {
+        let (d, w) = quantized_on_device(&f.path, &f.prompt, &gpu);
+        let types: Vec<String> = f.meta["tensor_types"]
+            .as_object()
+            .expect("types")
+            .keys()
+            .cloned()
+            .collect();
+        let block_types: Vec<&String> = types
+            .iter()
+            .filter(|t| !["F32", "F16", "BF16"].contains(&t.as_str()))
+            .collect();
+        let quantized = !block_types.is_empty();
+        let ratio = if quantized {
+            let (q, b) = device_ratio(&f.path, &gpu);
+            q as f64 / b as f64
+        } else {
+            f64::NAN
+        };
+        println!(
+            "{:6} {:7} max |Δlogits| {d:.1e}, {} matrices in blocks, device bytes {ratio:.3} of \
+             dequantized; {:?}",
+            f.arch, f.ty, w.device_quantized, w.by_type
+        );
+        // Every block type of the file is on the device in its blocks (a dequantized matrix
+        // would count under its dtype instead).
+        let blocks_kept = block_types.iter().all(|t| w.by_type.contains_key(*t))
+            && (w.device_quantized > 0) == quantized;
+        if d > 2e-3 || !blocks_kept || ratio > 0.6 {
+            failures.push(format!("{} {}", f.arch, f.ty));
+        }
+    }
+    assert!(failures.is_empty(), "failed: {failures:?}");
+}
+
+/// The demo model (Gemma 3 270M, Q4_K_M) on the device: its weights in their blocks take at most
+/// 0.6 of the dequantized path's device bytes (2 bytes a matrix weight, and the same f32 norms:
+/// its 335 MB embedding table does not fit one of lavapipe's buffers, so that path cannot load
+/// there), and its logits stay within 2e-3 of the CPU's.
+#[test]
+fn the_demo_model_in_its_blocks_on_the_device() {
+    let gpu = gpu();
+    let path = gemma_model::demo::ensure(&mut gemma_model::demo::print_progress())
+        .expect("the demo model");
+    let prompt: Vec<u32> = vec![2, 818, 5279, 529, 7001, 563, 496, 12498, 528, 506];
+    let (d, w) = quantized_on_device(&path, &prompt, &gpu);
+    let f16 = load_with(
+        &path,
+        &gpu,
+        ComputeDtype::F16,
+        GpuWeights::Quantized,
+        &mut |_, _| {},
+    )
+    .expect("f16 load")
+    .model
+    .weight_stats();
+    let norms = f16.by_type.get("F32").copied().unwrap_or(0);
+    let (q, b) = (f16.device, 2 * f16.matrix_weights + norms);
+    println!(
+        "demo: max |Δlogits| {d:.1e}; device {q} against {b} bytes ({:.3}); {:?}",
+        q as f64 / b as f64,
+        w.by_type
+    );
+    assert!(d < 2e-3, "logits differ by {d}");
+    assert!(q as f64 <= 0.6 * b as f64, "{q} against {b} bytes");
+}
+
+/// The device's KV cache in f16 keeps the CPU's session semantics: a rewind (to a
+/// turn-boundary snapshot where the sliding window cannot go back that far) and an offload to
+/// the host and back, each followed by the rest of the prompt, give the logits a fresh prefill of
+/// the same ids gives (within f16's rounding of other chunk boundaries; a stale or misplaced
+/// entry moves them by whole units).
+#[test]
+fn sessions_on_the_device_rewind_and_offload_in_f16() {
+    let gpu = gpu();
+    for dir in oracle_fixtures(1) {
+        let lm = load(&dir, &gpu, ComputeDtype::F16, &mut |_, _| {}).expect("load");
+        let m = &lm.model;
+        let ids = prompt(&dir);
+        let half = ids.len() / 2;
+        let last = |s: &mut Session, from: usize| {
+            let next = s.prefill(m, &ids[from..], 4).expect("prefill");
+            next.to_vec().expect("read back")
+        };
+        let fresh = last(&mut Session::new(m), 0);
+
+        let mut s = Session::new(m);
+        s.prefill(m, &ids[..half], 4).expect("prefill");
+        s.snapshot(false);
+        s.prefill(m, &ids[half..], 4).expect("prefill");
+        let at = s
+            .rewind_near(half)
+            .expect("a rewind to the snapshot at least");
+        assert!(at <= half && s.position() == at);
+        let rewound = last(&mut s, at);
+
+        let mut s = Session::new(m);
+        s.prefill(m, &ids[..half], 4).expect("prefill");
+        s.offload();
+        assert_eq!(s.device_bytes(), 0, "offloaded");
+        let offloaded = last(&mut s, half);
+
+        let (dr, doff) = (
+            max_abs_diff(&rewound, &fresh),
+            max_abs_diff(&offloaded, &fresh),
+        );
+        println!(
+            "{}: rewound to {at} of {half}: {dr:.1e}; offloaded and back: {doff:.1e}",
+            dir.display()
+        );
+        assert!(dr < 0.1 && doff < 0.1, "{}: {dr} {doff}", dir.display());
     }
 }

@@ -9,119 +9,49 @@
 //! `llama-quantize` comes from `scripts/llama-cpp.sh` (built once from the llama-cpp-python
 //! sdist and cached outside the repository), or from `GEMMA_CHAT_LLAMA_BIN`.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
-use crate::common::llama::llama_bin;
+use crate::common::quant::{ids, quant_fixtures, root};
 use crate::common::{f32s, max_abs_diff, run};
 use gemma_model::model::Logits;
 use safetensors::SafeTensors;
-use sha2::{Digest, Sha256};
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/quant")
-}
-
-/// Runs `cmd`; its stdout, or a failure naming `what` with its stderr.
-fn run_ok(cmd: &mut Command, what: &str) -> String {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {what}: {e}"));
-    assert!(
-        out.status.success(),
-        "{what} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// `ARCH.TYPE.gguf`, quantized from the stored BF16 source (cached in the target directory while
-/// its bytes still match the reference's).
-fn quantized(bin: &Path, arch: &str, ty: &str, sha: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("quant-fixtures");
-    std::fs::create_dir_all(&dir).expect("cache dir");
-    let out = dir.join(format!("{arch}.{ty}.gguf"));
-    let digest = |p: &Path| {
-        std::fs::read(p)
-            .ok()
-            .map(|b| format!("{:x}", Sha256::digest(&b)))
-    };
-    if digest(&out).as_deref() == Some(sha) {
-        return out;
-    }
-    let source = root().join(format!("{arch}.bf16.gguf"));
-    if ty == "BF16" {
-        std::fs::copy(&source, &out).expect("copy");
-    } else {
-        let mut cmd = Command::new(bin.join("llama-quantize"));
-        run_ok(
-            cmd.arg(&source).arg(&out).arg(ty),
-            &format!("llama-quantize {ty}"),
-        );
-    }
-    assert_eq!(
-        digest(&out).as_deref(),
-        Some(sha),
-        "{arch} {ty}: llama-quantize made other bytes than the ones the reference was computed \
-         on; rerun tests/fixtures/make_quant_fixtures.py with this llama.cpp"
-    );
-    out
-}
 
 #[test]
 fn every_type_matches_the_exact_reference() {
-    let meta: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(root().join("reference.json")).expect("reference.json"),
-    )
-    .expect("json");
     let bytes = std::fs::read(root().join("reference.safetensors")).expect("reference");
     let st = SafeTensors::deserialize(&bytes).expect("parses");
-    let bin = llama_bin();
     let mut seen = std::collections::BTreeSet::new();
     let mut checked = 0;
-    for (arch, entry) in meta["archs"].as_object().expect("archs") {
-        let ids = |v: &serde_json::Value| -> Vec<u32> {
-            v.as_array()
-                .expect("ids")
-                .iter()
-                .map(|x| x.as_u64().expect("id") as u32)
-                .collect()
-        };
-        let prompt = ids(&entry["prompt_ids"]);
-        for (ty, file) in entry["files"].as_object().expect("files") {
-            let path = quantized(&bin, arch, ty, file["sha256"].as_str().expect("sha"));
-            let lm =
-                crate::common::load_exact(&path).unwrap_or_else(|e| panic!("{arch} {ty}: {e}"));
-            // Every matrix is read in place, in the file's own types.
-            let w = lm.model.weight_stats();
-            for t in file["tensor_types"].as_object().expect("types").keys() {
-                seen.insert(t.clone());
-                assert!(
-                    w.by_type.contains_key(t),
-                    "{arch} {ty}: no {t} weights in {:?}",
-                    w.by_type
-                );
-            }
-            let want = f32s(&st, &format!("{arch}.{ty}"));
-            let mut cache = lm.model.new_cache();
-            let got = run(&lm, &prompt, &mut cache, Logits::All);
-            let d = max_abs_diff(&got, &want);
-            assert!(d < 1e-3, "{arch} {ty}: logits differ by {d}");
-
-            // Greedy continuation from the warm cache.
-            let vocab = lm.model.config().vocab_size;
-            let mut next = gemma_model::sampling::argmax(&got[got.len() - vocab..]) as u32;
-            let mut greedy = vec![next];
-            let want_ids = ids(&file["greedy_ids"]);
-            while greedy.len() < want_ids.len() {
-                let l = run(&lm, &[next], &mut cache, Logits::Last);
-                next = gemma_model::sampling::argmax(&l) as u32;
-                greedy.push(next);
-            }
-            assert_eq!(greedy, want_ids, "{arch} {ty}: greedy ids");
-            println!("{arch:6} {ty:7} max |Δlogits| {d:.1e}");
-            checked += 1;
+    for f in quant_fixtures() {
+        let (arch, ty, prompt) = (&f.arch, &f.ty, &f.prompt);
+        let lm = crate::common::load_exact(&f.path).unwrap_or_else(|e| panic!("{arch} {ty}: {e}"));
+        // Every matrix is read in place, in the file's own types.
+        let w = lm.model.weight_stats();
+        for t in f.meta["tensor_types"].as_object().expect("types").keys() {
+            seen.insert(t.clone());
+            assert!(
+                w.by_type.contains_key(t),
+                "{arch} {ty}: no {t} weights in {:?}",
+                w.by_type
+            );
         }
+        let want = f32s(&st, &format!("{arch}.{ty}"));
+        let mut cache = lm.model.new_cache();
+        let got = run(&lm, prompt, &mut cache, Logits::All);
+        let d = max_abs_diff(&got, &want);
+        assert!(d < 1e-3, "{arch} {ty}: logits differ by {d}");
+
+        // Greedy continuation from the warm cache.
+        let vocab = lm.model.config().vocab_size;
+        let mut next = gemma_model::sampling::argmax(&got[got.len() - vocab..]) as u32;
+        let mut greedy = vec![next];
+        let want_ids = ids(&f.meta["greedy_ids"]);
+        while greedy.len() < want_ids.len() {
+            let l = run(&lm, &[next], &mut cache, Logits::Last);
+            next = gemma_model::sampling::argmax(&l) as u32;
+            greedy.push(next);
+        }
+        assert_eq!(greedy, want_ids, "{arch} {ty}: greedy ids");
+        println!("{arch:6} {ty:7} max |Δlogits| {d:.1e}");
+        checked += 1;
     }
     assert_eq!(checked, 45, "three architectures × fifteen types");
     let all = [

@@ -7,6 +7,7 @@ pub mod gguf;
 pub mod http;
 pub mod llama;
 pub mod mcp;
+pub mod quant;
 pub mod remote_tools;
 
 use std::path::{Path, PathBuf};
