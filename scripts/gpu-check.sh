@@ -8,6 +8,7 @@
 #
 #   scripts/gpu-check.sh                 # CUDA
 #   BACKEND=wgpu scripts/gpu-check.sh    # the same on wgpu (Vulkan on the GPU)
+#   GEMMA_CHAT_MODEL=model.gguf scripts/gpu-check.sh   # benchmark another GGUF
 #
 # burn's CUDA runtime emits PTX through LLVM 23.1 (`cubecl-llvm`), whose build script downloads a
 # bundle into ~/.local/share/tracel/ (see the README's Backends section): a machine without
@@ -40,16 +41,19 @@ GEMMA_CHAT_TEST_BACKEND="$BACKEND" cargo test --release --features "$BACKEND" \
   --test gpu_backend -- --nocapture --test-threads 1 2>&1 | tee "$OUT_DIR/tests.log" |
   grep -E '^(test |demo|  *[a-z0-9]+ +[A-Z0-9_]+ +max)|test result|panicked' || true
 
-# The GPU's memory in use, sampled while `cmd` runs: its peak in MiB.
+# Runs `cmd` with its stdout into `file`, sampling the GPU's memory in use meanwhile; prints the
+# peak in MiB.
 peak_while() {
-  local log="$OUT_DIR/mem.$$"
+  local file=$1 log="$OUT_DIR/mem.$$"
+  shift
+  local smi=""
   : >"$log"
   if command -v nvidia-smi >/dev/null; then
     nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 >"$log" 2>/dev/null &
+    smi=$!
   fi
-  local smi=$!
-  "$@"
-  kill "$smi" 2>/dev/null || true
+  "$@" >"$file"
+  [ -n "$smi" ] && kill "$smi" 2>/dev/null || true
   sort -n "$log" | tail -1
   rm -f "$log"
 }
@@ -57,8 +61,8 @@ peak_while() {
 say "bench: bf16 against quantized weights (pp512, tg128, device bytes)"
 for w in bf16 quantized; do
   json="$OUT_DIR/bench-$w.json"
-  peak=$(peak_while ./target/release/gemma-chat bench --backend "$BACKEND" --gpu-weights "$w" \
-    --prompt-tokens 512 --decode-tokens 128 --no-sessions --json >"$json")
+  peak=$(peak_while "$json" "${CARGO_TARGET_DIR:-target}/release/gemma-chat" bench --backend "$BACKEND" \
+    --gpu-weights "$w" --prompt-tokens 512 --decode-tokens 128 --no-sessions --json)
   python3 - "$json" "$w" "${peak:-?}" <<'EOF'
 import json, sys
 j = json.load(open(sys.argv[1]))

@@ -35,6 +35,7 @@ fn valid_files_load() {
     assert_eq!(full.sampling.temperature, Some(0.7));
     assert_eq!(full.model.context_length, 32768);
     assert_eq!(full.model.kv_dtype, gemma_app::config::KvDtype::Q8_0);
+    assert_eq!(full.model.gpu_weights, gemma_app::config::GpuWeights::Bf16);
     assert_eq!(full.ui.attach_max_kb, 64);
     assert_eq!(full.ui.keys["quit"], vec!["ctrl+x".to_string()]);
     assert_eq!(

@@ -1,6 +1,6 @@
 //! Small building blocks shared by the decoder: linear layers (dense or in their blocks on a
-//! GPU, or the stored blocks on the host that call into `qmatmul`), RMSNorm, GELU, RoPE tables and the dtype
-//! helpers. Stateless; weights are read-only after load.
+//! GPU, or the stored blocks on the host that call into `qmatmul`), RMSNorm, GELU, RoPE tables
+//! and the dtype helpers. Stateless; weights are read-only after load.
 
 use std::sync::Arc;
 
