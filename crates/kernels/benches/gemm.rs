@@ -3,7 +3,8 @@
 //! 8 input rows, the row kernels) and for prefill chunks (128 and 512 rows, the packed GEMM, in
 //! GFLOP/s). Run with
 //! `RAYON_NUM_THREADS=2 cargo bench -p gemma-kernels --bench gemm` (add `GEMMA_CHAT_SIMD=avx2`
-//! for the AVX2 level); compare figures from one run only, with the load average printed.
+//! for the AVX2 level, `GEMM_TYPES=Q8_0,Q5_0` for some types only); compare figures from one
+//! run only, with the load average printed.
 
 use std::time::Instant;
 
@@ -55,12 +56,22 @@ fn main() {
         load.split_whitespace().next().unwrap_or("?")
     );
     let shapes = [(2048, 640), (640, 2048), (1024, 640), (640, 1024)];
+    let only = std::env::var("GEMM_TYPES").ok();
     for ty in [
+        GgmlType::Q4_0,
+        GgmlType::Q4_1,
         GgmlType::Q5_0,
         GgmlType::Q8_0,
+        GgmlType::IQ4_NL,
         GgmlType::Q4_K,
         GgmlType::Q6_K,
     ] {
+        if only
+            .as_ref()
+            .is_some_and(|o| !o.split(',').any(|t| t == ty.name()))
+        {
+            continue;
+        }
         for &(n, k) in shapes.iter().filter(|s| s.1 % ty.block().0 == 0) {
             let m = matrix(ty, n, k, 0x9e37_79b9 + n as u64);
             for t in [1, 8] {

@@ -15,6 +15,8 @@ mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
 #[cfg(target_arch = "x86_64")]
+mod avxvnni;
+#[cfg(target_arch = "x86_64")]
 mod gemm;
 mod input;
 mod portable;
@@ -336,6 +338,9 @@ pub fn kernels() -> Vec<(&'static str, Dot)> {
         }
         if avx512::available() {
             found.push(("avx512", avx512::dot));
+        }
+        if avxvnni::available() {
+            found.push(("avx-vnni", avxvnni::dot));
         }
         if avx2::available() {
             found.push(("avx2", avx2::dot));

@@ -293,7 +293,7 @@ fn ragged_sizes_are_refused() {
 
 /// The largest integer sums the kernels can meet: every code and sub-scale at its largest
 /// magnitude with the same sign, against inputs at full scale (the VNNI kernels sum a whole
-/// super-block in i32: this is where they would overflow).
+/// super-block in i32, the AVX2 ones a block's two digits: this is where they would overflow).
 #[test]
 fn the_largest_super_block_sums_do_not_overflow() {
     let one = half::f16::from_f32(1.0).to_le_bytes();
@@ -307,12 +307,19 @@ fn the_largest_super_block_sums_do_not_overflow() {
     q5[4..8].fill(0xFF);
     q5[12..16].fill(0x0F);
     q5[16..176].fill(0xFF);
-    for (ty, block) in [(GgmlType::Q6_K, q6), (GgmlType::Q5_K, q5)] {
+    // Q8_0: every code −128 (the AVX2 kernel joins both digits' sums in one i32 lane).
+    let mut q8 = vec![0x80u8; 34];
+    q8[0..2].copy_from_slice(&one);
+    for (ty, block) in [
+        (GgmlType::Q6_K, q6),
+        (GgmlType::Q5_K, q5),
+        (GgmlType::Q8_0, q8),
+    ] {
         let data: Vec<u8> = block
             .iter()
             .copied()
             .cycle()
-            .take(block.len() * 2)
+            .take(block.len() * 512 / ty.block().0)
             .collect();
         let m = QMatrix::new(ty, 1, 512, Bytes::owned(data)).expect("whole blocks");
         for sign in [1.0f32, -1.0] {
@@ -331,8 +338,18 @@ fn the_expected_kernels_and_threads_are_the_ones_tested() {
         let level = super::simd::level();
         assert_eq!(level.name(), want, "SIMD level");
         let names: Vec<&str> = kernels().iter().map(|(n, _)| *n).collect();
-        let all = ["avx512-vnni", "avx512", "avx2"];
-        let expected: Vec<&str> = all.iter().copied().skip_while(|n| *n != want).collect();
+        let all = ["avx512-vnni", "avx512", "avx-vnni", "avx2"];
+        // The AVX-VNNI kernels run under an AVX-512 level only where the CPU has them too.
+        #[cfg(target_arch = "x86_64")]
+        let avx_vnni = std::arch::is_x86_feature_detected!("avxvnni");
+        #[cfg(not(target_arch = "x86_64"))]
+        let avx_vnni = false;
+        let expected: Vec<&str> = all
+            .iter()
+            .copied()
+            .skip_while(|n| *n != want)
+            .filter(|n| *n != "avx-vnni" || avx_vnni)
+            .collect();
         assert_eq!(names, expected, "row kernels at {want}");
         assert_eq!(
             super::gemm_available(),

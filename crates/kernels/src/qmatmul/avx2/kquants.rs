@@ -1,7 +1,8 @@
 //! Kernels of the 256-value super-block types (Q2_K..Q6_K, IQ4_XS): codes unpacked 32 bytes
 //! at a time (AVX2), then dotted with the input and scaled per sub-block by an [`Acc`]: eight
-//! f32 lanes and a `madd` per 16 values here, sixteen lanes and a `madd` per 32 values with
-//! AVX-512 (`avx512.rs`). One body per type serves both.
+//! f32 lanes and a `madd` per 16 values here (Q2_K, Q3_K, IQ4_XS; Q4_K..Q6_K sum whole
+//! super-blocks in integers, `ksum.rs`), sixteen lanes and a `madd` per 32 values with AVX-512
+//! (`avx512.rs`), every type. One body per type serves both.
 
 #![allow(unsafe_code)]
 
@@ -255,16 +256,6 @@ pub(in super::super) unsafe fn k_blocks<A: Acc>(
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn q4_k(w: &[u8], x: &QuantRow) -> f32 {
-    unsafe { k_blocks::<Lanes8>(w, 144, x, false) }
-}
-
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn q5_k(w: &[u8], x: &QuantRow) -> f32 {
-    unsafe { k_blocks::<Lanes8>(w, 176, x, true) }
-}
-
-#[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn q2_k(w: &[u8], x: &QuantRow) -> f32 {
     unsafe { q2_k_with::<Lanes8>(w, x) }
 }
@@ -272,11 +263,6 @@ pub(super) unsafe fn q2_k(w: &[u8], x: &QuantRow) -> f32 {
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn q3_k(w: &[u8], x: &QuantRow) -> f32 {
     unsafe { q3_k_with::<Lanes8>(w, x) }
-}
-
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn q6_k(w: &[u8], x: &QuantRow) -> f32 {
-    unsafe { q6_k_with::<Lanes8>(w, x) }
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]

@@ -2,16 +2,18 @@
 //! widened to i16 against the i16 input), one float scale per block accumulated in eight f32
 //! lanes; float weights converted eight at a time (F16C for f16, a shift for bf16) against the
 //! f32 input. Results differ from the scalar ones only in the order of the float additions.
-//! This file holds the helpers, the 32-value blocks and the floats; `kquants.rs` the
-//! super-blocks.
+//! This file holds the dispatch, the helpers and the floats; `blocks.rs` the 32-value blocks,
+//! `kquants.rs` the super-blocks.
 
 #![allow(unsafe_code)]
 
+mod blocks;
 pub(super) mod kquants;
+pub(super) mod ksum;
 
 use std::arch::x86_64::*;
 
-use super::{BLOCK, LO, QuantRow};
+use super::{LO, QuantRow};
 use crate::quant::{GgmlType, IQ4_VALUES};
 
 /// Whether this CPU runs these kernels (and `GEMMA_CHAT_SIMD` allows them).
@@ -28,17 +30,17 @@ pub(super) fn dot(ty: GgmlType, w: &[u8], x: &QuantRow) -> f32 {
             GgmlType::F32 => f32s(w, x),
             GgmlType::F16 => f16s(w, x),
             GgmlType::BF16 => bf16s(w, x),
-            GgmlType::Q4_0 => q4_0(w, x),
-            GgmlType::Q4_1 => q4_1(w, x),
-            GgmlType::Q5_0 => q5_0(w, x),
-            GgmlType::Q5_1 => q5_1(w, x),
-            GgmlType::Q8_0 => q8_0(w, x),
-            GgmlType::IQ4_NL => iq4_nl(w, x),
+            GgmlType::Q4_0 => blocks::q4_0(w, x),
+            GgmlType::Q4_1 => blocks::q4_1(w, x),
+            GgmlType::Q5_0 => blocks::q5_0(w, x),
+            GgmlType::Q5_1 => blocks::q5_1(w, x),
+            GgmlType::Q8_0 => blocks::q8_0(w, x),
+            GgmlType::IQ4_NL => blocks::iq4_nl(w, x),
             GgmlType::Q2_K => kquants::q2_k(w, x),
             GgmlType::Q3_K => kquants::q3_k(w, x),
-            GgmlType::Q4_K => kquants::q4_k(w, x),
-            GgmlType::Q5_K => kquants::q5_k(w, x),
-            GgmlType::Q6_K => kquants::q6_k(w, x),
+            GgmlType::Q4_K => ksum::q4_k(w, x),
+            GgmlType::Q5_K => ksum::q5_k(w, x),
+            GgmlType::Q6_K => ksum::q6_k(w, x),
             GgmlType::IQ4_XS => kquants::iq4_xs(w, x),
         }
     }
@@ -55,7 +57,7 @@ pub(super) fn f16_at(b: &[u8], at: usize) -> f32 {
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-fn hsum(v: __m256) -> f32 {
+pub(super) fn hsum(v: __m256) -> f32 {
     let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
     let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     let s = _mm_add_ss(s, _mm_movehdup_ps(s));
@@ -121,7 +123,7 @@ pub(super) unsafe fn load32(p: &[u8]) -> __m256i {
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn load16_u8(p: &[u8]) -> __m128i {
+pub(super) unsafe fn load16_u8(p: &[u8]) -> __m128i {
     assert!(p.len() >= 16);
     // SAFETY: checked just above.
     unsafe { _mm_loadu_si128(p.as_ptr() as *const __m128i) }
@@ -143,107 +145,6 @@ pub(super) fn iq4_lookup(codes: __m256i) -> __m256i {
     // SAFETY: 16 bytes read from a 16-byte array.
     let table = unsafe { _mm_loadu_si128(IQ4_VALUES.as_ptr() as *const __m128i) };
     _mm256_shuffle_epi8(_mm256_set_m128i(table, table), codes)
-}
-
-/// 0x10 in byte j where bit j of `qh` is set.
-#[target_feature(enable = "avx2,fma,f16c")]
-fn fifth_bits(qh: &[u8]) -> __m256i {
-    let qh = u32::from_le_bytes([qh[0], qh[1], qh[2], qh[3]]);
-    let v = _mm256_set1_epi32(qh as i32);
-    // Byte j takes byte j / 8 of qh, then tests bit j % 8.
-    let spread = _mm256_shuffle_epi8(
-        v,
-        _mm256_set_epi64x(
-            0x0303030303030303,
-            0x0202020202020202,
-            0x0101010101010101,
-            0,
-        ),
-    );
-    let bit = _mm256_set1_epi64x(0x8040201008040201u64 as i64);
-    let set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
-    _mm256_and_si256(set, _mm256_set1_epi8(0x10))
-}
-
-/// Blocks with one f16 scale first whose codes, minus `offset`, are the values.
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn offset_blocks(
-    w: &[u8],
-    bytes: usize,
-    x: &QuantRow,
-    offset: i8,
-    codes: impl Fn(&[u8]) -> __m256i,
-) -> f32 {
-    let (mut a0, mut a1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
-    let off = _mm256_set1_epi8(offset);
-    for (b, blk) in w.chunks_exact(bytes).enumerate() {
-        let v = _mm256_sub_epi8(codes(blk), off);
-        let p = unsafe { dot32_i8(v, x, b * BLOCK) };
-        // Alternate accumulators so that neither waits on the other's FMA.
-        if b % 2 == 0 {
-            a0 = fma_i32(p, f16_at(blk, 0) * x.d[b], a0);
-        } else {
-            a1 = fma_i32(p, f16_at(blk, 0) * x.d[b], a1);
-        }
-    }
-    hsum(_mm256_add_ps(a0, a1))
-}
-
-/// Blocks with an f16 scale and min first, unsigned codes.
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn min_blocks(
-    w: &[u8],
-    bytes: usize,
-    x: &QuantRow,
-    codes: impl Fn(&[u8]) -> __m256i,
-) -> f32 {
-    let mut acc = _mm256_setzero_ps();
-    let mut mins = 0f32;
-    for (b, blk) in w.chunks_exact(bytes).enumerate() {
-        let p = unsafe { dot32_i8(codes(blk), x, b * BLOCK) };
-        acc = fma_i32(p, f16_at(blk, 0) * x.d[b], acc);
-        let sum = x.sum16[2 * b] + x.sum16[2 * b + 1];
-        mins += x.d[b] * f16_at(blk, 2) * sum;
-    }
-    hsum(acc) + mins
-}
-
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q4_0(w: &[u8], x: &QuantRow) -> f32 {
-    unsafe { offset_blocks(w, 18, x, 8, |b| nibbles(&b[2..18])) }
-}
-
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q4_1(w: &[u8], x: &QuantRow) -> f32 {
-    unsafe { min_blocks(w, 20, x, |b| nibbles(&b[4..20])) }
-}
-
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q5_0(w: &[u8], x: &QuantRow) -> f32 {
-    unsafe {
-        offset_blocks(w, 22, x, 16, |b| {
-            _mm256_or_si256(nibbles(&b[6..22]), fifth_bits(&b[2..6]))
-        })
-    }
-}
-
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q5_1(w: &[u8], x: &QuantRow) -> f32 {
-    unsafe {
-        min_blocks(w, 24, x, |b| {
-            _mm256_or_si256(nibbles(&b[8..24]), fifth_bits(&b[4..8]))
-        })
-    }
-}
-
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q8_0(w: &[u8], x: &QuantRow) -> f32 {
-    unsafe { offset_blocks(w, 34, x, 0, |b| load32(&b[2..34])) }
-}
-
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn iq4_nl(w: &[u8], x: &QuantRow) -> f32 {
-    unsafe { offset_blocks(w, 18, x, 0, |b| iq4_lookup(nibbles(&b[2..18]))) }
 }
 
 /// `Σ w·x` for float weights of `size` bytes, eight at a time through `load8` (which turns the
