@@ -319,11 +319,15 @@ pub fn kernel() -> Dot {
 /// same bits as [`Dot`] per input; `false` for a type it does not cover.
 pub type DotRows = fn(GgmlType, &[u8], &[QuantRow], &mut [f32]) -> bool;
 
-/// The several-input kernel this CPU runs, where there is one (AVX-512).
+/// The several-input kernel this CPU runs, where there is one (AVX-512 or AVX2).
 pub fn kernel_rows() -> Option<DotRows> {
     #[cfg(target_arch = "x86_64")]
     if avx512::available() {
         return Some(avx512::dot_rows);
+    }
+    #[cfg(target_arch = "x86_64")]
+    if avx2::available() {
+        return Some(avx2::dot_rows);
     }
     None
 }

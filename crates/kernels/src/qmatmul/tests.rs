@@ -220,8 +220,9 @@ fn several_inputs_at_once_give_the_same_bits() {
             }
         }
     }
+    // Q4_0, Q5_0 and IQ4_NL at every level that has the kernel (Q8_0 too with AVX-512).
     assert!(
-        covered >= 4 * 2 * 5,
+        covered >= 3 * 2 * 5,
         "the 32-value types are covered ({covered})"
     );
 }

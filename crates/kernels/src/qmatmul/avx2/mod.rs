@@ -8,6 +8,8 @@
 #![allow(unsafe_code)]
 
 mod blocks;
+
+pub(super) use blocks::dot_rows;
 pub(super) mod kquants;
 pub(super) mod ksum;
 
