@@ -67,41 +67,10 @@ unsafe fn gather_words(w: &[u8], bytes: usize, n: usize) -> __m256i {
 fn halves_f32<const HIGH: bool>(words: __m256i) -> __m256 {
     // Bytes 0–1 (or 2–3) of each word to the first eight bytes of each 128-bit lane, then the
     // two lanes' eight bytes side by side.
-    let (a, b) = if HIGH { (2, 3) } else { (0, 1) };
-    let pick = _mm256_setr_epi8(
-        a,
-        b,
-        a + 4,
-        b + 4,
-        a + 8,
-        b + 8,
-        a + 12,
-        b + 12,
-        -1,
-        -1,
-        -1,
-        -1,
-        -1,
-        -1,
-        -1,
-        -1, //
-        a,
-        b,
-        a + 4,
-        b + 4,
-        a + 8,
-        b + 8,
-        a + 12,
-        b + 12,
-        -1,
-        -1,
-        -1,
-        -1,
-        -1,
-        -1,
-        -1,
-        -1,
-    );
+    let a: u8 = if HIGH { 2 } else { 0 };
+    let low = u64::from_le_bytes([a, a + 1, a + 4, a + 5, a + 8, a + 9, a + 12, a + 13]) as i64;
+    // The upper eight bytes of each lane: all ones (a set top bit zeroes the byte).
+    let pick = _mm256_set_epi64x(-1, low, -1, low);
     let packed = _mm256_permute4x64_epi64::<0b00_00_10_00>(_mm256_shuffle_epi8(words, pick));
     _mm256_cvtph_ps(_mm256_castsi256_si128(packed))
 }
