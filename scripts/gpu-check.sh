@@ -9,6 +9,9 @@
 #   scripts/gpu-check.sh                 # CUDA
 #   BACKEND=wgpu scripts/gpu-check.sh    # the same on wgpu (Vulkan on the GPU)
 #   GEMMA_CHAT_MODEL=model.gguf scripts/gpu-check.sh   # benchmark another GGUF
+#   PREBUILT=dir BACKEND=wgpu scripts/gpu-check.sh      # no toolchain there: dir holds the
+#       `gemma-chat` and `gpu_backend` test binaries built elsewhere with the backend's feature
+#       (the test binary finds the fixtures where it was built: link the checkout there)
 #
 # burn's CUDA runtime emits PTX through LLVM 23.1 (`cubecl-llvm`), whose build script downloads a
 # bundle into ~/.local/share/tracel/ (see the README's Backends section): a machine without
@@ -21,24 +24,32 @@ OUT_DIR="${OUT:-target/gpu-check}"
 mkdir -p "$OUT_DIR"
 say() { printf '== %s\n' "$*"; }
 
-command -v cargo >/dev/null || { echo "cargo is not installed: https://rustup.rs" >&2; exit 2; }
+[ -n "${PREBUILT:-}" ] || command -v cargo >/dev/null || { echo "cargo is not installed: https://rustup.rs" >&2; exit 2; }
 if command -v nvidia-smi >/dev/null; then
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT_DIR/gpu.txt"
 else
   echo "nvidia-smi not found: no NVIDIA driver on this machine" >&2
   [ "$BACKEND" = cuda ] && exit 2
 fi
-if [ "$BACKEND" = cuda ] && ! ls -d "$HOME"/.local/share/tracel/tracel-llvm-* >/dev/null 2>&1; then
+if [ "$BACKEND" = cuda ] && [ -z "${PREBUILT:-}" ] && ! ls -d "$HOME"/.local/share/tracel/tracel-llvm-* >/dev/null 2>&1; then
   echo "note: no LLVM bundle in ~/.local/share/tracel: the cuda build downloads it now" \
     "(offline: copy it there, or run BACKEND=wgpu $0)" >&2
 fi
 
-say "build ($BACKEND)"
-time cargo build --release --features "$BACKEND" 2>&1 | tail -3
+if [ -n "${PREBUILT:-}" ]; then
+  say "prebuilt binaries in $PREBUILT"
+  GEMMA_CHAT="$PREBUILT/gemma-chat"
+  tests() { "$PREBUILT/gpu_backend" "$@"; }
+else
+  say "build ($BACKEND)"
+  time cargo build --release --features "$BACKEND" 2>&1 | tail -3
+  GEMMA_CHAT="${CARGO_TARGET_DIR:-target}/release/gemma-chat"
+  tests() { cargo test --release --features "$BACKEND" --test gpu_backend -- "$@"; }
+fi
 
 say "tests on $BACKEND: oracle fixtures, quantized fixtures in their blocks, the demo model"
-GEMMA_CHAT_TEST_BACKEND="$BACKEND" cargo test --release --features "$BACKEND" \
-  --test gpu_backend -- --nocapture --test-threads 1 2>&1 | tee "$OUT_DIR/tests.log" |
+GEMMA_CHAT_TEST_BACKEND="$BACKEND" tests --nocapture --test-threads 1 2>&1 |
+  tee "$OUT_DIR/tests.log" |
   grep -E '^(test |demo|  *[a-z0-9]+ +[A-Z0-9_]+ +max)|test result|panicked' || true
 
 # Runs `cmd` with its stdout into `file`, sampling the GPU's memory in use meanwhile; prints the
@@ -61,7 +72,7 @@ peak_while() {
 say "bench: bf16 against quantized weights (pp512, tg128, device bytes)"
 for w in bf16 quantized; do
   json="$OUT_DIR/bench-$w.json"
-  peak=$(peak_while "$json" "${CARGO_TARGET_DIR:-target}/release/gemma-chat" bench --backend "$BACKEND" \
+  peak=$(peak_while "$json" "$GEMMA_CHAT" bench --backend "$BACKEND" \
     --gpu-weights "$w" --prompt-tokens 512 --decode-tokens 128 --no-sessions --json)
   python3 - "$json" "$w" "${peak:-?}" <<'EOF'
 import json, sys
