@@ -51,6 +51,9 @@ say "tests on $BACKEND: oracle fixtures, quantized fixtures in their blocks, the
 GEMMA_CHAT_TEST_BACKEND="$BACKEND" tests --nocapture --test-threads 1 2>&1 |
   tee "$OUT_DIR/tests.log" |
   grep -E '^(test |demo|  *[a-z0-9]+ +[A-Z0-9_]+ +max)|test result|panicked' || true
+# The script goes on to the benchmarks either way, and exits non-zero at the end on a failure.
+status=0
+grep -q '^test result: ok' "$OUT_DIR/tests.log" || status=1
 
 # Runs `cmd` with its stdout into `file`, sampling the GPU's memory in use meanwhile; prints the
 # peak in MiB.
@@ -70,15 +73,22 @@ peak_while() {
 }
 
 say "bench: bf16 against quantized weights (pp512, tg128, device bytes)"
+# A bench that fails (its error is on stderr above) gives a line saying so, not a traceback.
+: >"$OUT_DIR/bench.txt"
 for w in bf16 quantized; do
   json="$OUT_DIR/bench-$w.json"
   peak=$(peak_while "$json" "$GEMMA_CHAT" bench --backend "$BACKEND" \
     --gpu-weights "$w" --prompt-tokens 512 --decode-tokens 128 --no-sessions --json)
-  python3 - "$json" "$w" "${peak:-?}" <<'EOF'
+  python3 - "$json" "$w" "${peak:-?}" <<'EOF' | tee -a "$OUT_DIR/bench.txt" || status=1
 import json, sys
-j = json.load(open(sys.argv[1]))
+try:
+    j = json.load(open(sys.argv[1]))
+except ValueError:
+    print(f"{sys.argv[2]:9} bench failed: no result (its error is above)")
+    sys.exit(1)
 print(f"{sys.argv[2]:9} pp512 {j['prefill_tok_s']:8.1f} tok/s  tg128 {j['decode_tok_s']:7.1f} tok/s  "
       f"weights on the device {j['device_weights_mb']:8.1f} MiB ({j['device_quantized_matrices']} in blocks)  "
       f"KV {j['kv_bytes'] / 2**20:6.1f} MiB  GPU peak {sys.argv[3]} MiB  ({j['dtype']}, load {j['load_s']:.1f} s)")
 EOF
-done | tee "$OUT_DIR/bench.txt"
+done
+exit "$status"
