@@ -191,7 +191,9 @@ fn bf16_on_wgpu_runs_or_says_why_not() {
 }
 
 /// A quantized file on wgpu with `gpu_weights = "quantized"`: its f32 logits against the CPU
-/// path's (which reads the same blocks exactly), and what the weights take on the device.
+/// path's (which reads the same blocks exactly), in chunks of 5 (the fused block kernel of a
+/// decode step) and whole (a prefill's dequantized bands), and what the weights take on the
+/// device.
 fn quantized_on_device(
     path: &Path,
     prompt: &[u32],
@@ -206,7 +208,10 @@ fn quantized_on_device(
         &mut |_, _| {},
     )
     .expect("wgpu load");
-    let d = max_abs_diff(&prompt_logits(&lm, prompt, 5), &cpu);
+    let d = [5, prompt.len()]
+        .into_iter()
+        .map(|chunk| max_abs_diff(&prompt_logits(&lm, prompt, chunk), &cpu))
+        .fold(0f32, f32::max);
     (d, lm.model.weight_stats())
 }
 

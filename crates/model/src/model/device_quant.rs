@@ -24,13 +24,31 @@ const SPLIT_CHUNK: usize = 1 << 22;
 /// product is still a large one.
 const MAX_BAND_BYTES: usize = 1 << 27;
 
+/// Input rows up to which a CubeCL device multiplies in one fused pass over the blocks (a
+/// decode step, a drafted few); above, a band is dequantized for burn's dense matmul (llama.cpp
+/// draws the same line between its MMVQ and its dequantize-then-GEMM paths).
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+const MATVEC_MAX_ROWS: usize = 8;
+
 /// Rows `from..` of a matrix as block-scaled integers, with their offsets.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 struct Band {
     /// `[rows, in]`, burn's quantized float: the integers and their scales.
     weight: Tensor<2>,
     /// `[rows, in / block]` in the compute dtype, for the types with a min.
     offsets: Option<Tensor<2>>,
+    /// The same codes and scales for the block kernels, on a CubeCL device.
+    #[cfg(any(feature = "wgpu", feature = "cuda"))]
+    blocks: Option<cube::Blocks>,
+}
+
+impl std::fmt::Debug for Band {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Band")
+            .field("weight", &self.weight.shape())
+            .field("offsets", &self.offsets.is_some())
+            .finish()
+    }
 }
 
 /// One weight matrix as block-scaled integers on the device.
@@ -103,10 +121,7 @@ impl DeviceQuant {
             .bands
             .iter()
             .map(|b| {
-                // The quantized matrix on the left, its blocks along the product's inner axis,
-                // as burn's block-scaled matmul reads them (a transposed block-scaled operand
-                // is not).
-                let y = b.weight.clone().matmul(x.clone().t()).t();
+                let y = b.product(&x);
                 match (&b.offsets, &sums) {
                     (Some(o), Some(s)) => y + s.clone().matmul(o.clone().t()),
                     _ => y,
@@ -132,6 +147,22 @@ impl DeviceQuant {
 }
 
 impl Band {
+    /// `x · Wᵀ` without the offsets: the block kernels on a CubeCL device, burn's block-scaled
+    /// matmul elsewhere.
+    fn product(&self, x: &Tensor<2>) -> Tensor<2> {
+        #[cfg(any(feature = "wgpu", feature = "cuda"))]
+        if let Some(blocks) = &self.blocks {
+            return if x.dims()[0] <= MATVEC_MAX_ROWS {
+                blocks.matvec(x.clone())
+            } else {
+                blocks.matmul(x.clone())
+            };
+        }
+        // The quantized matrix on the left, its blocks along the product's inner axis, as
+        // burn's block-scaled matmul reads them (a transposed block-scaled operand is not).
+        self.weight.clone().matmul(x.clone().t()).t()
+    }
+
     /// Rows of a matrix, split and uploaded; the band and its device bytes.
     fn upload(q: &QMatrix, kind: SplitKind, device: &Device, dtype: DType) -> (Self, usize) {
         let (rows, cols) = (q.rows(), q.cols());
@@ -163,7 +194,15 @@ impl Band {
         device_bytes += offsets
             .as_ref()
             .map_or(0, |o| o.shape().num_elements() * dtype.size());
-        (Self { weight, offsets }, device_bytes)
+        #[cfg(any(feature = "wgpu", feature = "cuda"))]
+        let blocks = cube::Blocks::of(&weight, kind.bits, kind.sub);
+        let band = Self {
+            weight,
+            offsets,
+            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            blocks,
+        };
+        (band, device_bytes)
     }
 }
 
@@ -236,5 +275,7 @@ impl Packed {
     }
 }
 
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+mod cube;
 #[cfg(all(test, feature = "flex"))]
 mod tests;

@@ -45,24 +45,35 @@ fn reference(q: &QMatrix, x: &[f32], t: usize) -> Vec<f32> {
     y
 }
 
-/// burn's CPU backend, and a wgpu adapter in a build with that backend.
-fn devices() -> Vec<Device> {
+/// burn's CPU backend in f32, and a wgpu adapter (in a build with that backend) in f32 and f16.
+fn devices() -> Vec<(Device, DType)> {
     #[allow(unused_mut)]
-    let mut out = vec![Device::flex()];
+    let mut out = vec![(Device::flex(), DType::F32)];
     #[cfg(feature = "wgpu")]
-    out.push(crate::backend::device("wgpu").expect("a wgpu adapter (lavapipe in CI)"));
+    {
+        let gpu = crate::backend::device("wgpu").expect("a wgpu adapter (lavapipe in CI)");
+        out.push((gpu.clone(), DType::F32));
+        out.push((gpu, DType::F16));
+    }
     out
 }
 
+/// A decode step's few rows (the fused block kernel on a GPU) and a prefill's many (the
+/// dequantized band through burn's matmul).
 #[test]
 fn every_block_type_multiplies_as_its_dequantized_weights() {
-    devices().iter().for_each(every_type_on);
+    for (device, dtype) in devices() {
+        every_type_on(&device, dtype, 3);
+        every_type_on(&device, dtype, 13);
+    }
 }
 
-fn every_type_on(device: &Device) {
-    let (rows, cols, t) = (24, 512, 3);
+fn every_type_on(device: &Device, dtype: DType, t: usize) {
+    let (rows, cols) = (24, 512);
     let mut rng = StdRng::seed_from_u64(5);
     let x: Vec<f32> = (0..t * cols).map(|_| rng.random_range(-1.0..1.0)).collect();
+    // f16 rounds the input, the scales and the output: about 2⁻¹¹ each, relative.
+    let bound = if dtype == DType::F32 { 1e-5 } else { 4e-3 };
     for (i, ty) in SUPPORTED.into_iter().enumerate() {
         let q = Arc::new(random_matrix(ty, rows, cols, i as u64));
         // Odd types in row bands of 5 rows or fewer: the bands' products side by side.
@@ -71,15 +82,15 @@ fn every_type_on(device: &Device) {
         } else {
             usize::MAX / 16
         };
-        let Some(dq) = DeviceQuant::upload_in_bands(q.clone(), device, DType::F32, band_bytes)
-        else {
+        let Some(dq) = DeviceQuant::upload_in_bands(q.clone(), device, dtype, band_bytes) else {
             assert!(ty.split_kind().is_none(), "{ty:?} has a device form");
             continue;
         };
         assert_eq!(dq.bands.len(), if i % 2 == 1 { 5 } else { 1 }, "{ty:?}");
-        let xt = Tensor::<2>::from_data(TensorData::new(x.clone(), [t, cols]), device);
+        let xt = Tensor::<2>::from_data(TensorData::new(x.clone(), [t, cols]), device).cast(dtype);
         let got = dq
             .forward(xt)
+            .cast(DType::F32)
             .into_data()
             .try_to_vec::<f32>()
             .expect("f32 out");
@@ -90,8 +101,8 @@ fn every_type_on(device: &Device) {
             .zip(&want)
             .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
         assert!(
-            d <= 1e-5 * scale.max(1.0),
-            "{ty:?} on {device:?}: {d} (largest {scale})"
+            d <= bound * scale.max(1.0),
+            "{ty:?} on {device:?} in {dtype:?}, {t} rows: {d} (largest {scale})"
         );
         // Fewer device bytes than 16 bits a weight (the 0.6 bound of the issue is on files).
         assert!(
