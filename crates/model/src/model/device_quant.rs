@@ -2,8 +2,9 @@
 //! tensors (`Q4F` or `Q8F`, one scale per 16 or 32 values along the input axis), with, for the
 //! types that have a min per block (Q4_1, Q5_1, Q2_K, Q4_K, Q5_K), the offsets beside them as
 //! a dense `[out, in / block]` matrix. `x · Wᵀ = x · (scale ⊙ Q)ᵀ + blocksums(x) · offsetsᵀ`:
-//! every GGML type without requantizing (`gemma_kernels::quant::Split`). Built once at load;
-//! stateless after.
+//! every GGML type without requantizing (`gemma_kernels::quant::Split`). On a CubeCL device the
+//! products run through our block kernels (`cube`); elsewhere (burn's CPU backend, in tests)
+//! through burn's block-scaled matmul. Built once at load; stateless after.
 
 use std::sync::Arc;
 

@@ -257,7 +257,7 @@ fn dequantize_blocks<F: Float, S: Float>(
     #[comptime] sub: usize,
     #[define(F, S)] _dtypes: [ElemType; 2],
 ) {
-    let w = ABSOLUTE_POS as usize;
+    let w = ABSOLUTE_POS;
     if w < count {
         let per_word = comptime!(32 / bits);
         let word = words[skip + w];
