@@ -15,7 +15,7 @@ use std::time::Instant;
 use burn::tensor::{DType, Device, Tensor, TensorData};
 use gemma_kernels::Bytes;
 use gemma_kernels::qmatmul::QMatrix;
-use gemma_kernels::quant::GgmlType;
+use gemma_kernels::quant::{GgmlType, sample_blocks};
 use gemma_model::model::device_quant::DeviceQuant;
 use half::f16;
 use rand::rngs::StdRng;
@@ -103,16 +103,6 @@ fn time(calls: usize, mut f: impl FnMut() -> Tensor<2>) -> f64 {
 
 /// Random blocks of `ty` with sane f16 scales; random bytes elsewhere cover every code.
 fn random_matrix(ty: GgmlType, rows: usize, cols: usize) -> QMatrix {
-    let mut rng = StdRng::seed_from_u64(5);
-    let (per, bytes) = ty.block();
-    let mut data: Vec<u8> = (0..rows * cols / per * bytes)
-        .map(|_| rng.random())
-        .collect();
-    for blk in data.chunks_exact_mut(bytes) {
-        for &at in ty.f16_fields() {
-            let d = f16::from_f32(rng.random_range(-0.05..0.05));
-            blk[at..at + 2].copy_from_slice(&d.to_le_bytes());
-        }
-    }
+    let data = sample_blocks(ty, rows * cols / ty.block().0, 5);
     QMatrix::new(ty, rows, cols, Bytes::owned(data)).expect("whole blocks")
 }

@@ -5,10 +5,12 @@
 //! order ggml's reference `dequantize_row_*` produces them.
 
 mod blocks;
+mod sample;
 mod split;
 
 use self::blocks::*;
 pub use self::blocks::{iq4_xs_scale, q3_k_scales};
+pub use self::sample::sample_blocks;
 pub use self::split::{Split, SplitKind};
 
 use half::{bf16, f16};

@@ -222,33 +222,16 @@ fn q6_k(b: &[u8], q: &mut [i8], s: &mut [f32]) {
 
 #[cfg(test)]
 mod tests {
-    use rand::rngs::StdRng;
-    use rand::{Rng, SeedableRng};
-
     use super::*;
-    use crate::quant::SUPPORTED;
-
-    /// Random blocks of `ty` with sane f16 scales: random bytes elsewhere cover every code.
-    fn blocks(ty: GgmlType, n: usize, rng: &mut StdRng) -> Vec<u8> {
-        let (_, bytes) = ty.block();
-        let mut data: Vec<u8> = (0..n * bytes).map(|_| rng.random()).collect();
-        for blk in data.chunks_exact_mut(bytes) {
-            for &at in ty.f16_fields() {
-                let d = half::f16::from_f32(rng.random_range(-0.05..0.05));
-                blk[at..at + 2].copy_from_slice(&d.to_le_bytes());
-            }
-        }
-        data
-    }
+    use crate::quant::{SUPPORTED, sample_blocks};
 
     #[test]
     fn every_type_splits_into_its_own_values() {
-        let mut rng = StdRng::seed_from_u64(11);
-        for ty in SUPPORTED {
+        for (i, ty) in SUPPORTED.into_iter().enumerate() {
             let Some(kind) = ty.split_kind() else {
                 continue;
             };
-            let data = blocks(ty, 24, &mut rng);
+            let data = sample_blocks(ty, 24, 11 + i as u64);
             let want = ty.dequantize(&data);
             let split = ty.split(&data).expect("a block type splits");
             let (lo, hi) = (-(1i32 << (kind.bits - 1)), (1i32 << (kind.bits - 1)) - 1);

@@ -7,25 +7,14 @@ use rand::{Rng, SeedableRng};
 use burn::tensor::{DType, Device, Tensor, TensorData};
 use gemma_kernels::Bytes;
 use gemma_kernels::qmatmul::QMatrix;
-use gemma_kernels::quant::{GgmlType, SUPPORTED};
-use half::f16;
+use gemma_kernels::quant::{GgmlType, SUPPORTED, sample_blocks};
 
 use super::DeviceQuant;
 use std::sync::Arc;
 
 /// Random blocks of `ty` with sane f16 scales; random bytes elsewhere cover every code.
 pub(crate) fn random_matrix(ty: GgmlType, rows: usize, cols: usize, seed: u64) -> QMatrix {
-    let mut rng = StdRng::seed_from_u64(seed);
-    let (per, bytes) = ty.block();
-    let mut data: Vec<u8> = (0..rows * cols / per * bytes)
-        .map(|_| rng.random())
-        .collect();
-    for blk in data.chunks_exact_mut(bytes) {
-        for &at in ty.f16_fields() {
-            let d = f16::from_f32(rng.random_range(-0.05..0.05));
-            blk[at..at + 2].copy_from_slice(&d.to_le_bytes());
-        }
-    }
+    let data = sample_blocks(ty, rows * cols / ty.block().0, seed);
     QMatrix::new(ty, rows, cols, Bytes::owned(data)).expect("whole blocks")
 }
 
