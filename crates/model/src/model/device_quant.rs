@@ -32,7 +32,7 @@ const MAX_BAND_BYTES: usize = 1 << 27;
 const MATVEC_MAX_ROWS: usize = 8;
 
 /// Rows `from..` of a matrix as block-scaled integers, with their offsets.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 struct Band {
     /// `[rows, in]`, burn's quantized float: the integers and their scales.
     weight: Tensor<2>,
@@ -41,15 +41,6 @@ struct Band {
     /// The same codes and scales for the block kernels, on a CubeCL device.
     #[cfg(any(feature = "wgpu", feature = "cuda"))]
     blocks: Option<cube::Blocks>,
-}
-
-impl std::fmt::Debug for Band {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Band")
-            .field("weight", &self.weight.shape())
-            .field("offsets", &self.offsets.is_some())
-            .finish()
-    }
 }
 
 /// One weight matrix as block-scaled integers on the device.

@@ -33,7 +33,7 @@ const DENSE_TILE: usize = 1 << 12;
 const MAX_CUBES_X: usize = 65_535;
 
 /// The integer codes and scales of a block-scaled weight on a CubeCL device.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct Blocks {
     words: CubeTensor,
     scales: CubeTensor,
@@ -184,6 +184,10 @@ fn elem(dtype: DType) -> ElemType {
         other => panic!("no block kernel for {other:?}"),
     })
 }
+
+// Both kernels decode code `j` of a word inline, by division and remainder by powers of two
+// (shifts once compiled): in CubeCL 0.11 a shift by a comptime amount, and a `#[cube]` helper
+// taking the word, fail the IR verifier ("Expected operand type cube.ptr, but found cube.index").
 
 /// `out[t, r] = Σ_c x[t, c] · scale[r, c / sub] · code[r, c]`: `LANES` units walk a row's words
 /// and sum in workgroup memory, `ROWS_PER_CUBE` rows a cube, every input row in turn (the
