@@ -55,7 +55,15 @@ fn main() {
         rayon::current_num_threads(),
         load.split_whitespace().next().unwrap_or("?")
     );
-    let shapes = [(2048, 640), (640, 2048), (1024, 640), (640, 1024)];
+    // `GEMM_SHAPES=262144x640` (the demo model's LM head) times other `rows x cols` shapes.
+    let shapes: Vec<(usize, usize)> = match std::env::var("GEMM_SHAPES") {
+        Ok(list) => list
+            .split(',')
+            .filter_map(|s| s.split_once('x'))
+            .filter_map(|(n, k)| Some((n.trim().parse().ok()?, k.trim().parse().ok()?)))
+            .collect(),
+        Err(_) => vec![(2048, 640), (640, 2048), (1024, 640), (640, 1024)],
+    };
     let only = std::env::var("GEMM_TYPES").ok();
     for ty in [
         GgmlType::Q4_0,
@@ -82,13 +90,14 @@ fn main() {
                     std::hint::black_box(m.matmul(&x, t));
                 });
                 println!(
-                    "{:5} {n:4}x{k:4} t={t:3}  rows {:6.3} ms {:6.2} µs per input row",
+                    "{:5} {n:4}x{k:4} t={t:3}  rows {:6.3} ms {:6.2} µs per input row {:5.1} GB/s",
                     ty.name(),
                     s * 1e3,
-                    s * 1e6 / t as f64
+                    s * 1e6 / t as f64,
+                    m.bytes() as f64 / s / 1e9
                 );
             }
-            for t in [128, 512] {
+            for t in [128, 512].into_iter().filter(|_| n * k <= 1 << 24) {
                 let x: Vec<f32> = (0..t * k)
                     .map(|i| ((i * 37 % 101) as f32 - 50.0) / 50.0)
                     .collect();

@@ -10,7 +10,10 @@ use std::arch::x86_64::*;
 use std::ops::Range;
 use std::sync::{Mutex, PoisonError};
 
+use self::pack::pack_panel;
 use super::{QMatrix, avx2, avx512, team};
+
+mod pack;
 
 /// A microkernel and its block: `mr` input rows against a panel of `nr` weight rows.
 #[derive(Clone, Copy)]
@@ -125,23 +128,6 @@ fn pack_input(x: &[f32], t: usize, k: usize, mr: usize) -> Vec<f32> {
     });
     drop(slots);
     xpack
-}
-
-/// Values of `k` per tile of [`pack_panel`]'s transposition: its reads and writes stay in L1.
-const PACK_TILE: usize = 64;
-
-/// `packed[kk · nr + j] = rows[j · k + kk]` for `n_rows` rows of `k` values (a weight panel, or
-/// a block of input rows with `nr` = mr), in tiles of [`PACK_TILE`] columns: each row read in
-/// order, the writes inside a few kilobytes.
-fn pack_panel(rows: &[f32], k: usize, n_rows: usize, nr: usize, packed: &mut [f32]) {
-    for kt in (0..k).step_by(PACK_TILE) {
-        let ke = (kt + PACK_TILE).min(k);
-        for (j, row) in rows.chunks_exact(k).take(n_rows).enumerate() {
-            for (i, &v) in row[kt..ke].iter().enumerate() {
-                packed[(kt + i) * nr + j] = v;
-            }
-        }
-    }
 }
 
 fn gemm_on(
