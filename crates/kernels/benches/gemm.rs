@@ -3,8 +3,9 @@
 //! 8 input rows, the row kernels) and for prefill chunks (128 and 512 rows, the packed GEMM, in
 //! GFLOP/s). Run with
 //! `RAYON_NUM_THREADS=2 cargo bench -p gemma-kernels --bench gemm` (add `GEMMA_CHAT_SIMD=avx2`
-//! for the AVX2 level, `GEMM_TYPES=Q8_0,Q5_0` for some types only); compare figures from one
-//! run only, with the load average printed.
+//! for the AVX2 level, `GEMM_TYPES=Q8_0,Q5_0` for some types only, `GEMM_SHAPES=262144x640`
+//! for other `rows x cols` shapes, the GEMM skipped above 2²⁴ weights); compare figures from
+//! one run only, with the load average printed.
 
 use std::time::Instant;
 
