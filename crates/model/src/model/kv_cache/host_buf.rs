@@ -10,6 +10,7 @@ use half::f16;
 use half::slice::HalfFloatSliceExt;
 
 use super::dtype::{BlockQ8, KvDtype, Q8_BLOCK, Q8_BYTES, f16_to_f32};
+use gemma_kernels::vmath;
 
 /// A host layer's keys (or values), `values()` of them.
 #[derive(Debug, Clone)]
@@ -58,9 +59,7 @@ impl<'a> Rows<'a> {
             Rows::F32(x) => &x[at..at + n],
             Rows::F16(x) => {
                 let dst = &mut buf[..n];
-                for (d, s) in dst.iter_mut().zip(&x[at..at + n]) {
-                    *d = f16_to_f32(s.to_bits());
-                }
+                vmath::widen_f16(x[at..at + n].reinterpret_cast(), dst);
                 dst
             }
             Rows::Q8(x) => {
