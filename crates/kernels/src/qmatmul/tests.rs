@@ -132,10 +132,11 @@ fn products_match_the_dequantized_weights() {
 #[test]
 fn extremes_stay_exact() {
     let mut rng = StdRng::seed_from_u64(5);
-    let fills: [(&str, Fill); 3] = [
+    let fills: [(&str, Fill); 4] = [
         ("every bit set", &|_| 0xFF),
         ("every bit clear", &|_| 0),
         ("alternating", &|_| 0xAA),
+        ("top bits only (Q8_0's -128)", &|_| 0x80),
     ];
     for ty in SUPPORTED {
         for (what, fill) in fills {
@@ -145,6 +146,15 @@ fn extremes_stay_exact() {
                     .map(|i| if i % 2 == 0 { 3e4 } else { -3e4 })
                     .collect();
                 check_products(&m, &big, 1, &format!("{what}, scale {s}"));
+                // Each value 0.49 of a unit above a whole one: the low digits at their largest
+                // and all of one sign, the AVX2 kernels' byte sums at their bound.
+                let halves: Vec<f32> = (0..512)
+                    .map(|i| match i % 32 {
+                        0 => 1.0,
+                        k => ((k + 100) as f32 + 0.49) / 32767.0,
+                    })
+                    .collect();
+                check_products(&m, &halves, 1, &format!("{what}, scale {s}, half units"));
                 let x = random_input(512, &mut rng);
                 check_products(&m, &x, 1, &format!("{what}, scale {s}, random input"));
             }

@@ -1,13 +1,13 @@
 //! AVX2 kernels of the 32-value block types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL): codes
 //! widened to i16 in two halves and dotted with both digits of the input (`madd`), eight
-//! blocks a pass whose scales are gathered, converted and multiplied by the input's in one
+//! blocks a pass whose scales are read, converted and multiplied by the input's in one
 //! vector; the input's digits bounds-checked once per row.
 
 #![allow(unsafe_code)]
 
 use std::arch::x86_64::*;
 
-use super::super::{BLOCK, LO, QuantRow};
+use super::super::{BLOCK, LO8, QuantRow};
 use super::{hsum, load16_u8};
 use crate::quant::{GgmlType, IQ4_VALUES};
 
@@ -30,95 +30,160 @@ fn fifth_set(qh: &[u8]) -> __m256i {
     _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit)
 }
 
-/// Blocks per pass of the 32-value kernels: their scales (the f16 of each block times the
-/// input's scale) are gathered, converted and multiplied eight at a time, in one vector.
+/// Blocks per pass of the mins of Q4_1 and Q5_1: eight blocks' mins read, converted and
+/// multiplied by the input's sums in one vector.
 const GROUP: usize = 8;
 
-/// Lanes `0..n` set (all ones), the rest clear.
-#[target_feature(enable = "avx2,fma,f16c")]
-fn first_lanes(n: usize) -> __m256i {
-    _mm256_cmpgt_epi32(
-        _mm256_set1_epi32(n as i32),
-        _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
-    )
-}
+/// Blocks per pass of the 32-value kernels: their integer sums are folded into one vector
+/// (block k in lanes k and k + 4) before one conversion and one FMA with their four scales.
+const QUAD: usize = 4;
 
-/// The 32-bit words at the start of the first `n` (at most eight) blocks of `bytes` bytes in
-/// `w`, zero past `n`: a block's f16 scale in the low half, its min (or its codes) in the high
-/// half.
+/// The f16 at byte `at` of each of the first `n` blocks of `bytes` bytes in `w`, as the 16-bit
+/// fields of a word (block i in bits 16i..16i + 16), zero past `n` (at most four). Read as
+/// scalars: a gather took a fifth of the Q8_0 kernel's time on the AMD cores this was
+/// measured on, whose gathers are microcoded.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn gather_words(w: &[u8], bytes: usize, n: usize) -> __m256i {
-    assert!(n <= GROUP && bytes >= 4 && w.len() >= n * bytes);
-    let b = bytes as i32;
-    let offsets = _mm256_setr_epi32(0, b, 2 * b, 3 * b, 4 * b, 5 * b, 6 * b, 7 * b);
-    // SAFETY: only the lanes below `n` are read (the mask), each 4 bytes inside its block.
-    unsafe {
-        _mm256_mask_i32gather_epi32::<1>(
-            _mm256_setzero_si256(),
-            w.as_ptr() as *const i32,
-            offsets,
-            first_lanes(n),
-        )
+fn f16_word(w: &[u8], bytes: usize, at: usize, n: usize) -> u64 {
+    assert!(n <= QUAD && at + 2 <= bytes && w.len() >= n * bytes);
+    // SAFETY: block i < n lies in `w` (checked above), and `at + 2 <= bytes`.
+    let half = |i: usize| unsafe {
+        u64::from(u16::from_le(std::ptr::read_unaligned(
+            w.as_ptr().add(i * bytes + at) as *const u16,
+        )))
+    };
+    if n == QUAD {
+        return half(0) | half(1) << 16 | half(2) << 32 | half(3) << 48;
     }
+    (0..n).fold(0, |word, i| word | half(i) << (16 * i))
 }
 
-/// The low (`HIGH` false) or high f16 of each of eight words, as f32 lanes.
+/// [`f16_word`] for up to eight blocks, as f32 lanes.
 #[target_feature(enable = "avx2,fma,f16c")]
-fn halves_f32<const HIGH: bool>(words: __m256i) -> __m256 {
-    // Bytes 0–1 (or 2–3) of each word to the first eight bytes of each 128-bit lane, then the
-    // two lanes' eight bytes side by side.
-    let a: u8 = if HIGH { 2 } else { 0 };
-    let low = u64::from_le_bytes([a, a + 1, a + 4, a + 5, a + 8, a + 9, a + 12, a + 13]) as i64;
-    // The upper eight bytes of each lane: all ones (a set top bit zeroes the byte).
-    let pick = _mm256_set_epi64x(-1, low, -1, low);
-    let packed = _mm256_permute4x64_epi64::<0b00_00_10_00>(_mm256_shuffle_epi8(words, pick));
-    _mm256_cvtph_ps(_mm256_castsi256_si128(packed))
+fn block_f16s(w: &[u8], bytes: usize, at: usize, n: usize) -> __m256 {
+    assert!(n <= GROUP && w.len() >= n * bytes);
+    let low = f16_word(w, bytes, at, n.min(QUAD));
+    let high = match n.checked_sub(QUAD) {
+        Some(m) if m > 0 => f16_word(&w[QUAD * bytes..], bytes, at, m),
+        _ => 0,
+    };
+    _mm256_cvtph_ps(_mm_set_epi64x(high as i64, low as i64))
+}
+
+/// `v[from..from + n]` (at most four) as f32 lanes, zero past `n`.
+#[target_feature(enable = "avx2,fma,f16c")]
+fn f32x4(v: &[f32], from: usize, n: usize) -> __m128 {
+    match v.get(from..from + QUAD) {
+        // SAFETY: four values in bounds.
+        Some(v) if n == QUAD => unsafe { _mm_loadu_ps(v.as_ptr()) },
+        _ => {
+            let at = |i: usize| if i < n { v[from + i] } else { 0.0 };
+            _mm_setr_ps(at(0), at(1), at(2), at(3))
+        }
+    }
 }
 
 /// `v[from..from + n]` (at most eight) as f32 lanes, zero past `n`.
 #[target_feature(enable = "avx2,fma,f16c")]
 fn f32_lanes(v: &[f32], from: usize, n: usize) -> __m256 {
-    if n == 0 {
-        return _mm256_setzero_ps();
-    }
-    let v = &v[from..from + n];
-    // SAFETY: only the lanes below `n` are read (the mask), inside `v`.
-    unsafe { _mm256_maskload_ps(v.as_ptr(), first_lanes(n)) }
+    let high = f32x4(v, from + QUAD, n.saturating_sub(QUAD));
+    _mm256_set_m128(high, f32x4(v, from, n.min(QUAD)))
 }
 
-/// `Σ c·x` in eight f32 lanes for 32 signed values given as two halves of i16 codes (values
-/// 0–15 and 16–31) against the input's digits at `q` and `lo`: the integer sums against both,
-/// joined as `hi + lo · 2⁻¹⁵`.
+/// A block's 32 signed codes in the three forms its sums take: widened to i16 in two halves
+/// (against the input's i16 digit, `madd`), as bytes (their signs) and as magnitudes (the
+/// unsigned side of `maddubs`, against the input's byte digit).
+#[derive(Clone, Copy)]
+struct Codes {
+    wide: [__m256i; 2],
+    bytes: __m256i,
+    magnitude: __m256i,
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+fn decoded(h: (__m128i, __m128i)) -> Codes {
+    let bytes = _mm256_set_m128i(h.1, h.0);
+    Codes {
+        wide: [_mm256_cvtepi8_epi16(h.0), _mm256_cvtepi8_epi16(h.1)],
+        bytes,
+        magnitude: _mm256_abs_epi8(bytes),
+    }
+}
+
+/// One block's integer sums against one input from value `at`: `Σ c·q` in eight i32 lanes
+/// (at most 32 · 128 · 32767 < 2³¹ in all), and `Σ c·lo8` in sixteen i16 lanes, each of two
+/// products (at most 2 · 128 · 63 = 16,128).
 ///
 /// # Safety
-/// `q` and `lo` are valid for 32 reads each.
+/// `x`'s digits hold 32 values from `at`.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn dot32_at(c: [__m256i; 2], q: *const i16, lo: *const i16) -> __m256 {
-    let sum = |d: *const i16| unsafe {
-        _mm256_add_epi32(
-            _mm256_madd_epi16(c[0], _mm256_loadu_si256(d as *const __m256i)),
-            _mm256_madd_epi16(c[1], _mm256_loadu_si256(d.add(16) as *const __m256i)),
+unsafe fn block_sums(c: Codes, x: &QuantRow, at: usize) -> (__m256i, __m256i) {
+    // SAFETY: the caller's contract.
+    let (q, lo8) = unsafe {
+        (
+            x.q.as_ptr().add(at) as *const __m256i,
+            x.lo8.as_ptr().add(at) as *const __m256i,
         )
     };
-    _mm256_fmadd_ps(
-        _mm256_cvtepi32_ps(sum(lo)),
-        _mm256_set1_ps(LO),
-        _mm256_cvtepi32_ps(sum(q)),
-    )
+    let hi = unsafe {
+        _mm256_add_epi32(
+            _mm256_madd_epi16(c.wide[0], _mm256_loadu_si256(q)),
+            _mm256_madd_epi16(c.wide[1], _mm256_loadu_si256(q.add(1))),
+        )
+    };
+    // |c| · (lo8 with c's sign) = c · lo8, the unsigned side holding the magnitudes.
+    let signed = _mm256_sign_epi8(unsafe { _mm256_loadu_si256(lo8) }, c.bytes);
+    (hi, _mm256_maddubs_epi16(c.magnitude, signed))
 }
 
-/// Two 16-byte halves of signed i8 codes widened to i16.
+/// Both digits' sums of two blocks folded into one vector of i32 each, block `a`'s in lanes
+/// 0–1 and 4–5, `b`'s in lanes 2–3 and 6–7 (`hadd` stays within each 128-bit lane). The byte
+/// digit's i16 lanes are added in pairs first (four products, at most 32,256: no overflow),
+/// then widened by one `madd`.
 #[target_feature(enable = "avx2,fma,f16c")]
-fn widen(h: (__m128i, __m128i)) -> [__m256i; 2] {
-    [_mm256_cvtepi8_epi16(h.0), _mm256_cvtepi8_epi16(h.1)]
+fn fold_blocks(a: (__m256i, __m256i), b: (__m256i, __m256i)) -> [__m256i; 2] {
+    let lo = _mm256_madd_epi16(_mm256_hadd_epi16(a.1, b.1), _mm256_set1_epi16(1));
+    [_mm256_hadd_epi32(a.0, b.0), lo]
+}
+
+/// Two pairs' folded sums into one vector per digit: block k of the four in lanes k and k + 4.
+#[target_feature(enable = "avx2,fma,f16c")]
+fn fold_pairs(a: [__m256i; 2], b: [__m256i; 2]) -> [__m256i; 2] {
+    [_mm256_hadd_epi32(a[0], b[0]), _mm256_hadd_epi32(a[1], b[1])]
+}
+
+/// The integer sums of the (up to) four blocks of `quad` for each input, block k's in lanes
+/// k and k + 4 of each digit's vector; a block past the end sums to zero.
+///
+/// # Safety
+/// Each input's digits hold the quad's values from `at`.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn quad_sums<const N: usize>(
+    quad: &[u8],
+    bytes: usize,
+    xs: [&QuantRow; N],
+    at: usize,
+    codes: &impl Fn(&[u8]) -> (__m128i, __m128i),
+) -> [[__m256i; 2]; N] {
+    let block = |k: usize| -> [(__m256i, __m256i); N] {
+        let Some(b) = quad.get(k * bytes..(k + 1) * bytes) else {
+            return [(_mm256_setzero_si256(), _mm256_setzero_si256()); N];
+        };
+        let c = decoded(codes(b));
+        // SAFETY: the caller's contract, for block k of the quad.
+        xs.map(|x| unsafe { block_sums(c, x, at + k * BLOCK) })
+    };
+    let (b0, b1) = (block(0), block(1));
+    let low: [_; N] = std::array::from_fn(|r| fold_blocks(b0[r], b1[r]));
+    let (b2, b3) = (block(2), block(3));
+    std::array::from_fn(|r| fold_pairs(low[r], fold_blocks(b2[r], b3[r])))
 }
 
 /// `Σ_b scale_b · Σ codes_b · x` over blocks of `bytes` bytes with an f16 scale first and
 /// signed codes (`codes`, two halves of i8), for each of `N` inputs, each block's codes decoded
-/// once for all of them: eight blocks a pass, their scales gathered, converted and multiplied
-/// by each input's in one vector, each block's taken from its lane. Blocks in pairs, one
-/// accumulator each, so that neither waits on the other's FMA: an input's sums are the same
-/// bits whatever `N`. The inputs' digits are bounds-checked once per row, not per block.
+/// once for all of them: eight blocks a pass, their scales read, converted and multiplied by
+/// each input's in one vector; four blocks' integer sums folded into one vector before one
+/// conversion and one FMA. An input's sums are the same bits whatever `N`. The inputs' digits
+/// are bounds-checked once per row, not per block.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn scaled_rows<const N: usize>(
     w: &[u8],
@@ -128,53 +193,28 @@ unsafe fn scaled_rows<const N: usize>(
 ) -> [__m256; N] {
     let blocks = w.len() / bytes;
     for x in xs {
-        assert!(x.q.len() >= blocks * BLOCK && x.lo.len() >= blocks * BLOCK);
+        assert!(x.q.len() >= blocks * BLOCK && x.lo8.len() >= blocks * BLOCK);
     }
-    let one = _mm256_set1_epi32(1);
-    let mut acc = [[_mm256_setzero_ps(); 2]; N];
-    for first in (0..blocks).step_by(GROUP) {
-        let n = GROUP.min(blocks - first);
-        let group = &w[first * bytes..(first + n) * bytes];
-        let d = halves_f32::<false>(unsafe { gather_words(group, bytes, n) });
-        let scales = xs.map(|x| _mm256_mul_ps(d, f32_lanes(&x.d, first, n)));
-        let mut lane = _mm256_setzero_si256();
-        for (k, pair) in group.chunks(2 * bytes).enumerate() {
-            let at = (first + 2 * k) * BLOCK;
-            let (b0, b1) = pair.split_at(bytes);
-            let c = widen(codes(b0));
-            for r in 0..N {
-                // SAFETY: block `first + 2k` is below `blocks`, whose digits were checked.
-                acc[r][0] = unsafe { step(c, xs[r], at, scales[r], lane, acc[r][0]) };
-            }
-            lane = _mm256_add_epi32(lane, one);
-            if !b1.is_empty() {
-                let c = widen(codes(b1));
-                for r in 0..N {
-                    // SAFETY: as above, for block `first + 2k + 1`.
-                    acc[r][1] = unsafe { step(c, xs[r], at + BLOCK, scales[r], lane, acc[r][1]) };
-                }
-                lane = _mm256_add_epi32(lane, one);
-            }
+    let mut acc = [_mm256_setzero_ps(); N];
+    for first in (0..blocks).step_by(QUAD) {
+        let n = QUAD.min(blocks - first);
+        let quad = &w[first * bytes..(first + n) * bytes];
+        let d = _mm_cvtph_ps(_mm_cvtsi64_si128(f16_word(quad, bytes, 0, n) as i64));
+        // SAFETY: the quad's blocks are below `blocks`, whose digits were checked.
+        let sums = unsafe { quad_sums(quad, bytes, xs, first * BLOCK, &codes) };
+        for r in 0..N {
+            // Lanes k and k + 4 take block k's scale.
+            let s = _mm_mul_ps(d, f32x4(&xs[r].d, first, n));
+            let [hi, lo] = sums[r];
+            let v = _mm256_fmadd_ps(
+                _mm256_cvtepi32_ps(lo),
+                _mm256_set1_ps(LO8),
+                _mm256_cvtepi32_ps(hi),
+            );
+            acc[r] = _mm256_fmadd_ps(v, _mm256_set_m128(s, s), acc[r]);
         }
     }
-    acc.map(|[a0, a1]| _mm256_add_ps(a0, a1))
-}
-
-/// One block of [`scaled_rows`] for one input: `acc + (c · x from at) · scales[lane]`.
-///
-/// # Safety
-/// `x`'s digits hold 32 values from `at`.
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn step(
-    c: [__m256i; 2],
-    x: &QuantRow,
-    at: usize,
-    scales: __m256,
-    lane: __m256i,
-    acc: __m256,
-) -> __m256 {
-    let p = unsafe { dot32_at(c, x.q.as_ptr().add(at), x.lo.as_ptr().add(at)) };
-    _mm256_fmadd_ps(p, _mm256_permutevar8x32_ps(scales, lane), acc)
+    acc
 }
 
 /// [`scaled_rows`] for one input.
@@ -271,7 +311,7 @@ unsafe fn min_blocks(
         let sums = _mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(_mm256_castps_pd(
             _mm256_hadd_ps(s0, s1),
         )));
-        let m = halves_f32::<true>(unsafe { gather_words(group, bytes, n) });
+        let m = block_f16s(group, bytes, 2, n);
         mins = _mm256_fmadd_ps(_mm256_mul_ps(m, f32_lanes(&x.d, first, n)), sums, mins);
     }
     hsum(unsafe { scaled_blocks(w, bytes, x, codes) }) + hsum(mins)
