@@ -1,6 +1,6 @@
 //! One input row of the host products, quantized for the integer kernels ([`QuantRow`]): two
-//! i16 digits per value with a scale per 32 values and per 256, and the sums the types' offsets
-//! and minimums need.
+//! i16 digits per value with a scale per 32 values and per 256 (the second also as a byte, for
+//! the AVX2 `maddubs` kernels), and the sums the types' offsets and minimums need.
 
 use super::BLOCK;
 

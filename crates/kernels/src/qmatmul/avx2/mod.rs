@@ -1,7 +1,8 @@
 //! AVX2 + FMA kernels: the same integer sums as `scalar.rs`, 16 products per `madd` (codes
 //! widened to i16 against the i16 input), one float scale per block accumulated in eight f32
 //! lanes; float weights converted eight at a time (F16C for f16, a shift for bf16) against the
-//! f32 input. Results differ from the scalar ones only in the order of the float additions.
+//! f32 input. Results differ from the scalar ones in the order of the float additions, and for
+//! the 32-value types in the input's second digit, a byte there (`QuantRow::lo8`, `maddubs`).
 //! This file holds the dispatch, the helpers and the floats; `blocks.rs` the 32-value blocks,
 //! `kquants.rs` the super-blocks.
 
