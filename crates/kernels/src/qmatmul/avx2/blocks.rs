@@ -1,7 +1,7 @@
 //! AVX2 kernels of the 32-value block types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL): codes
-//! widened to i16 in two halves and dotted with both digits of the input (`madd`), eight
-//! blocks a pass whose scales are read, converted and multiplied by the input's in one
-//! vector; the input's digits bounds-checked once per row.
+//! widened to i16 against the input's i16 digit (`madd`) and kept as bytes against its byte
+//! digit (`maddubs`), four blocks a pass whose integer sums are folded into one vector before
+//! one conversion and one FMA; the input's digits bounds-checked once per row.
 
 #![allow(unsafe_code)]
 
@@ -180,8 +180,8 @@ unsafe fn quad_sums<const N: usize>(
 
 /// `Σ_b scale_b · Σ codes_b · x` over blocks of `bytes` bytes with an f16 scale first and
 /// signed codes (`codes`, two halves of i8), for each of `N` inputs, each block's codes decoded
-/// once for all of them: eight blocks a pass, their scales read, converted and multiplied by
-/// each input's in one vector; four blocks' integer sums folded into one vector before one
+/// once for all of them: four blocks a pass, their scales read, converted and multiplied by
+/// each input's in one vector, their integer sums folded into one vector before one
 /// conversion and one FMA. An input's sums are the same bits whatever `N`. The inputs' digits
 /// are bounds-checked once per row, not per block.
 #[target_feature(enable = "avx2,fma,f16c")]
