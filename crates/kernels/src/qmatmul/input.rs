@@ -1,6 +1,6 @@
 //! One input row of the host products, quantized for the integer kernels ([`QuantRow`]): two
-//! i16 digits per value with a scale per 32 values and per 256 (the second also as a byte, for
-//! the AVX2 `maddubs` kernels), and the sums the types' offsets and minimums need.
+//! i16 digits per value with a scale per 32 values and per 256, and the sums the types' offsets
+//! and minimums need.
 
 use super::BLOCK;
 
@@ -19,9 +19,6 @@ pub struct QuantRow {
     pub q: Vec<i16>,
     /// `round((x / d − q) · 32768)`: the rounding left over by `q`.
     pub lo: Vec<i16>,
-    /// `lo` to 7 bits, `round(lo · 126 / 32768)` (at most 63 in magnitude): the second digit of
-    /// the AVX2 kernels of the 32-value types, whose `maddubs` takes bytes (see [`LO8`]).
-    pub lo8: Vec<i8>,
     /// The scale of each block of [`BLOCK`] values: its largest magnitude / 32767.
     pub d: Vec<f32>,
     /// `Σ x / d` over each 16 values (for the types' offsets and minimums).
@@ -38,10 +35,6 @@ pub struct QuantRow {
 
 /// The weight of one unit of [`QuantRow::lo`].
 pub const LO: f32 = 1.0 / 32768.0;
-
-/// The weight of one unit of [`QuantRow::lo8`]: `q + lo8 / 126` keeps about 22 bits of each
-/// value (its error at most 1/252 of the block's unit, where `q` alone leaves 1/2).
-pub const LO8: f32 = 1.0 / 126.0;
 
 /// Values per super-block of the K and IQ4_XS types.
 pub const SUPER: usize = 256;
@@ -99,19 +92,10 @@ impl QuantRow {
         } else {
             Default::default()
         };
-        let lo8 = lo
-            .iter()
-            .map(|&l| {
-                (f32::from(l) * (126.0 / 32768.0))
-                    .round()
-                    .clamp(-63.0, 63.0) as i8
-            })
-            .collect();
         Self {
             x: x.to_vec(),
             q,
             lo,
-            lo8,
             d,
             sum16,
             q256,

@@ -33,7 +33,7 @@ use std::sync::OnceLock;
 
 use rayon::prelude::*;
 
-pub use self::input::{LO, LO8, QuantRow, SUPER};
+pub use self::input::{LO, QuantRow, SUPER};
 pub use self::team::team;
 
 use crate::quant::GgmlType;
