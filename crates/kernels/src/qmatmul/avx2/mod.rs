@@ -51,9 +51,9 @@ pub(super) fn dot(ty: GgmlType, w: &[u8], x: &QuantRow) -> f32 {
 }
 
 /// The f16 at `b[at..at + 2]`, converted by the CPU (the `half` crate asks for F16C per call).
-/// Broadcast, not inserted: an insert into a register the compiler picks merges into its old
-/// value, and it picked an accumulator, which chained every block's scale to the previous
-/// block's FMA (a third of the kernels' speed).
+/// Only lane 0 is used, so the compiler turns the `set1` into an insert (`vpinsrw`) into a
+/// register it picks, here often an accumulator's, chaining the scale to that accumulator's
+/// last FMA: harmless where a block is 256 values, not where it is 32 ([`f16_lanes`] there).
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) fn f16_at(b: &[u8], at: usize) -> f32 {
     let bits = u16::from_le_bytes([b[at], b[at + 1]]);
