@@ -210,7 +210,8 @@ pub fn matmul_many(ms: &[&QMatrix], x: &[f32], t: usize) -> Vec<Vec<f32>> {
     team.run(jobs.len(), &|j| {
         let (m, first, n) = jobs[j];
         let mut out = vec![0f32; n * t];
-        for (r, dst) in out.chunks_exact_mut(t).enumerate() {
+        for r in interleaved(n) {
+            let dst = &mut out[r * t..(r + 1) * t];
             let w = m.row(first + r);
             prefetch(
                 &m.data,
@@ -250,6 +251,21 @@ pub fn matmul_many(ms: &[&QMatrix], x: &[f32], t: usize) -> Vec<Vec<f32>> {
             out
         })
         .collect()
+}
+
+/// How many parts of a piece's rows a thread walks at once, a row of each in turn
+/// ([`interleaved`]). Two sequential streams keep more of the weights' cache misses in flight
+/// than one: the demo model decoded at 72 tokens/s instead of 54 (Xeon with AVX-512, 2 threads,
+/// medians of four alternated runs), and at 66 instead of 51 capped at AVX2; three streams
+/// measured as two, eight slower. Each row's result is the same bits in any order.
+const STREAMS: usize = 2;
+
+/// The rows `0..n`, each once, in [`STREAMS`] contiguous parts taken a row of each in turn.
+fn interleaved(n: usize) -> impl Iterator<Item = usize> {
+    let per = n.div_ceil(STREAMS);
+    (0..per * STREAMS)
+        .map(move |i| (i % STREAMS) * per + i / STREAMS)
+        .filter(move |&r| r < n)
 }
 
 /// How far ahead of the row being multiplied its weights are prefetched. Without it a core

@@ -373,3 +373,13 @@ fn the_expected_kernels_and_threads_are_the_ones_tested() {
         assert_eq!(super::team::team().threads(), want, "the team's threads");
     }
 }
+
+#[test]
+fn the_interleaved_walk_visits_every_row_once() {
+    for n in 0..40 {
+        let mut seen: Vec<usize> = interleaved(n).collect();
+        assert_eq!(seen.len(), n, "{n} rows");
+        seen.sort_unstable();
+        assert!(seen.iter().copied().eq(0..n), "{n} rows: {seen:?}");
+    }
+}
