@@ -28,16 +28,27 @@ if [ "$have" = 1 ]; then
   exit 0
 fi
 mkdir -p "$DIR"
+# One builder at a time: test binaries, and tests within one, may ask together, and two cmake
+# builds in one build folder break each other. The later ones wait here, then find the tools.
+exec 9>"$CACHE/llama.cpp-$VERSION.lock"
+flock 9
+have=1
+for t in "${TOOLS[@]}"; do [ -x "$BIN/$t" ] || have=0; done
+if [ "$have" = 1 ]; then
+  echo "$BIN"
+  exit 0
+fi
 SDIST="$CACHE/llama_cpp_python-$VERSION.tar.gz"
 if ! echo "$SHA256  $SDIST" | sha256sum -c --status 2>/dev/null; then
-  echo "== fetching llama-cpp-python $VERSION (sdist) from PyPI" >&2
-  # pip resolves the file through the package index; --no-binary makes it the sdist. The
-  # metadata build that pip download would run is skipped by asking the index directly.
-  URL=$(curl -fsS https://pypi.org/simple/llama-cpp-python/ \
-    | grep -o "https://[^\"#]*llama_cpp_python-$VERSION.tar.gz" | head -1)
-  curl -fsS -o "$SDIST.part" "$URL"
-  echo "$SHA256  $SDIST.part" | sha256sum -c --status || { echo "checksum mismatch: $URL" >&2; exit 1; }
-  mv "$SDIST.part" "$SDIST"
+  echo "== fetching llama-cpp-python $VERSION (sdist) through pip" >&2
+  # pip's own index and mirrors; --no-binary for this package alone makes it the sdist (its
+  # metadata hook runs with wheels of its build requirements; nothing is compiled).
+  rm -rf "$SDIST.dl" && mkdir -p "$SDIST.dl"
+  python3 -m pip download -q --disable-pip-version-check --no-deps \
+    --no-binary llama-cpp-python -d "$SDIST.dl" "llama-cpp-python==$VERSION" >&2
+  got="$SDIST.dl/$(basename "$SDIST")"
+  echo "$SHA256  $got" | sha256sum -c --status || { echo "checksum mismatch: $got" >&2; exit 1; }
+  mv "$got" "$SDIST" && rm -rf "$SDIST.dl"
 fi
 SRC="$CACHE/llama.cpp-$VERSION/src"
 if [ ! -f "$SRC/CMakeLists.txt" ]; then

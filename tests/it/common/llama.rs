@@ -8,8 +8,14 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The directory holding llama.cpp's tools (`$GEMMA_CHAT_LLAMA_BIN`, else the script's cache,
-/// built on first use).
+/// built on first use). Asked once per test binary: the tests that want it wait for the one
+/// build, and the script's lock makes other binaries wait for it too.
 pub fn llama_bin() -> PathBuf {
+    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BIN.get_or_init(find_or_build).clone()
+}
+
+fn find_or_build() -> PathBuf {
     if let Some(dir) = std::env::var_os("GEMMA_CHAT_LLAMA_BIN") {
         return PathBuf::from(dir);
     }

@@ -87,15 +87,21 @@ fn quantized(bin: &Path, arch: &str, ty: &str, sha: &str) -> PathBuf {
         return out;
     }
     let source = root().join(format!("{arch}.bf16.gguf"));
+    // Made beside it under a name of this call's own, then renamed over it: tests in this binary
+    // and in others may ask for the same file at once, and none may read a half-written one.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let part = dir.join(format!("{arch}.{ty}.{}-{call}.part", std::process::id()));
     if ty == "BF16" {
-        std::fs::copy(&source, &out).expect("copy");
+        std::fs::copy(&source, &part).expect("copy");
     } else {
         let mut cmd = Command::new(bin.join("llama-quantize"));
         run_ok(
-            cmd.arg(&source).arg(&out).arg(ty),
+            cmd.arg(&source).arg(&part).arg(ty),
             &format!("llama-quantize {ty}"),
         );
     }
+    std::fs::rename(&part, &out).expect("rename the quantized file into place");
     assert_eq!(
         digest(&out).as_deref(),
         Some(sha),
