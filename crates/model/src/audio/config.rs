@@ -54,12 +54,28 @@ impl AudioSpec {
     /// The audio side of a parsed `config.json`, `None` when it has no `audio_config`. The error
     /// names the offending field.
     pub fn from_json(root: &Value) -> Result<Option<Self>, String> {
+        Self::read(root).map_err(|msg| crate::model::config::written_by(root, msg))
+    }
+
+    fn read(root: &Value) -> Result<Option<Self>, String> {
         let Some(root) = root.as_object() else {
             return Err("the top level is not an object".into());
         };
         let Some(a) = root.get("audio_config").and_then(Value::as_object) else {
             return Ok(None);
         };
+        // transformers' tower reads its geometry from the global keys only (a per-layer
+        // override makes it refuse the config); one that differs per layer is not a Gemma 4 tower.
+        if a.get("per_layer_config")
+            .and_then(Value::as_object)
+            .is_some_and(|m| !m.is_empty())
+        {
+            return Err(
+                "`audio_config.per_layer_config` gives layers their own geometry: Gemma 4's \
+                 tower has one for every layer"
+                    .into(),
+            );
+        }
         let text = root
             .get("text_config")
             .and_then(Value::as_object)

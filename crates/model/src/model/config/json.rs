@@ -6,6 +6,7 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
+use super::per_layer::attention_geometry;
 use super::{AttnKind, Family, ImageBlocks, LayerSpec, ModelConfig, MoeSpec, PleSpec, RopeSpec};
 use crate::error::{Error, Result};
 
@@ -18,9 +19,23 @@ impl ModelConfig {
         Self::from_json(&value).map_err(|msg| Error::config(path, msg))
     }
 
-    /// Resolves a parsed `config.json`. The error is a message naming the offending field.
+    /// Resolves a parsed `config.json`. The error is a message naming the offending field, and
+    /// the transformers version that wrote the file when it says.
     pub fn from_json(root: &Value) -> std::result::Result<Self, String> {
+        Self::resolve(root).map_err(|msg| written_by(root, msg))
+    }
+
+    fn resolve(root: &Value) -> std::result::Result<Self, String> {
         let root = root.as_object().ok_or("the top level is not an object")?;
+        if let Some(kind) = root.get("model_type").and_then(Value::as_str)
+            && kind.contains("assistant")
+        {
+            return Err(format!(
+                "model_type `{kind}` is a Gemma 4 assistant (drafter): it drafts tokens for a \
+                 target model from that model's keys and values and cannot chat on its own; \
+                 load the target model instead"
+            ));
+        }
         // Multimodal wrappers nest the text tower's fields in `text_config`.
         let (text, where_) = match root.get("text_config") {
             Some(Value::Object(t)) => (t, "text_config."),
@@ -138,6 +153,19 @@ impl ModelConfig {
     }
 }
 
+/// `msg`, naming the transformers version that wrote the config when it says (keys and their
+/// defaults move between releases).
+pub(crate) fn written_by(root: &Value, msg: String) -> String {
+    let version = root
+        .get("transformers_version")
+        .or_else(|| root.get("text_config")?.get("transformers_version"))
+        .and_then(Value::as_str);
+    match version {
+        Some(v) => format!("{msg} (config.json written by transformers {v})"),
+        None => msg,
+    }
+}
+
 /// Most decoder layers a config may declare (the largest Gemma has 62).
 const MAX_LAYERS: usize = 1024;
 
@@ -232,8 +260,8 @@ pub(crate) fn token_ids(v: Option<&Value>) -> Option<Vec<u32>> {
     }
 }
 
-/// Each layer's geometry: head size and KV heads (Gemma 4's full layers have their own, and
-/// `layer_types`-style per-layer configs win), KV sharing and MLP width.
+/// Each layer's geometry: head size and KV heads (by transformers' rule, in `per_layer`), KV
+/// sharing and MLP width.
 fn layer_specs(
     f: &Fields,
     family: Family,
@@ -241,14 +269,9 @@ fn layer_specs(
 ) -> std::result::Result<Vec<LayerSpec>, String> {
     let num_layers = kinds.len();
     let num_heads = f.req_usize("num_attention_heads")?;
-    let kv_heads = f.req_usize("num_key_value_heads")?;
-    // HF's default for both families; every released config states it.
-    let head_dim = f.usize("head_dim")?.unwrap_or(256);
     let intermediate = f.req_usize("intermediate_size")?;
     let k_eq_v = f.bool("attention_k_eq_v")?.unwrap_or(false);
-    let per_layer = per_layer_overrides(f, num_layers)?;
-    let global_head_dim = f.usize("global_head_dim")?;
-    let global_kv = f.usize("num_global_key_value_heads")?;
+    let geometry = attention_geometry(f, family, kinds)?;
     let kv_shared = f.usize("num_kv_shared_layers")?.unwrap_or(0);
     if kv_shared > num_layers {
         return Err(format!(
@@ -259,19 +282,7 @@ fn layer_specs(
     let first_shared = num_layers - kv_shared;
     let double_wide = f.bool("use_double_wide_mlp")?.unwrap_or(false);
     let mut layers = Vec::with_capacity(num_layers);
-    for (i, &kind) in kinds.iter().enumerate() {
-        let (mut hd, mut nkv) = (head_dim, kv_heads);
-        if kind == AttnKind::Full && family == Family::Gemma4 {
-            // transformers pops `global_head_dim` with a default of 512.
-            hd = global_head_dim.unwrap_or(512);
-            if k_eq_v {
-                nkv = global_kv.unwrap_or(kv_heads);
-            }
-        }
-        if let Some((o_hd, o_kv)) = per_layer.get(i).copied().flatten() {
-            hd = o_hd.unwrap_or(hd);
-            nkv = o_kv.unwrap_or(nkv);
-        }
+    for (i, (&kind, &(hd, nkv))) in kinds.iter().zip(&geometry).enumerate() {
         if nkv == 0 || num_heads % nkv != 0 {
             return Err(format!(
                 "layer {i}: {num_heads} attention heads are not a multiple of {nkv} KV heads"
@@ -446,41 +457,10 @@ fn rope_specs(f: &Fields, family: Family) -> std::result::Result<(RopeSpec, Rope
     }
 }
 
-/// transformers 5.x `per_layer_config`: layer index (decimal, maybe zero-padded) → overrides of
-/// `head_dim` and `num_key_value_heads`.
-type LayerOverride = Option<(Option<usize>, Option<usize>)>;
-
-fn per_layer_overrides(f: &Fields, n: usize) -> std::result::Result<Vec<LayerOverride>, String> {
-    let mut out = vec![None; n];
-    let Some(map) = f.map.get("per_layer_config") else {
-        return Ok(out);
-    };
-    let map = map
-        .as_object()
-        .ok_or_else(|| format!("{}per_layer_config is not an object", f.where_))?;
-    for (key, value) in map {
-        let i: usize = key.trim().parse().map_err(|_| {
-            format!(
-                "{}per_layer_config key `{key}` is not a layer index",
-                f.where_
-            )
-        })?;
-        if i >= n {
-            return Err(format!(
-                "{}per_layer_config names layer {i}, the model has {n}",
-                f.where_
-            ));
-        }
-        let get = |k: &str| value.get(k).and_then(Value::as_u64).map(|v| v as usize);
-        out[i] = Some((get("head_dim"), get("num_key_value_heads")));
-    }
-    Ok(out)
-}
-
 /// Typed access to one JSON object, with errors that name the field and where it was looked for.
-struct Fields<'a> {
-    map: &'a Map<String, Value>,
-    where_: &'static str,
+pub(super) struct Fields<'a> {
+    pub(super) map: &'a Map<String, Value>,
+    pub(super) where_: &'static str,
 }
 
 impl Fields<'_> {
@@ -499,7 +479,7 @@ impl Fields<'_> {
         format!("field `{}{key}` must be {what}, found {v}", self.where_)
     }
 
-    fn usize(&self, key: &str) -> std::result::Result<Option<usize>, String> {
+    pub(super) fn usize(&self, key: &str) -> std::result::Result<Option<usize>, String> {
         self.get(key)
             .map(|v| {
                 v.as_u64()
@@ -509,7 +489,7 @@ impl Fields<'_> {
             .transpose()
     }
 
-    fn req_usize(&self, key: &str) -> std::result::Result<usize, String> {
+    pub(super) fn req_usize(&self, key: &str) -> std::result::Result<usize, String> {
         self.usize(key)?.ok_or_else(|| self.missing(key))
     }
 
@@ -519,7 +499,7 @@ impl Fields<'_> {
             .transpose()
     }
 
-    fn bool(&self, key: &str) -> std::result::Result<Option<bool>, String> {
+    pub(super) fn bool(&self, key: &str) -> std::result::Result<Option<bool>, String> {
         self.get(key)
             .map(|v| {
                 v.as_bool()

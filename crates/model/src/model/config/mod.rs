@@ -164,8 +164,9 @@ impl ModelConfig {
 }
 
 mod json;
+mod per_layer;
 
-pub(crate) use json::token_ids;
+pub(crate) use json::{token_ids, written_by};
 
 #[cfg(test)]
 mod tests;

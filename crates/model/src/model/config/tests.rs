@@ -51,19 +51,101 @@ fn gemma4_forces_the_last_layer_full_and_gemma3_does_not() {
     assert!((c.attn_scale - 256f32.powf(-0.5)).abs() < 1e-9);
 }
 
+fn heads(c: &ModelConfig) -> Vec<(usize, usize)> {
+    c.layers.iter().map(|l| (l.head_dim, l.kv_heads)).collect()
+}
+
 #[test]
-fn per_layer_config_wins_over_global_keys() {
+fn without_per_layer_config_the_global_keys_and_their_defaults_apply() {
     let mut v = gemma4_text();
     v["attention_k_eq_v"] = json!(true);
     v["num_global_key_value_heads"] = json!(1);
     let c = ModelConfig::from_json(&v).expect("parses");
     assert_eq!((c.layers[2].head_dim, c.layers[2].kv_heads), (32, 1));
+    assert_eq!((c.layers[5].head_dim, c.layers[5].kv_heads), (32, 1));
     assert!(!c.layers[2].has_v_proj && c.layers[1].has_v_proj);
-    v["per_layer_config"] = json!({"02": {"head_dim": 24, "num_key_value_heads": 4}});
+    // Without k = v the global KV heads are not read; without global_head_dim, 512.
+    v["attention_k_eq_v"] = json!(false);
+    v.as_object_mut().expect("object").remove("global_head_dim");
     let c = ModelConfig::from_json(&v).expect("parses");
-    assert_eq!((c.layers[2].head_dim, c.layers[2].kv_heads), (24, 4));
-    v["per_layer_config"] = json!({"9": {"head_dim": 24}});
-    assert!(ModelConfig::from_json(&v).is_err());
+    assert_eq!((c.layers[2].head_dim, c.layers[2].kv_heads), (512, 2));
+    assert_eq!((c.layers[1].head_dim, c.layers[1].kv_heads), (16, 2));
+}
+
+#[test]
+fn per_layer_config_present_even_empty_means_no_implicit_global_head_dim() {
+    // transformers 5.25 writes this for full layers that keep the sliding layers' head size;
+    // `global_head_dim` beside it is popped unread, as transformers does.
+    for empty in [json!({}), Value::Null] {
+        let mut v = gemma4_text();
+        v["per_layer_config"] = empty;
+        let c = ModelConfig::from_json(&v).expect("parses");
+        assert_eq!(heads(&c), vec![(16, 2); 6]);
+    }
+}
+
+#[test]
+fn per_layer_config_entries_set_their_layers() {
+    let mut v = gemma4_text();
+    v["attention_k_eq_v"] = json!(true);
+    v["num_global_key_value_heads"] = json!(2);
+    v["per_layer_config"] = json!({
+        "02": {"head_dim": 24, "num_key_value_heads": 1},
+        "5": {"head_dim": 24, "num_key_value_heads": 4},
+    });
+    let c = ModelConfig::from_json(&v).expect("parses");
+    assert_eq!(
+        heads(&c),
+        vec![(16, 2), (16, 2), (24, 1), (16, 2), (16, 2), (24, 4)]
+    );
+}
+
+#[test]
+fn per_layer_config_it_cannot_follow_is_refused_by_name() {
+    let refused = |entries: Value, says: &[&str]| {
+        let mut v = gemma4_text();
+        v["per_layer_config"] = entries;
+        v["transformers_version"] = json!("5.25.0");
+        let err = ModelConfig::from_json(&v).expect_err("must fail");
+        for s in says.iter().chain(&["written by transformers 5.25.0"]) {
+            assert!(err.contains(s), "{err} (expected `{s}`)");
+        }
+    };
+    refused(json!({"9": {"head_dim": 24}}), &["layer 9", "has 6"]);
+    refused(
+        json!({"x": {"head_dim": 24}}),
+        &["`x`", "not a layer index"],
+    );
+    refused(json!([1]), &["per_layer_config must be an object"]);
+    refused(
+        json!({"2": {"intermediate_size": 8}}),
+        &[
+            "per_layer_config.2.intermediate_size",
+            "head_dim and num_key_value_heads",
+        ],
+    );
+    refused(
+        json!({"2": {"head_dim": "24"}}),
+        &["per_layer_config.2.head_dim", "positive"],
+    );
+    refused(
+        json!({"2": {"head_dim": 0}}),
+        &["per_layer_config.2.head_dim"],
+    );
+    refused(
+        json!({"2": {"head_dim": 24}}),
+        &["layers 2 and 5", "full", "24 and 16"],
+    );
+}
+
+#[test]
+fn an_assistant_checkpoint_is_refused_as_a_chat_model() {
+    let v = json!({"model_type": "gemma4_assistant", "text_config": gemma4_text()});
+    let err = ModelConfig::from_json(&v).expect_err("a drafter");
+    assert!(
+        err.contains("gemma4_assistant") && err.contains("drafter"),
+        "{err}"
+    );
 }
 
 #[test]
