@@ -60,12 +60,18 @@ impl LoadedModel {
         let tok = self.tokenizer.as_ref().ok_or_else(|| {
             Error::Invalid("this model has no tokenizer, so it cannot chat".into())
         })?;
-        let header = tok.encode(&turn.header)?;
+        // Only the template writes control tokens: in the system prompt and the message (typed,
+        // pasted or attached) a control token's text is plain text.
+        let system: Vec<_> = turn.system.clone().into_iter().collect();
+        let header = tok.encode_guarded(&turn.header, &system)?;
         let mut prompt = vec![self.model.config().bos_token_id];
         if history.is_empty() {
             // One piece, so that the first message tokenizes as it does in the template's render,
             // unless that would move the header's last token.
-            let whole = tok.encode(&format!("{}{}", turn.header, turn.turn))?;
+            let n = turn.header.len();
+            let mut guarded = system.clone();
+            guarded.push(turn.user.start + n..turn.user.end + n);
+            let whole = tok.encode_guarded(&format!("{}{}", turn.header, turn.turn), &guarded)?;
             if whole.starts_with(&header) {
                 prompt.extend(whole);
                 return Ok((prompt, header));
@@ -75,7 +81,7 @@ impl LoadedModel {
         if let Some(exchanges) = history.get(1 + header_len..) {
             prompt.extend(exchanges);
         }
-        prompt.extend(tok.encode(&turn.turn)?);
+        prompt.extend(tok.encode_guarded(&turn.turn, std::slice::from_ref(&turn.user))?);
         Ok((prompt, header))
     }
 

@@ -6,6 +6,7 @@ pub mod spm;
 pub mod stream;
 pub mod template;
 
+use std::ops::Range;
 use std::path::Path;
 
 use crate::error::{Error, Result};
@@ -70,14 +71,7 @@ impl Tokenizer {
     /// Encodes `text` as is: special-token strings (`<start_of_turn>`, `<|turn>`…) become their
     /// ids, and nothing is added in front.
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
-        if text.len() > MAX_TEXT {
-            return Err(Error::Tokenizer(format!(
-                "the text to tokenize is {:.1} MiB, over the {} MiB gemma-chat tokenizes at once \
-                 (far more than any context holds): shorten the message or the conversation",
-                text.len() as f64 / (1 << 20) as f64,
-                MAX_TEXT >> 20
-            )));
-        }
+        self.check_len(text)?;
         match &self.inner {
             Inner::Hf(t) => {
                 let enc = t
@@ -87,6 +81,63 @@ impl Tokenizer {
             }
             Inner::Spm(s) => Ok(s.encode(text)),
         }
+    }
+
+    /// Encodes `text` as [`Self::encode`] does, except inside the `guarded` byte ranges (what a
+    /// user wrote: a message, an attached file and its name, a system prompt): there a
+    /// special-token string is plain text, as llama.cpp's `parse_special = false` treats user
+    /// content. Only the chat template writes control tokens. Text without special-token
+    /// strings in its guarded ranges tokenizes exactly as [`Self::encode`] makes it.
+    pub fn encode_guarded(&self, text: &str, guarded: &[Range<usize>]) -> Result<Vec<u32>> {
+        let inside = |start: usize, end: usize| {
+            guarded
+                .iter()
+                .any(|g| start < g.end && g.start < end.max(start + 1))
+        };
+        match &self.inner {
+            Inner::Spm(s) if text.len() <= MAX_TEXT => Ok(s.encode_unless(text, &inside)),
+            Inner::Spm(_) => self.encode(text),
+            Inner::Hf(t) => {
+                if guarded.is_empty() {
+                    return self.encode(text);
+                }
+                self.check_len(text)?;
+                let enc = t
+                    .encode(text, false)
+                    .map_err(|e| Error::Tokenizer(format!("cannot encode: {e}")))?;
+                let added = t.get_added_tokens_decoder();
+                let mut out = Vec::with_capacity(enc.get_ids().len());
+                for (&id, &(start, end)) in enc.get_ids().iter().zip(enc.get_offsets()) {
+                    let special = added.get(&id).is_some_and(|a| a.special);
+                    if !(special && inside(start, end)) {
+                        out.push(id);
+                        continue;
+                    }
+                    // Spelled in byte tokens (dropped where the vocabulary has none), as a
+                    // tool's text is.
+                    let piece = &text[start..end];
+                    out.extend(
+                        piece
+                            .bytes()
+                            .filter_map(|b| t.token_to_id(&format!("<0x{b:02X}>"))),
+                    );
+                }
+                Ok(out)
+            }
+        }
+    }
+
+    /// Refuses a text over [`MAX_TEXT`].
+    fn check_len(&self, text: &str) -> Result<()> {
+        if text.len() > MAX_TEXT {
+            return Err(Error::Tokenizer(format!(
+                "the text to tokenize is {:.1} MiB, over the {} MiB gemma-chat tokenizes at once \
+                 (far more than any context holds): shorten the message or the conversation",
+                text.len() as f64 / (1 << 20) as f64,
+                MAX_TEXT >> 20
+            )));
+        }
+        Ok(())
     }
 
     /// Decodes ids to text. With `skip_special`, control tokens are left out.

@@ -193,12 +193,22 @@ impl Spm {
 
     /// Encodes `text` as is (no BOS).
     pub fn encode(&self, text: &str) -> Vec<u32> {
+        self.encode_unless(text, &|_, _| false)
+    }
+
+    /// Encodes `text`, a control piece's text as plain text where `plain(start, end)` says so
+    /// (its byte range lies in what a user wrote); user-defined pieces match as ever.
+    pub fn encode_unless(&self, text: &str, plain: &dyn Fn(usize, usize) -> bool) -> Vec<u32> {
         let mut out = Vec::new();
         let mut last = 0;
         if let Some((ac, ids)) = &self.added {
             for m in ac.find_iter(text) {
+                let id = ids[m.pattern().as_usize()];
+                if self.kind[id as usize] == CONTROL && plain(m.start(), m.end()) {
+                    continue;
+                }
                 self.encode_plain(&text[last..m.start()], &mut out);
-                out.push(ids[m.pattern().as_usize()]);
+                out.push(id);
                 last = m.end();
             }
         }

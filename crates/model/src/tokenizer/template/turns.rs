@@ -5,6 +5,8 @@
 //! opening of the model's). The text before the first user message is the conversation's header
 //! (system turn, thinking switch, tool declarations); when it changes, the engine rewinds to it.
 
+use std::ops::Range;
+
 use serde_json::json;
 
 use super::{ChatTemplate, TemplateError, TemplateSource};
@@ -55,6 +57,38 @@ pub struct TurnText {
     /// What the turn adds after the header (first turn) or after the last answer (later turns):
     /// the user's message and the opening of the model's turn.
     pub turn: String,
+    /// Where `header` holds the system prompt as the template wrote it (bytes), if it does.
+    pub system: Option<Range<usize>>,
+    /// Where `turn` holds the user's message as the template wrote it (bytes): text the user
+    /// wrote, in which no control token may be read.
+    pub user: Range<usize>,
+}
+
+/// Where `real` holds what `shaped` (the same render with `mark` in its place) has as `mark`:
+/// the text before and after it is the template's own. When the template changed the mark, the
+/// stretch between what the two renders share at their start and at their end.
+fn written_at(real: &str, shaped: &str, mark: &str) -> Range<usize> {
+    let (r, s) = (real.as_bytes(), shaped.as_bytes());
+    if let Some(k) = shaped.find(mark) {
+        let after = &s[k + mark.len()..];
+        if r.len() >= k + after.len() && r[..k] == s[..k] && r.ends_with(after) {
+            return k..r.len() - after.len();
+        }
+    }
+    let prefix = r.iter().zip(s).take_while(|(a, b)| a == b).count();
+    let suffix = r
+        .iter()
+        .rev()
+        .zip(s.iter().rev())
+        .take_while(|(a, b)| a == b)
+        .count();
+    let end = r.len() - suffix.min(r.len());
+    prefix.min(end)..prefix.max(end)
+}
+
+/// `range` of a text moved `by` bytes to the left and cut to `len`.
+fn shifted(range: Range<usize>, by: usize, len: usize) -> Range<usize> {
+    range.start.saturating_sub(by).min(len)..range.end.saturating_sub(by).min(len)
 }
 
 /// A placeholder message that no template changes (private-use characters, no whitespace).
@@ -108,9 +142,34 @@ impl ChatTemplate {
         if turn.contains('\u{E000}') {
             return Err(self.fault("repeats earlier messages after the last answer"));
         }
+        // Where the user's words landed: the same render with a mark in their place.
+        let user_mark = mark(7);
+        let shaped =
+            self.render_after_bos(&messages(c, &user_mark, c.media), true, think, c.tools)?;
+        let user = shifted(
+            written_at(&real, &shaped, &user_mark),
+            real.len() - turn.len(),
+            turn.len(),
+        );
+        let system = match c.system {
+            Some(_) => {
+                let system_mark = mark(8);
+                let c8 = Conversation {
+                    system: Some(&system_mark),
+                    ..*c
+                };
+                let shaped =
+                    self.render_after_bos(&messages(&c8, &shape, &[]), true, think, c.tools)?;
+                let at = written_at(&placeholders, &shaped, &system_mark);
+                Some(shifted(at, 0, header.len()))
+            }
+            None => None,
+        };
         Ok(TurnText {
             header,
             turn: turn.to_string(),
+            system,
+            user,
         })
     }
 }
