@@ -21,8 +21,10 @@ use crate::mcp::ToolAnswer;
 pub mod clean;
 mod info;
 mod runtime;
+pub mod secrets;
 pub mod state;
 
+use secrets::Secrets;
 pub use state::ToolSpec;
 use state::{Server, Shared, Status};
 
@@ -202,7 +204,8 @@ impl ToolHost {
             }
             servers.push(entry);
         }
-        let shared = Arc::new(Shared::new(servers));
+        let secrets = Secrets::of(&config, &|name: &str| std::env::var(name).ok());
+        let shared = Arc::new(Shared::new(servers, secrets));
         if !builtin_tools.is_empty() || !builtins.problems().is_empty() {
             shared.ready(0, None, builtin_tools);
             if !builtins.problems().is_empty() {

@@ -105,6 +105,21 @@ fn a_stdio_server_lists_and_answers_and_sees_only_its_environment() {
         "{names:?}"
     );
     assert!(!names.iter().any(|n| n.starts_with("CARGO")), "{names:?}");
+
+    // What the server was handed (GIVEN's value) never comes back out of the host, wherever it
+    // sits in what the server says: it would be shown, saved, fed to the model and sent to a
+    // remote LLM server.
+    let secret = std::env::var("CARGO_PKG_NAME").expect("set");
+    let r = h
+        .call("getenv", args(json!({"name": "GIVEN"})))
+        .wait(Duration::from_secs(30));
+    assert!(r.ok, "{r:?}");
+    assert_eq!(r.text, "GIVEN=[secret]");
+    let r = h
+        .call("getenv", args(json!({"name": secret})))
+        .wait(Duration::from_secs(30));
+    assert!(r.ok, "{r:?}");
+    assert_eq!(r.text, "[secret] is not set");
 }
 
 #[test]

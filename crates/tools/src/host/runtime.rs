@@ -181,9 +181,23 @@ async fn call(shared: Arc<Shared>, builtins: Arc<Builtins>, request: Request, li
             name.unwrap_or_default()
         ))),
     };
+    // What the server sends back never carries what it was handed (taken out before the cut,
+    // so that no half of one is left at the end).
+    let secrets = &shared.secrets;
     let result = match answer {
-        Ok(answer) => CallResult::answer(answer, limits.max_result_bytes, started),
-        Err(e) => CallResult::failure(e.to_string(), started),
+        Ok(mut answer) => {
+            answer.text = secrets.redact(&answer.text);
+            if let Some(map) = answer.structured.take() {
+                let mut v = Value::Object(map);
+                secrets.redact_json(&mut v);
+                answer.structured = match v {
+                    Value::Object(m) => Some(m),
+                    _ => None,
+                };
+            }
+            CallResult::answer(answer, limits.max_result_bytes, started)
+        }
+        Err(e) => CallResult::failure(secrets.redact(&e.to_string()), started),
     };
     let _ = reply.send(result);
 }

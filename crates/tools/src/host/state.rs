@@ -12,6 +12,7 @@ use rmcp::{Peer, RoleClient};
 use serde_json::Value;
 
 use crate::host::clean;
+use crate::host::secrets::Secrets;
 use crate::mcp::RawTool;
 
 /// A tool as the model sees it.
@@ -87,16 +88,19 @@ pub struct Shared {
     state: Mutex<State>,
     settled: Condvar,
     changed: Mutex<Option<Notify>>,
+    /// What the servers were handed and must not get back out of the host.
+    pub secrets: Secrets,
 }
 
 impl Shared {
-    /// Shares `servers`.
-    pub fn new(servers: Vec<Server>) -> Self {
+    /// Shares `servers`, whose texts are cleaned of `secrets`.
+    pub fn new(servers: Vec<Server>, secrets: Secrets) -> Self {
         let listing = listing(&servers);
         Shared {
             state: Mutex::new(State { servers, listing }),
             settled: Condvar::new(),
             changed: Mutex::new(None),
+            secrets,
         }
     }
 
@@ -139,6 +143,7 @@ impl Shared {
 
     /// Server `index` failed: why, in a sentence; its tools are gone.
     pub fn fail(&self, index: usize, why: String) {
+        let why = self.secrets.redact(&why);
         self.update(index, |s| {
             s.status = Status::Failed(why);
             s.tools.clear();
@@ -148,7 +153,15 @@ impl Shared {
     }
 
     /// Server `index` is ready with `tools` (raw from the server, cleaned here).
-    pub fn ready(&self, index: usize, peer: Option<Peer<RoleClient>>, tools: Vec<RawTool>) {
+    pub fn ready(&self, index: usize, peer: Option<Peer<RoleClient>>, mut tools: Vec<RawTool>) {
+        for t in &mut tools {
+            t.description = self.secrets.redact(&t.description);
+            let mut schema = Value::Object(std::mem::take(&mut t.schema));
+            self.secrets.redact_json(&mut schema);
+            if let Value::Object(m) = schema {
+                t.schema = m;
+            }
+        }
         let (tools, skipped) = clean_tools(tools);
         self.update(index, |s| {
             s.status = Status::Ready;
