@@ -241,12 +241,17 @@ fn esc_while_a_call_waits_stops_it_and_ends_the_turn() {
 /// server as `[mcp.servers.test]` offering only `tool`, and `args`; returns whether it exited
 /// 0, its stderr, and the calls the server logged.
 fn headless(tool: &str, args: &[&str]) -> (bool, String, Vec<Value>) {
+    headless_with(tool, "", args)
+}
+
+/// [`headless`] with `config` (TOML tables) before the tools' part of the config file.
+fn headless_with(tool: &str, config: &str, args: &[&str]) -> (bool, String, Vec<Value>) {
     let dir = fixture("gemma4_e2b_style", Some(OFFICIAL));
     let log = dir.path().join("calls.jsonl");
     let server = test_server(&log);
     let quoted = |s: &str| serde_json::to_string(s).expect("a string");
     let config = format!(
-        "[tools]\ncall_timeout = 5\nmax_call_tokens = 24\n\n[mcp.servers.test]\ncommand = {}\nargs = [{}]\n\
+        "{config}\n[tools]\ncall_timeout = 5\nmax_call_tokens = 24\n\n[mcp.servers.test]\ncommand = {}\nargs = [{}]\n\
          env = {{ MCP_CALL_LOG = {}, MCP_TOOLS = \"{tool}\" }}\n",
         quoted(server.command.as_deref().expect("command")),
         quoted(&server.args[0]),
@@ -298,6 +303,24 @@ fn headless_required_calls_with_yes_and_says_each_call_on_stderr() {
             assert_eq!(&entry["arguments"][k], v, "{line}");
         }
     }
+}
+
+#[test]
+fn a_required_call_that_cannot_fit_is_said_not_skipped_silently() {
+    // The prompt with the tool's declaration takes 294 of 400 tokens: no call fits in what is
+    // left (a call needs more than twice the guide's reserve).
+    let (ok, stderr, got) = headless_with(
+        "forecast",
+        "[model]\ncontext_length = 400\n",
+        &["--tool-choice", "required", "--yes"],
+    );
+    assert!(ok, "{stderr}");
+    assert!(
+        stderr.contains("tool choice `required` not followed this turn")
+            && stderr.contains("tokens are left in the context"),
+        "{stderr}"
+    );
+    assert!(got.is_empty(), "no call was made: {got:?}");
 }
 
 #[test]

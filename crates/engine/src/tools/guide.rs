@@ -64,7 +64,13 @@ impl CallGuide {
 
     /// Whether a call may start now, with `room` tokens left in the context.
     fn may_call(&self, room: usize) -> bool {
-        self.calls_left > 0 && self.choice != ToolChoice::None && room > RESERVE * 2
+        self.calls_left > 0 && self.choice != ToolChoice::None && Self::room_for_a_call(room)
+    }
+
+    /// Whether `room` tokens left in the context leave room for a call to start: a call, its
+    /// response and the answer after it need more than twice the reserve.
+    pub fn room_for_a_call(room: usize) -> bool {
+        room > RESERVE * 2
     }
 
     /// Whether the call must be finished now: past its budget, or about to eat into the

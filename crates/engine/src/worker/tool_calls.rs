@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use super::Worker;
 use crate::job::JobTools;
-use crate::protocol::{Event, TabId, ToolDecision};
-use crate::tools::guide::CallGuide;
+use crate::protocol::{Event, TabId, ToolChoice, ToolDecision};
+use crate::tools::guide::{CallGuide, RESERVE};
 use crate::tools::run::{ToolRun, calls_in};
 use crate::tools::{EngineTools, declarations};
 use crate::turn::Turn;
@@ -66,15 +66,29 @@ impl Worker<'_> {
             return Ok((turn, None));
         };
         let grammar = EngineTools::grammar(&declared).map_err(Error::Invalid)?;
+        let choice = match no_calls {
+            true => ToolChoice::None,
+            false => t.tools.choice,
+        };
+        // The guide forces a call at the turn's first token only where one fits: said, not
+        // silently dropped.
+        let room = t.context.saturating_sub(turn.prompt().len());
+        if choice == ToolChoice::Required && !CallGuide::room_for_a_call(room) {
+            self.emit(Event::Notice {
+                tab,
+                text: format!(
+                    "tool choice `required` not followed this turn: {room} tokens are left in the \
+                     context and a call needs more than {} (its response and the answer after \
+                     it); the model answers in text. /compact or a longer context makes room",
+                    2 * RESERVE
+                ),
+            });
+        }
         let guide = CallGuide::new(
             Arc::new(grammar),
             tools.vocab.clone(),
             tools.ids,
-            if no_calls {
-                crate::protocol::ToolChoice::None
-            } else {
-                t.tools.choice
-            },
+            choice,
             tools.host.limits().max_calls,
             tools.host.limits().max_call_tokens,
         );
