@@ -345,6 +345,8 @@ pub fn lines(
 ) -> anyhow::Result<()> {
     let mut chat = Headless::open(common, sampling, tab, max_new, raw)?;
     errln!("Type a message; /reset starts over, /compact summarizes, /quit or Ctrl+D leaves.");
+    // Every turn goes on after a failed one, and the exit status says that some failed.
+    let mut failed = 0usize;
     for line in std::io::stdin().lines() {
         let line = line.context("reading stdin")?;
         match line.trim() {
@@ -356,14 +358,23 @@ pub fn lines(
             }
             "/compact" => {
                 if let Err(e) = chat.compact() {
+                    failed += 1;
                     errln!("error: {}\n", printable(&format!("{e:#}"), false));
                 }
             }
             text => match chat.turn(text) {
                 Ok(a) => errln!("{}\n", chat.describe(&a.stats)),
-                Err(e) => errln!("error: {}\n", printable(&format!("{e:#}"), false)),
+                Err(e) => {
+                    failed += 1;
+                    errln!("error: {}\n", printable(&format!("{e:#}"), false));
+                }
             },
         }
+    }
+    if failed > 0 {
+        anyhow::bail!(
+            "{failed} of the piped turns failed (each said why above); the others were answered"
+        );
     }
     Ok(())
 }

@@ -36,6 +36,31 @@ fn an_unknown_tensor_type_names_the_tensor_and_type() {
     );
 }
 
+/// A FIFO (named as `--mmproj` or `--model`) is refused at once, not opened: opening one waits
+/// for a writer for ever (probe 2026-12-06, F6).
+#[test]
+fn a_pipe_or_device_is_refused_without_waiting() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fifo = dir.path().join("mmproj-fifo.gguf");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success());
+    for path in [fifo, "/dev/zero".into()] {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let p = path.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(GgufFile::open(&p).map(|_| ()).map_err(|e| e.to_string()));
+        });
+        let got = rx
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .unwrap_or_else(|_| panic!("{} is still being opened", path.display()));
+        let err = got.expect_err("not a GGUF file");
+        assert!(err.contains("not a regular file"), "{err}");
+    }
+}
+
 #[test]
 fn a_truncated_file_says_so() {
     let dir = tempfile::tempdir().expect("tempdir");

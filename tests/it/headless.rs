@@ -173,6 +173,35 @@ fn stop_strings_context_presets_and_the_system_prompt_apply() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("no preset \"nope\""));
 }
 
+/// A piped chat goes on past a failed turn, and its exit status says that one failed (probe
+/// 2026-12-06, F9: it exited 0 when every turn failed).
+#[test]
+fn piped_chat_exits_non_zero_when_a_turn_failed() {
+    let m = fixture("gemma4_e2b_style", None);
+    let args = ["--temperature", "0", "--max-new-tokens", "4"];
+    let long = "word ".repeat(400);
+    let out = run(
+        m.path(),
+        "[model]\ncontext_length = 128\n",
+        &args,
+        &format!("Hello\n{long}\nAgain\n"),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert_eq!(
+        err.lines().filter(|l| l.starts_with('[')).count(),
+        2,
+        "{err}"
+    );
+    assert!(err.contains("1 of the piped turns failed"), "{err}");
+    let (_, err) = ok(&run(m.path(), "", &args, "Hello\nAgain\n"));
+    assert_eq!(
+        err.lines().filter(|l| l.starts_with('[')).count(),
+        2,
+        "{err}"
+    );
+}
+
 #[test]
 fn piped_chat_and_generate_chat_go_through_the_engine() {
     let m = fixture("gemma4_e2b_style", None);
@@ -303,7 +332,10 @@ fn piped_chat_compacts_a_full_context() {
     ));
     assert!(err.contains("summarized"), "{err}");
     let stop = "[model]\ncontext_length = 512\n[sessions]\ncontext_overflow = \"stop\"\n";
-    let (_, err) = ok(&run(m.path(), stop, &args, &lines));
+    // The turns that no longer fit fail, and the exit status says so.
+    let out = run(m.path(), stop, &args, &lines);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
     assert!(!err.contains("note: context compacted"), "{err}");
     assert!(err.contains("error: context length exceeded"), "{err}");
 }

@@ -38,16 +38,15 @@ pub enum PictureError {
     },
     /// Too large to decode.
     #[error(
-        "{what}: {width} × {height} pixels is too large to decode (at most {MAX_SIDE} pixels a side and {} megapixels); scale it down first",
+        "{what}: {} too large to decode (at most {MAX_SIDE} pixels a side and {} megapixels); scale it down first",
+        size_words(.size),
         MAX_PIXELS >> 20
     )]
     TooLarge {
         /// The file, or `the picture`.
         what: String,
-        /// Its width.
-        width: u32,
-        /// Its height.
-        height: u32,
+        /// Its width and height, where its header could be read.
+        size: Option<(u32, u32)>,
     },
     /// The decoder failed (a truncated or corrupt file).
     #[error("{what}: the picture is damaged ({cause})")]
@@ -57,6 +56,26 @@ pub enum PictureError {
         /// The decoder's words.
         cause: String,
     },
+}
+
+/// `W × H pixels is`, or `it is` where the size is unknown.
+fn size_words(size: &Option<(u32, u32)>) -> String {
+    match size {
+        Some((w, h)) => format!("{w} × {h} pixels is"),
+        None => "it is".to_string(),
+    }
+}
+
+/// The size a picture's header gives, read without the side limits (which refused it) but
+/// under the same allocation bound: what a refusal reports.
+fn header_size(bytes: &[u8]) -> Option<(u32, u32)> {
+    let mut reader = ImageReader::new(Cursor::new(bytes))
+        .with_guessed_format()
+        .ok()?;
+    let mut limits = image::Limits::default();
+    limits.max_alloc = Some(MAX_ALLOC);
+    reader.limits(limits);
+    reader.into_dimensions().ok()
 }
 
 /// A decoded picture.
@@ -154,8 +173,7 @@ fn header<'a>(
     let decoder = reader.into_decoder().map_err(|e| match e {
         image::ImageError::Limits(_) => PictureError::TooLarge {
             what: what.to_string(),
-            width: 0,
-            height: 0,
+            size: header_size(bytes),
         },
         e => damaged(e),
     })?;
@@ -163,8 +181,7 @@ fn header<'a>(
     if width > MAX_SIDE || height > MAX_SIDE || u64::from(width) * u64::from(height) > MAX_PIXELS {
         return Err(PictureError::TooLarge {
             what: what.to_string(),
-            width,
-            height,
+            size: Some((width, height)),
         });
     }
     Ok((Box::new(decoder), format))

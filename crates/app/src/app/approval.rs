@@ -257,13 +257,24 @@ impl App {
     fn remember_always(&mut self, call: &ToolCall) -> String {
         let name = gemma_protocol::text::short(&call.name, 40);
         match &self.config_path {
+            // Said saved only when the file can take it: a server written inline or in dotted
+            // keys cannot, and the status line says so (approved for this run all the same).
             Some(path) => {
-                self.saves.push(SaveJob::AutoApprove {
-                    config: path.clone(),
-                    server: call.server.clone(),
-                    tool: call.name.clone(),
-                });
-                format!("{name} approved from now on (saved to {})", path.display())
+                match crate::config::approve::plan_auto_approve(path, &call.server, &call.name) {
+                    Ok(Some(_)) => {
+                        self.saves.push(SaveJob::AutoApprove {
+                            config: path.clone(),
+                            server: call.server.clone(),
+                            tool: call.name.clone(),
+                        });
+                        format!("{name} approved from now on (saved to {})", path.display())
+                    }
+                    Ok(None) => format!(
+                        "{name} approved from now on (already listed in {})",
+                        path.display()
+                    ),
+                    Err(e) => format!("{name} approved until the app ends: {e}"),
+                }
             }
             None => format!(
                 "{name} approved until the app ends (there is no config file to save it in)"

@@ -19,6 +19,25 @@ use crate::error::{Error, Result};
 /// there is none. Returns whether the file changed (false: the tool was already listed). A
 /// symlinked file is edited where it points.
 pub fn save_auto_approve(path: &Path, server: &str, tool: &str) -> Result<bool> {
+    let Some((target, new)) = plan_auto_approve(path, server, tool)? else {
+        return Ok(false);
+    };
+    let cannot = |why: String| cannot_save(&target, server, tool, &why);
+    if let Some(dir) = target.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| cannot(e.to_string()))?;
+    }
+    gemma_files::write_atomic(&target, new.as_bytes()).map_err(|e| cannot(e.to_string()))?;
+    Ok(true)
+}
+
+/// What [`save_auto_approve`] would write, and where (`None`: the tool is listed already),
+/// without writing it; why not, when the file cannot be edited safely. What the app checks
+/// before it says the approval is saved.
+pub fn plan_auto_approve(
+    path: &Path,
+    server: &str,
+    tool: &str,
+) -> Result<Option<(std::path::PathBuf, String)>> {
     let target = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     let old = if std::fs::symlink_metadata(&target).is_ok() {
         let bytes =
@@ -28,23 +47,23 @@ pub fn save_auto_approve(path: &Path, server: &str, tool: &str) -> Result<bool> 
     } else {
         String::new()
     };
-    let cannot = |why: String| {
-        Error::Save(format!(
-            "cannot save \"always approve {tool}\" in {}: {why}; add \"{tool}\" to {} \
-             auto_approve by hand",
-            target.display(),
-            table_name(server)
-        ))
-    };
-    let Some(new) = add_auto_approve(&old, server, tool).map_err(cannot)? else {
-        return Ok(false);
+    let Some(new) = add_auto_approve(&old, server, tool)
+        .map_err(|why| cannot_save(&target, server, tool, &why))?
+    else {
+        return Ok(None);
     };
     Config::from_layers(Some((target.as_path(), new.as_str())))?;
-    if let Some(dir) = target.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| cannot(e.to_string()))?;
-    }
-    gemma_files::write_atomic(&target, new.as_bytes()).map_err(|e| cannot(e.to_string()))?;
-    Ok(true)
+    Ok(Some((target, new)))
+}
+
+/// The refusal to save "always approve `tool`" in `target`, with what to do instead.
+fn cannot_save(target: &Path, server: &str, tool: &str, why: &str) -> Error {
+    Error::Save(format!(
+        "cannot save \"always approve {tool}\" in {}: {why}; add \"{tool}\" to {} \
+         auto_approve by hand",
+        target.display(),
+        table_name(server)
+    ))
 }
 
 /// `[mcp.servers.SERVER]`, or `[tools]` for the built-ins.
@@ -225,6 +244,29 @@ mod tests {
 
     fn add(text: &str, server: &str, tool: &str) -> Option<String> {
         add_auto_approve(text, server, tool).expect("editable")
+    }
+
+    #[test]
+    fn a_server_written_inline_or_in_dotted_keys_is_refused_not_saved() {
+        for text in [
+            "mcp.servers.h = { command = \"python3\", args = [\"s.py\"] }\n",
+            "[mcp]\nservers.h = { command = \"python3\" }\n",
+            "[mcp.servers]\nh.command = \"python3\"\n",
+        ] {
+            let err = add_auto_approve(text, "h", "probe").expect_err(text);
+            assert!(
+                err.contains("not written as a table header"),
+                "{text}: {err}"
+            );
+        }
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("config.toml");
+        let text = "mcp.servers.h = { command = \"python3\" }\n";
+        std::fs::write(&path, text).expect("write");
+        let err = plan_auto_approve(&path, "h", "probe").expect_err("inline");
+        assert!(err.to_string().contains("by hand"), "{err}");
+        assert!(save_auto_approve(&path, "h", "probe").is_err());
+        assert_eq!(std::fs::read_to_string(&path).expect("read"), text);
     }
 
     #[test]

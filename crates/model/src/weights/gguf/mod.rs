@@ -53,6 +53,15 @@ impl std::fmt::Debug for GgufFile {
 impl GgufFile {
     /// Opens and indexes a GGUF file; tensor data stays mapped, not read.
     pub fn open(path: &Path) -> Result<Self> {
+        // Opening a FIFO would wait for a writer for ever: only a regular file is opened.
+        let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+        if !meta.is_file() {
+            let why = "not a regular file (a pipe, a device or a folder): name a .gguf file";
+            return Err(Error::io(
+                path,
+                std::io::Error::new(std::io::ErrorKind::InvalidInput, why),
+            ));
+        }
         let file = File::open(path).map_err(|e| Error::io(path, e))?;
         let mmap = super::safetensors::map_file(&file).map_err(|e| Error::io(path, e))?;
         let mut r = Reader {
