@@ -3,7 +3,10 @@
 //! longer than the sliding window, the 12B's encoder-free embedder), the soft tokens of each
 //! picture, the logits of every position of a prompt holding two pictures on every path, the
 //! greedy ids, and the warm session: a follow-up reuses the pictures, another picture in the
-//! same place does not. The fixtures come from `tests/fixtures/make_vision_oracle.py`.
+//! same place does not. The fixtures come from `tests/fixtures/make_vision_oracle.py`, and two
+//! 26B/31B layout variants (a sliding window longer than the prompt and one shorter than a
+//! picture, `[sliding, sliding, full]` layers, a 2 x 2 x 24 tower with a 128-row position table,
+//! the image ids swapped) from `make_vision_variants.py` with the newest transformers.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -22,10 +25,16 @@ const BUDGET: usize = 70;
 
 fn fixtures() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/vision");
-    let dirs: Vec<PathBuf> = ["e2b_style", "big_style", "unified_style"]
-        .iter()
-        .map(|k| root.join(k))
-        .collect();
+    let dirs: Vec<PathBuf> = [
+        "e2b_style",
+        "big_style",
+        "unified_style",
+        "big_window_long",
+        "big_window_short",
+    ]
+    .iter()
+    .map(|k| root.join(k))
+    .collect();
     assert!(
         dirs.iter()
             .all(|d| d.join("reference.safetensors").exists())
@@ -130,11 +139,14 @@ fn image_prompts_match_transformers() {
     for dir in fixtures() {
         let mut f = open(&dir);
         let window = f.lm.model.config().sliding_window;
-        assert!(
-            f.images
-                .iter()
-                .all(|i| i.rows.len() / f.lm.model.config().hidden_size > window)
-        );
+        // Every picture is longer than the sliding window, but in the variant whose window is
+        // longer than the whole prompt.
+        let longer = |i: &Image| i.rows.len() / f.lm.model.config().hidden_size > window;
+        if dir.ends_with("big_window_long") {
+            assert!(f.prompt.len() < window);
+        } else {
+            assert!(f.images.iter().all(longer));
+        }
         // Chunks of 8 (each image still one step: the GEMM or the row kernels around it), one
         // chunk (the prefill GEMM), and burn's graph (the GPU path).
         for (path, chunk, fused) in [
@@ -257,9 +269,20 @@ fn generate_logits(model: &Path, pictures: &Path, prompt: &[u32], extra: &[&Path
     f32s(&SafeTensors::deserialize(&got).expect("parses"), "logits")
 }
 
+/// The fixtures converted to GGUF by `tests/fixtures/make_gguf_fixtures.py` (the tower kinds;
+/// the layout variants of `make_vision_variants.py` are checked through safetensors).
+fn gguf_fixtures() -> Vec<PathBuf> {
+    let dirs: Vec<PathBuf> = fixtures()
+        .into_iter()
+        .filter(|d| d.join("gguf/model.gguf").exists())
+        .collect();
+    assert!(dirs.len() >= 3, "the GGUF conversions of the tower kinds");
+    dirs
+}
+
 #[test]
 fn an_mmproj_gguf_gives_the_safetensors_logits() {
-    for dir in fixtures() {
+    for dir in gguf_fixtures() {
         let bytes = std::fs::read(dir.join("reference.safetensors")).expect("reference");
         let st = SafeTensors::deserialize(&bytes).expect("reference parses");
         let (prompt, want) = (ids(&st, "prompt_ids"), f32s(&st, "logits"));
@@ -282,7 +305,7 @@ fn an_mmproj_gguf_gives_the_safetensors_logits() {
 
 #[test]
 fn the_mmproj_tower_is_the_safetensors_tower() {
-    for dir in fixtures() {
+    for dir in gguf_fixtures() {
         let f = open(&dir);
         let model = dir.join("gguf/model.gguf");
         let mut lm = crate::common::load_exact(&model)
