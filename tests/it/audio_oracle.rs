@@ -147,6 +147,77 @@ fn audio_rows_match_transformers() {
     assert_eq!(second.rows.len() / hidden, frames(second) - 1);
 }
 
+/// Clips of 1 to 12 attention chunks (full and partial last chunks; 0.15 s to 5.76 s), the
+/// held-out 1.3 s and 0.7 s among them, against transformers 5.25
+/// (`tests/fixtures/make_audio_lengths.py`); the reference's batched rows equal its rows alone,
+/// so its padding mask is read the right way round.
+#[test]
+fn clips_of_every_length_match_transformers() {
+    let f = open_fixture();
+    let hidden = f.lm.model.config().hidden_size;
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/audio/lengths");
+    let bytes = std::fs::read(dir.join("reference.safetensors")).expect("reference");
+    let st = SafeTensors::deserialize(&bytes).expect("reference parses");
+    let meta: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("reference.json")).expect("reference.json"),
+    )
+    .expect("json");
+    let counts = meta["soft_tokens"].as_array().expect("counts");
+    let chunk = f.tower.spec().chunk;
+    let mut chunks = Vec::new();
+    for (i, n) in counts.iter().enumerate() {
+        let mask: Vec<bool> = ids(&st, &format!("mask_{i}"))
+            .iter()
+            .map(|&m| m != 0)
+            .collect();
+        let rows = f
+            .tower
+            .encode(&f32s(&st, &format!("features_{i}")), &mask)
+            .expect("encodes");
+        let want = f32s(&st, &format!("rows_{i}"));
+        assert_eq!(rows.len() / hidden, n.as_u64().expect("n") as usize);
+        assert_eq!(rows.len(), want.len(), "clip {i}: soft tokens");
+        let d = max_abs_diff(&rows, &want);
+        println!("clip {i}: {n} soft tokens, max |Δrows| = {d:.2e}");
+        // Rounding grows with the clip (measured up to 7e-5 at 12 chunks, rows up to ~4).
+        assert!(d < 2e-4, "clip {i} ({n} soft tokens): rows differ by {d}");
+        chunks.push((rows.len() / hidden).div_ceil(chunk));
+    }
+    // The held-out lengths from their files: decoded, turned into features and encoded here.
+    for i in meta["batched"].as_array().expect("batched") {
+        let i = i.as_u64().expect("i");
+        let wav = std::fs::read(dir.join(format!("clip_{i}.wav"))).expect("wav");
+        let clip = gemma_media::Clip::decode(&wav, "clip.wav").expect("decodes");
+        let features = gemma_media::audio::features::features(clip.samples());
+        let mask: Vec<bool> = ids(&st, &format!("mask_{i}"))
+            .iter()
+            .map(|&m| m != 0)
+            .collect();
+        assert_eq!(features.mask, mask, "clip {i}: feature mask");
+        let d = max_abs_diff(&features.values, &f32s(&st, &format!("features_{i}")));
+        assert!(d < 1e-3, "clip {i}: features differ by {d}");
+        let rows = f
+            .tower
+            .encode(&features.values, &features.mask)
+            .expect("encodes");
+        let r = max_abs_diff(&rows, &f32s(&st, &format!("rows_{i}")));
+        println!("clip {i} from its file: max |Δfeatures| = {d:.2e}, |Δrows| = {r:.2e}");
+        assert!(r < 2e-4, "clip {i} from its file: rows differ by {r}");
+    }
+    assert_eq!(chunks.first(), Some(&1));
+    assert_eq!(chunks.last(), Some(&12));
+    for (j, i) in meta["batched"]
+        .as_array()
+        .expect("batched")
+        .iter()
+        .enumerate()
+    {
+        let alone = f32s(&st, &format!("rows_{}", i.as_u64().expect("i")));
+        let batched = f32s(&st, &format!("batched_rows_{j}"));
+        assert!(max_abs_diff(&alone, &batched) < 1e-5);
+    }
+}
+
 /// A tower with other chunking (5 frames, 3 of past, 2 of future), a softcap of 3 that bites and
 /// 4 heads, read from `audio_config` alone.
 #[test]
