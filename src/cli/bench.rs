@@ -94,7 +94,7 @@ fn turn(m: &Gemma, s: &mut Session, prompt: &[u32], n: usize) -> anyhow::Result<
 }
 
 /// What the model's cache keeps: the host KV type, or the compute dtype on the device.
-fn kv_dtype_name(m: &Gemma) -> String {
+pub(super) fn kv_dtype_name(m: &Gemma) -> String {
     m.host_kv_dtype()
         .map_or_else(|| format!("{:?} (device)", m.dtype()), |t| t.to_string())
 }

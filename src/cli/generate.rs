@@ -123,6 +123,14 @@ pub fn run(
     let t0 = Instant::now();
     let (mut lm, dtype) = load_model(common)?;
     let load_s = t0.elapsed().as_secs_f64();
+    // The oracle path says which cache it ran with: transformers keeps f32.
+    let kv = super::bench::kv_dtype_name(&lm.model);
+    if lm.model.host_kv_dtype() != Some(gemma_model::model::KvDtype::F32) {
+        errln!(
+            "note: the KV cache keeps {kv} keys and values (--kv-dtype f32 keeps them exact, as \
+             transformers does)"
+        );
+    }
     let prompt_ids = prompt_ids(&args, &lm)?;
     let images = media(&mut lm, common, &args.images, &prompt_ids)?;
     let cfg = lm.model.config();
@@ -181,6 +189,7 @@ pub fn run(
             end,
             load_s,
             dtype: dtype.as_str(),
+            kv_dtype: &kv,
         };
         outln!("{}", json.render(&turn.stats()))?;
     } else {
@@ -197,6 +206,7 @@ struct RawJson<'a> {
     end: TurnEnd,
     load_s: f64,
     dtype: &'a str,
+    kv_dtype: &'a str,
 }
 
 impl RawJson<'_> {
@@ -217,6 +227,7 @@ impl RawJson<'_> {
                 "ttft_s": stats.ttft_s,
             },
             "dtype": self.dtype,
+            "kv_dtype": self.kv_dtype,
         })
     }
 }

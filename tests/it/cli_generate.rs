@@ -68,6 +68,13 @@ fn generate_json_and_dump_logits() {
     );
     assert!(v["timings"]["prefill_tok_s"].as_f64().expect("timing") > 0.0);
     assert!(v["text"].is_string());
+    // The oracle path says which cache it ran with (the default f16, not transformers' f32).
+    assert_eq!(v["kv_dtype"], "f16");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("KV cache keeps f16") && stderr.contains("--kv-dtype f32"),
+        "{stderr}"
+    );
 
     let bytes = std::fs::read(&dump).expect("dump written");
     let st = safetensors::SafeTensors::deserialize(&bytes).expect("safetensors");
