@@ -169,6 +169,59 @@ fn a_broken_recording_fails_its_turn_with_the_reason() {
     h.send(Command::Shutdown);
 }
 
+/// A message whose recording alone cannot fit the tab's context is refused before the clip is
+/// resampled, cut or encoded (probe 2026-12-06, F4: a 59-minute WAV took 42 s and 1.1 GB, then
+/// "context exceeded", and left its pieces behind): no "encoding" notice, no kept piece, and the
+/// tab goes on.
+#[test]
+fn a_recording_that_cannot_fit_is_refused_before_it_is_encoded() {
+    let dir = audio_fixture();
+    let tmp = tempfile::tempdir().expect("tmp");
+    let long = tmp.path().join("long.wav");
+    // 70 s of noise: three pieces, about 1,750 soft tokens.
+    let mut x: u32 = 1;
+    let noise: Vec<f32> = (0..16_000 * 70)
+        .map(|_| {
+            x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            (x >> 8) as f32 / (1u32 << 24) as f32 - 0.5
+        })
+        .collect();
+    let wav = gemma_media::Clip::from_samples(&noise, 16_000, 1)
+        .expect("a clip")
+        .to_wav();
+    std::fs::write(&long, wav).expect("wav");
+    let h = engine(dir.path());
+    open(&h, 1);
+    h.send(Command::SetContext {
+        tab: 1,
+        tokens: 512,
+    });
+    h.send(Command::Submit {
+        tab: 1,
+        text: "Hear this".into(),
+        images: vec![Attachment::audio(long)],
+    });
+    loop {
+        match h.events.recv().expect("event") {
+            Event::Failed { error, .. } => {
+                assert!(
+                    error.contains("alone take") && error.contains("the context holds 512"),
+                    "{error}"
+                );
+                break;
+            }
+            Event::Notice { text, .. } => {
+                assert!(!text.contains("encoding"), "encoded first: {text}")
+            }
+            Event::Finished { .. } => panic!("answered a recording that cannot fit"),
+            _ => {}
+        }
+    }
+    let after = submit(&h, 1, "Hello", Vec::new());
+    assert!(after.stats.generated_tokens > 0);
+    h.send(Command::Shutdown);
+}
+
 /// Runs the binary on the fixture copy `dir` with `args`; its status, stdout and stderr.
 fn binary(dir: &Path, args: &[&str]) -> (bool, i32, String, String) {
     let tmp = tempfile::tempdir().expect("tmp");

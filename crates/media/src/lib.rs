@@ -14,4 +14,4 @@ pub mod resample;
 
 pub use audio::{AudioError, Clip, Features};
 pub use patches::{BUDGETS, PATCH, POOL, Patches, patches, patches_of};
-pub use picture::{Picture, PictureError};
+pub use picture::{Picture, PictureError, soft_tokens};

@@ -78,6 +78,16 @@ fn header_size(bytes: &[u8]) -> Option<(u32, u32)> {
     reader.into_dimensions().ok()
 }
 
+/// The soft tokens the picture in `bytes` makes at `budget`, from its header alone (nothing is
+/// decoded): what a message's context check counts before any tower runs. `None` when the
+/// header cannot be read or the picture cannot fit the budget (decoding it says why).
+pub fn soft_tokens(bytes: &[u8], budget: usize) -> Option<usize> {
+    let (width, height) = header_size(bytes)?;
+    let (h, w) = crate::patches::fit(height, width, budget)?;
+    let block = crate::patches::PATCH * crate::patches::POOL;
+    Some(((h / block) * (w / block)) as usize)
+}
+
 /// A decoded picture.
 #[derive(Debug, Clone)]
 pub struct Picture {

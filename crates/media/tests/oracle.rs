@@ -146,6 +146,33 @@ fn png_header(width: u32, height: u32) -> Vec<u8> {
     png
 }
 
+/// The soft tokens a picture makes, counted from its header alone (what a message's context
+/// check uses before any tower runs), are those its decoded patches make, at every budget.
+#[test]
+fn soft_tokens_from_the_header_are_the_patches_count() {
+    for name in [
+        "small.png",
+        "wide.webp",
+        "rotated.jpg",
+        "sliver.png",
+        "alpha.png",
+        "frames.gif",
+    ] {
+        let bytes = std::fs::read(dir().join(name)).expect("fixture");
+        let picture = Picture::decode(&bytes, name).expect("decodes");
+        for budget in gemma_media::BUDGETS {
+            let want = gemma_media::patches(&picture.rgb, budget)
+                .ok()
+                .map(|p| p.soft_tokens());
+            assert_eq!(
+                gemma_media::soft_tokens(&bytes, budget),
+                want,
+                "{name} at {budget}"
+            );
+        }
+    }
+}
+
 /// Pictures too large to decode are refused from their header, before any pixel is decoded
 /// (a 50,000-pixel side; 20,000 × 16,000, a 1 GB decompression bomb), and a damaged or foreign
 /// file says what it is.

@@ -84,6 +84,40 @@ impl Worker<'_> {
         Ok(out)
     }
 
+    /// Refuses, before any picture or recording is decoded or encoded, a message whose media
+    /// alone cannot fit the tab's context even with nothing but the conversation's header
+    /// before them (no compaction can make room): each picture counted from its header, each
+    /// recording from its decoded length, with their begin and end marks. A file that cannot
+    /// be counted is left to its encoding, which says why.
+    pub(super) fn media_fits(&mut self, tab: TabId, attachments: &[Attachment]) -> Result<()> {
+        if attachments.is_empty() {
+            return Ok(());
+        }
+        let limit = self.context;
+        let t = self.idle_tab(tab)?;
+        let (limit, mut needed) = (t.context.min(limit), 1 + t.header.len());
+        for a in attachments {
+            needed += match a.kind {
+                MediaKind::Image => {
+                    gemma_files::read_limited(&a.path, gemma_media::picture::MAX_FILE)
+                        .ok()
+                        .and_then(|bytes| gemma_media::soft_tokens(&bytes, a.tokens))
+                        .map_or(0, |n| n + 2)
+                }
+                MediaKind::Audio => gemma_media::audio::Probe::open(&a.path)
+                    .map_or(0, |p| p.tokens() + 2 * p.pieces()),
+            };
+        }
+        if needed > limit {
+            return Err(Error::Invalid(format!(
+                "context length exceeded: the pictures and recordings alone take {needed} tokens \
+                 with the conversation's opening, and the context holds {limit}; send fewer or \
+                 shorter ones, a smaller /image-tokens budget, or raise context_length"
+            )));
+        }
+        Ok(())
+    }
+
     /// A copy for the conversation, so that it comes back whatever becomes of the file.
     fn keep(&self, tab: TabId, e: &Encoded) {
         if let Some(store) = &self.convos

@@ -29,7 +29,7 @@ impl Worker<'_> {
         rounds: u8,
     ) -> Result<()> {
         let lm = self.lm;
-        self.idle_tab(tab)?;
+        self.media_fits(tab, attachments)?;
         let encoded = self.encode(tab, attachments)?;
         let marks = self.towers.marks();
         let hidden = lm.model.config().hidden_size;
