@@ -272,6 +272,14 @@ fn a_refused_key_and_an_unknown_model_say_what_to_do() {
         error.contains("\"gemma-4-31b\"") && error.contains("it serves: \"m\""),
         "{error}"
     );
+    // A key no header can carry (a CR pasted in with it) fails at once, not retried for ever
+    // as if the server were down (probe 2026-12-06, E24), and is not shown either.
+    let error = load_failed(options(free_port(), Some("key-with-cr-7788\r"), None));
+    assert!(
+        error.contains("a carriage return") && error.contains("api_key_env"),
+        "{error}"
+    );
+    assert!(!error.contains("key-with-cr-7788"), "{error}");
 }
 
 #[test]

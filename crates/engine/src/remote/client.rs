@@ -34,6 +34,15 @@ pub enum RemoteError {
         /// The cause.
         why: String,
     },
+    /// The API key cannot go in an HTTP header: a control character (a trailing newline or
+    /// carriage return, most often) or a character outside visible ASCII. No try can work.
+    #[error(
+        "the API key holds {what}, which an HTTP header cannot carry; fix the environment variable [engine] api_key_env names (a trailing newline or CR?)"
+    )]
+    BadKey {
+        /// What it holds, without the key.
+        what: String,
+    },
     /// The server wants a (different) API key.
     #[error(
         "the server at {url} refused the API key (HTTP {status}); set [engine] api_key_env to the name of the environment variable that holds it"
@@ -135,6 +144,17 @@ impl Client {
                 url: base.clone(),
                 why: e.to_string(),
             })?;
+        if let Some(key) = &options.api_key
+            && let Some(c) = key.chars().find(|c| !(' '..='~').contains(c))
+        {
+            let what = match c {
+                '\r' => "a carriage return".to_string(),
+                '\n' => "a newline".to_string(),
+                c if c.is_control() => format!("the control character U+{:04X}", c as u32),
+                c => format!("the character U+{:04X}", c as u32),
+            };
+            return Err(RemoteError::BadKey { what });
+        }
         Ok(Self {
             http,
             base,
