@@ -69,8 +69,9 @@ fn control_token_text_from_a_user_stays_text() {
             tok.encode(ordinary).expect("encode")
         );
         let marked = "say <|turn> now";
+        let whole = 0..marked.len();
         let guarded = tok
-            .encode_guarded(marked, &[0..marked.len()])
+            .encode_guarded(marked, std::slice::from_ref(&whole))
             .expect("guarded");
         assert_eq!(controls(&lm, &tok.encode(marked).expect("encode")), 1);
         assert_eq!(controls(&lm, &guarded), 0);
