@@ -167,7 +167,10 @@ fn the_approval_pane_shows_the_call_and_queues_the_next() {
 #[test]
 fn a_call_in_another_tab_waits_for_a_visit_and_always_is_saved() {
     let mut app = new_app();
-    app.config_path = Some("/tmp/gemma-chat-test/config.toml".into());
+    let dir = tempfile::tempdir().expect("tmp");
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, "[mcp.servers.files]\ncommand = \"srv\"\n").expect("config");
+    app.config_path = Some(config);
     let first = send(&mut app, "Look up the weather");
     app.update(Msg::Key(KeyEvent::new(
         KeyCode::Char('t'),
@@ -200,6 +203,34 @@ fn a_call_in_another_tab_waits_for_a_visit_and_always_is_saved() {
             .any(|s| matches!(s, SaveJob::AutoApprove { server, tool, .. }
             if server == "files" && tool == "weather")),
         "{saves:?}"
+    );
+}
+
+/// "Always" says saved only when the config file can take the edit: a server written inline
+/// gets the reason, no save is queued, and the call is approved all the same (probe
+/// 2026-12-06, F7).
+#[test]
+fn always_for_a_server_written_inline_says_it_cannot_be_saved() {
+    let mut app = new_app();
+    let dir = tempfile::tempdir().expect("tmp");
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, "mcp.servers.files = { command = \"srv\" }\n").expect("config");
+    app.config_path = Some(config);
+    let tab = send(&mut app, "Look up the weather");
+    asks(&mut app, tab, call(1, "weather", r#"{"city":"Paris"}"#));
+    let cmds = app.update(key(KeyCode::Char('a')));
+    assert!(matches!(
+        cmds[..],
+        [Command::DecideTool {
+            decision: ToolDecision::Always,
+            ..
+        }]
+    ));
+    assert!(app.take_saves().is_empty());
+    let flash = app.flash.clone().unwrap_or_default();
+    assert!(
+        flash.contains("approved until the app ends") && flash.contains("by hand"),
+        "{flash}"
     );
 }
 

@@ -64,18 +64,7 @@ impl AudioSpec {
         let Some(a) = root.get("audio_config").and_then(Value::as_object) else {
             return Ok(None);
         };
-        // transformers' tower reads its geometry from the global keys only (a per-layer
-        // override makes it refuse the config); one that differs per layer is not a Gemma 4 tower.
-        if a.get("per_layer_config")
-            .and_then(Value::as_object)
-            .is_some_and(|m| !m.is_empty())
-        {
-            return Err(
-                "`audio_config.per_layer_config` gives layers their own geometry: Gemma 4's \
-                 tower has one for every layer"
-                    .into(),
-            );
-        }
+        crate::model::config::one_geometry(a, "audio_config")?;
         let text = root
             .get("text_config")
             .and_then(Value::as_object)

@@ -82,18 +82,7 @@ impl VisionSpec {
         let Some(v) = root.get("vision_config").and_then(Value::as_object) else {
             return Ok(None);
         };
-        // transformers' tower reads its geometry from the global keys only (a per-layer
-        // override makes it refuse the config); one that differs per layer is not a Gemma 4 tower.
-        if v.get("per_layer_config")
-            .and_then(Value::as_object)
-            .is_some_and(|m| !m.is_empty())
-        {
-            return Err(
-                "`vision_config.per_layer_config` gives layers their own geometry: Gemma 4's \
-                 tower has one for every layer"
-                    .into(),
-            );
-        }
+        crate::model::config::one_geometry(v, "vision_config")?;
         let text = root
             .get("text_config")
             .and_then(Value::as_object)

@@ -166,6 +166,22 @@ pub(crate) fn written_by(root: &Value, msg: String) -> String {
     }
 }
 
+/// Refuses a tower config (`vision_config`, `audio_config`) that gives its layers their own
+/// geometry in `per_layer_config`: transformers' towers read the global keys only (a per-layer
+/// override makes them refuse the config), and a Gemma 4 tower has one geometry throughout.
+pub(crate) fn one_geometry(
+    tower: &Map<String, Value>,
+    key: &str,
+) -> std::result::Result<(), String> {
+    match tower.get("per_layer_config").and_then(Value::as_object) {
+        Some(m) if !m.is_empty() => Err(format!(
+            "`{key}.per_layer_config` gives layers their own geometry: Gemma 4's tower has one \
+             for every layer"
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Most decoder layers a config may declare (the largest Gemma has 62).
 const MAX_LAYERS: usize = 1024;
 

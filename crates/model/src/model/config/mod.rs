@@ -166,7 +166,7 @@ impl ModelConfig {
 mod json;
 mod per_layer;
 
-pub(crate) use json::{token_ids, written_by};
+pub(crate) use json::{one_geometry, token_ids, written_by};
 
 #[cfg(test)]
 mod tests;

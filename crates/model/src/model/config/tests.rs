@@ -231,3 +231,27 @@ fn image_attention_follows_use_bidirectional_attention() {
         assert!(err.contains("use_bidirectional_attention"), "{err}");
     }
 }
+
+#[test]
+fn a_tower_whose_layers_have_their_own_geometry_is_refused_by_name() {
+    let layered = json!({"0": {"head_dim": 8}});
+    let root = |tower: &str| {
+        json!({
+            "model_type": "gemma4", "text_config": gemma4_text(), "transformers_version": "5.25.0",
+            tower: {"per_layer_config": layered.clone()},
+        })
+    };
+    let err = crate::vision::config::VisionSpec::from_json(&root("vision_config"))
+        .expect_err("per-layer vision geometry");
+    assert!(
+        err.contains("vision_config.per_layer_config") && err.contains("transformers 5.25.0"),
+        "{err}"
+    );
+    let err = crate::audio::config::AudioSpec::from_json(&root("audio_config"))
+        .expect_err("per-layer audio geometry");
+    assert!(err.contains("audio_config.per_layer_config"), "{err}");
+    // An empty one changes nothing.
+    let mut ok = root("vision_config");
+    ok["vision_config"]["per_layer_config"] = json!({});
+    assert!(crate::vision::config::VisionSpec::from_json(&ok).is_ok());
+}
