@@ -26,6 +26,7 @@ use crate::host::clean;
 use stdio::{Spawned, StderrTail, stderr_note};
 
 mod answer;
+mod guard;
 pub mod stdio;
 pub mod streamable;
 
@@ -190,6 +191,7 @@ pub async fn connect_stdio(
         stdin,
         stderr,
     } = spawned;
+    let stdout = guard::Guarded::new(stdout, Arc::clone(&stderr));
     let transport = AsyncRwTransport::new_client(stdout, stdin).with_max_line_length(MAX_MESSAGE);
     match tokio::time::timeout(timeout, handler.serve(transport)).await {
         Ok(Ok(service)) => Ok(Connection {

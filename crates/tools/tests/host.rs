@@ -221,7 +221,7 @@ fn a_hostile_server_is_cleaned_and_what_it_lies_about_is_refused() {
         ],
         ..ServerConfig::default()
     };
-    let h = host(vec![("evil", hostile)], Duration::from_secs(10));
+    let h = host(vec![("evil", hostile.clone())], Duration::from_secs(10));
     let servers = h.servers();
     assert_eq!(servers[0].state, "ready", "{servers:?}");
     // The tools whose schemas cannot be followed are not offered, and the server says why.
@@ -254,4 +254,24 @@ fn a_hostile_server_is_cleaned_and_what_it_lies_about_is_refused() {
     let liar = h.call("liar", Map::new()).wait(Duration::from_secs(10));
     assert!(!liar.ok, "{liar:?}");
     assert!(h.servers()[0].state == "ready", "the server stays usable");
+    // An answer over 8 MiB, or nested deeper than JSON is read, fails its call at once (not
+    // after the 10 s time-out) and the server's message says why (probe 2026-12-06, F5).
+    for (tool, why) in [("nested", "nested deeper"), ("huge", "over 8 MiB")] {
+        let h = host(vec![("evil", hostile.clone())], Duration::from_secs(10));
+        let started = std::time::Instant::now();
+        let r = h.call(tool, Map::new()).wait(Duration::from_secs(30));
+        assert!(!r.ok, "{tool}: {r:?}");
+        assert!(
+            started.elapsed() < Duration::from_secs(6),
+            "{tool}: failed only after {:?}",
+            started.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(300));
+        let server = &h.servers()[0];
+        let error = server.error.clone().unwrap_or_default();
+        assert!(
+            server.state == "failed" && error.contains(why),
+            "{tool}: {server:?}"
+        );
+    }
 }

@@ -24,13 +24,19 @@ pub const STDERR_QUOTE: usize = 600;
 /// and per-user installs are found. Nothing else (API keys, tokens) leaks to a server.
 pub const INHERITED: [&str; 2] = ["PATH", "HOME"];
 
-/// The latest bytes a child wrote to stderr.
+/// The latest bytes a child wrote to stderr, and why its output was cut off, if it was.
 #[derive(Debug, Default)]
 pub struct StderrTail {
     bytes: Vec<u8>,
+    refused: Option<&'static str>,
 }
 
 impl StderrTail {
+    /// Its output was ended: `why` (the first reason stays).
+    pub(crate) fn refuse(&mut self, why: &'static str) {
+        self.refused.get_or_insert(why);
+    }
+
     /// Appends `chunk`, keeping the last [`STDERR_KEEP`] bytes.
     fn push(&mut self, chunk: &[u8]) {
         self.bytes.extend_from_slice(chunk);
@@ -130,12 +136,16 @@ pub fn spawn(
     })
 }
 
-/// What the child's stderr says, for a message: ` (stderr: …)`, or nothing.
+/// Why the child's output was ended, and what its stderr says, for a message: ` (why)`,
+/// ` (stderr: …)`, both, or nothing.
 pub fn stderr_note(stderr: &Mutex<StderrTail>) -> String {
-    let quote = stderr.lock().map(|t| t.quote()).unwrap_or_default();
-    if quote.is_empty() {
-        String::new()
-    } else {
-        format!(" (stderr: {quote})")
+    let (quote, refused) = stderr
+        .lock()
+        .map(|t| (t.quote(), t.refused))
+        .unwrap_or_default();
+    let mut note = refused.map(|why| format!(" ({why})")).unwrap_or_default();
+    if !quote.is_empty() {
+        note.push_str(&format!(" (stderr: {quote})"));
     }
+    note
 }
