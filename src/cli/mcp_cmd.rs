@@ -88,7 +88,7 @@ fn import(file: &Path, print: bool, common: &ModelArgs) -> anyhow::Result<()> {
         let off = if s.enabled { "" } else { " (disabled)" };
         outln!(
             "added [mcp.servers.{}] ({}){off}",
-            printable(name, false),
+            key_name(name),
             printable(how.trim_end(), false)
         )?;
     }
@@ -135,6 +135,21 @@ fn appended(
     Ok(new)
 }
 
+/// A server's name on one line, as the config's table header writes it: bare when it is a bare
+/// TOML key, else quoted with its escapes (a newline in a name would print as lines of their
+/// own, and could pass for other output).
+fn key_name(name: &str) -> String {
+    let bare = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if bare {
+        name.to_owned()
+    } else {
+        printable(&serde_json::to_string(name).unwrap_or_default(), false).into_owned()
+    }
+}
+
 /// `mcp list`: starts the tools, waits for them, and lists servers and tools.
 fn list(common: &ModelArgs) -> anyhow::Result<()> {
     let config = common.config()?;
@@ -160,7 +175,7 @@ fn list(common: &ModelArgs) -> anyhow::Result<()> {
         };
         outln!(
             "{} ({}) — {state}",
-            printable(&server.name, false),
+            key_name(&server.name),
             server.transport
         )?;
         for t in mine {
@@ -189,6 +204,16 @@ mod tests {
         "files": {"command": "npx", "args": ["-y", "srv", "/tmp"], "env": {"K": "v"}},
         "web": {"url": "https://h/mcp", "headers": {"Authorization": "${WEB_KEY}"}}
     }}"#;
+
+    #[test]
+    fn a_server_name_prints_on_one_line() {
+        assert_eq!(key_name("files"), "files");
+        let spoof = "new\nline = 1\n[evil]\nx";
+        let shown = key_name(spoof);
+        assert!(!shown.contains('\n'), "{shown}");
+        assert_eq!(shown, r#""new\nline = 1\n[evil]\nx""#);
+        assert_eq!(key_name("web search"), r#""web search""#);
+    }
 
     #[test]
     fn imported_servers_are_appended_and_read_back() {

@@ -16,13 +16,13 @@ const SNIFF: usize = 8192;
 /// Why a file, or a pattern, was not attached; each message names it.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum AttachError {
-    /// A NUL byte or broken UTF-8 near the start.
+    /// A NUL byte near the start.
     #[error("cannot attach {name}: it is not text (binary data)")]
     Binary {
         /// The file.
         name: String,
     },
-    /// Text, but not UTF-8 further in.
+    /// Text (no NUL byte), but not UTF-8: Latin-1, say, or one bad byte.
     #[error("cannot attach {name}: it is not UTF-8 text (invalid byte at offset {at})")]
     NotUtf8 {
         /// The file.
@@ -167,16 +167,9 @@ pub fn read_text(path: &Path, max_kb: u64) -> Result<TextFile, AttachError> {
     if head.contains(&0) {
         return Err(AttachError::Binary { name });
     }
-    let text = String::from_utf8(bytes).map_err(|e| {
-        let at = e.utf8_error().valid_up_to();
-        if at < SNIFF.saturating_sub(4) {
-            AttachError::Binary { name: name.clone() }
-        } else {
-            AttachError::NotUtf8 {
-                name: name.clone(),
-                at,
-            }
-        }
+    let text = String::from_utf8(bytes).map_err(|e| AttachError::NotUtf8 {
+        name: name.clone(),
+        at: e.utf8_error().valid_up_to(),
     })?;
     Ok(TextFile::new(name, text))
 }
@@ -227,7 +220,8 @@ mod tests {
         assert!(f.name.ends_with("a.rs"));
         let err = |n: &str| read_text(&p(n), 1).expect_err(n).to_string();
         assert!(err("x.bin").ends_with("x.bin: it is not text (binary data)"));
-        assert!(err("latin1.bin").ends_with("it is not text (binary data)"));
+        // No NUL: text in another encoding, said as such (probe 2026-12-06, F12).
+        assert!(err("latin1.bin").ends_with("it is not UTF-8 text (invalid byte at offset 3)"));
         assert!(
             err("big.txt").ends_with("big.txt: it is 2.0 kB, above ui.attach_max_kb = 1 KiB"),
             "{}",

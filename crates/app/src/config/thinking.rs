@@ -177,15 +177,26 @@ impl<'de> Deserialize<'de> for Thinking {
         enum Raw {
             Bool(bool),
             Number(i64),
+            Huge(u64),
+            Real(f64),
             Text(String),
         }
+        let out_of_range = |n: &dyn std::fmt::Display| {
+            format!(
+                "thinking = {n} is out of range: allowed 0 to {MAX_TOKENS} thought tokens, or \
+                 off, low, medium, high, unbounded"
+            )
+        };
         let level = match Raw::deserialize(d)? {
             Raw::Bool(true) => Ok(Thinking::Medium),
             Raw::Bool(false) => Ok(Thinking::Off),
-            Raw::Number(n) if n < 0 => Err(format!(
-                "thinking = {n} is out of range: allowed 0 to {MAX_TOKENS} thought tokens"
-            )),
+            Raw::Number(n) if n < 0 => Err(out_of_range(&n)),
             Raw::Number(n) => Thinking::tokens(n as usize),
+            Raw::Huge(n) => Err(out_of_range(&n)),
+            Raw::Real(x) => Err(format!(
+                "thinking = {x} is not a whole number of thought tokens (or off, low, medium, \
+                 high, unbounded)"
+            )),
             Raw::Text(t) => Thinking::parse(&t),
         };
         level.map_err(serde::de::Error::custom)
@@ -225,6 +236,19 @@ mod tests {
             .to_string();
         assert!(e.contains("unbounded"), "{e}");
         assert!(read("thinking = -3").is_err());
+        // Past i64, or not whole: the range, not serde's "did not match any variant" (probe
+        // 2026-12-06, F12).
+        for t in [
+            "thinking = 18446744073709551615",
+            "thinking = 2.5",
+            "thinking = -3",
+        ] {
+            let e = read(t).expect_err(t).to_string();
+            assert!(
+                !e.contains("variant") && e.contains("thinking = "),
+                "{t}: {e}"
+            );
+        }
     }
 
     #[test]

@@ -182,9 +182,10 @@ pub fn cut(text: &str, max: usize) -> String {
     format!("{}\n[cut: {end} of {} bytes]", &text[..end], text.len())
 }
 
-/// `text` for a one-line message: control characters dropped, at most `max` bytes.
+/// `text` for a one-line message: control characters and Rust type names dropped, at most
+/// `max` bytes.
 pub fn message(text: &str, max: usize) -> String {
-    let line: String = text
+    let line: String = without_type_names(text)
         .chars()
         .map(|c| if c == '\n' || c == '\t' { ' ' } else { c })
         .filter(|c| !c.is_control())
@@ -195,5 +196,59 @@ pub fn message(text: &str, max: usize) -> String {
         format!("{}…", &line[..end])
     } else {
         line.to_owned()
+    }
+}
+
+/// `text` without the Rust type names a library writes into its errors
+/// (`Transport [rmcp::transport::async_rw::AsyncRwTransport<…>] error: …`): a bracketed path
+/// with `::` in it says nothing to a user. Other brackets stay.
+fn without_type_names(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find('[') {
+        let after = &rest[at + 1..];
+        let head = after
+            .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+            .next()
+            .unwrap_or("");
+        let mut depth = 1usize;
+        let close = after.char_indices().find_map(|(i, c)| {
+            match c {
+                '[' => depth += 1,
+                ']' => depth -= 1,
+                _ => {}
+            }
+            (depth == 0).then_some(i)
+        });
+        match close {
+            Some(i) if head.contains("::") => {
+                out.push_str(rest[..at].trim_end_matches(' '));
+                rest = &after[i + 1..];
+            }
+            _ => {
+                out.push_str(&rest[..=at]);
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod type_names {
+    use super::message;
+
+    #[test]
+    fn a_librarys_type_names_leave_its_messages() {
+        let raw = "the handshake failed (Send message error Transport [rmcp::transport::async_rw::\
+                   AsyncRwTransport<rmcp::service::client::RoleClient, tokio::process::ChildStdout, \
+                   tokio::process::ChildStdin>] error: Broken pipe (os error 32))";
+        assert_eq!(
+            message(raw, 400),
+            "the handshake failed (Send message error Transport error: Broken pipe (os error 32))"
+        );
+        // Brackets without a path stay, and an unclosed one is left as it is.
+        assert_eq!(message("got [1, 2] and [x::y", 400), "got [1, 2] and [x::y");
     }
 }
