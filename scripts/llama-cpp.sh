@@ -21,23 +21,19 @@ case "$SIMD" in
 esac
 BIN="$DIR/bin"
 TOOLS=(llama-quantize llama-bench llama-server ggml-rpc-server)
-have=1
-for t in "${TOOLS[@]}"; do [ -x "$BIN/$t" ] || have=0; done
-if [ "$have" = 1 ]; then
+# Prints the directory and ends the script when every tool is built.
+done_if_built() {
+  for t in "${TOOLS[@]}"; do [ -x "$BIN/$t" ] || return 0; done
   echo "$BIN"
   exit 0
-fi
+}
+done_if_built
 mkdir -p "$DIR"
 # One builder at a time: test binaries, and tests within one, may ask together, and two cmake
 # builds in one build folder break each other. The later ones wait here, then find the tools.
 exec 9>"$CACHE/llama.cpp-$VERSION.lock"
 flock 9
-have=1
-for t in "${TOOLS[@]}"; do [ -x "$BIN/$t" ] || have=0; done
-if [ "$have" = 1 ]; then
-  echo "$BIN"
-  exit 0
-fi
+done_if_built
 SDIST="$CACHE/llama_cpp_python-$VERSION.tar.gz"
 if ! echo "$SHA256  $SDIST" | sha256sum -c --status 2>/dev/null; then
   echo "== fetching llama-cpp-python $VERSION (sdist) through pip" >&2

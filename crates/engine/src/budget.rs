@@ -95,8 +95,7 @@ fn plain(tok: &Tokenizer, bytes: &[Option<Vec<u8>>], text: &str) -> Vec<u32> {
             continue;
         }
         let piece = tok.token(id).unwrap_or_default();
-        let spelled = piece.bytes().map(|b| tok.token_id(&format!("<0x{b:02X}>")));
-        out.extend(spelled.flatten());
+        out.extend(tok.byte_tokens(&piece));
     }
     out
 }

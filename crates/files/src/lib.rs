@@ -20,28 +20,47 @@ pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
 /// anything else — a pipe (which would block), a device (`/dev/zero` never ends), a folder — or a
 /// larger file is refused with [`std::io::ErrorKind::InvalidInput`] before it is read.
 pub fn read_limited(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
-    let refuse = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, why);
+    let (file, len) = open_regular(path)?;
+    let too_big = || refuse(format!("larger than {} MiB", limit >> 20));
+    if len > limit {
+        return Err(too_big());
+    }
+    let mut bytes = Vec::with_capacity(len as usize);
+    file.take(limit + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(too_big());
+    }
+    Ok(bytes)
+}
+
+/// The first `max` bytes (or fewer) of the regular file at `path`, refused as
+/// [`read_limited`] refuses what is not one: what a header is read from.
+pub fn read_head(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+    let (file, len) = open_regular(path)?;
+    let mut bytes = Vec::with_capacity(len.min(max) as usize);
+    file.take(max).read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// `path` opened when it is a regular file (checked before and after opening: the path may
+/// change in between), and its length.
+fn open_regular(path: &Path) -> std::io::Result<(File, u64)> {
     let meta = std::fs::metadata(path)?;
     if !meta.is_file() {
         return Err(refuse(
             "not a regular file (a pipe, a device or a folder)".into(),
         ));
     }
-    let too_big = || refuse(format!("larger than {} MiB", limit >> 20));
-    if meta.len() > limit {
-        return Err(too_big());
-    }
     let file = File::open(path)?;
-    // Checked again on what was opened: the path may have changed in between.
     if !file.metadata()?.is_file() {
         return Err(refuse("not a regular file".into()));
     }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    file.take(limit + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > limit {
-        return Err(too_big());
-    }
-    Ok(bytes)
+    Ok((file, meta.len()))
+}
+
+/// A refusal of what may not be read.
+fn refuse(why: String) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidInput, why)
 }
 
 /// Writes `bytes` to `path` so that a crash leaves either the old file or the new one: a temp

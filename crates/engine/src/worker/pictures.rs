@@ -16,6 +16,9 @@ use gemma_model::error::{Error, Result};
 use gemma_model::tokenizer::template::Media;
 use gemma_model::vision::VisionTower;
 
+/// Bytes of a picture read to count its soft tokens before it is encoded.
+const HEADER_BYTES: u64 = 1 << 20;
+
 /// The model's vision and audio towers, each or why the model has none.
 #[derive(Debug, Clone)]
 pub struct Towers<'a> {
@@ -98,12 +101,12 @@ impl Worker<'_> {
         let (limit, mut needed) = (t.context.min(limit), 1 + t.header.len());
         for a in attachments {
             needed += match a.kind {
-                MediaKind::Image => {
-                    gemma_files::read_limited(&a.path, gemma_media::picture::MAX_FILE)
-                        .ok()
-                        .and_then(|bytes| gemma_media::soft_tokens(&bytes, a.tokens))
-                        .map_or(0, |n| n + 2)
-                }
+                // The header lies in the first bytes; a picture whose header is further in
+                // (a JPEG after a megabyte of metadata) is counted by its encoding.
+                MediaKind::Image => gemma_files::read_head(&a.path, HEADER_BYTES)
+                    .ok()
+                    .and_then(|bytes| gemma_media::soft_tokens(&bytes, a.tokens))
+                    .map_or(0, |n| n + 2),
                 MediaKind::Audio => gemma_media::audio::Probe::open(&a.path)
                     .map_or(0, |p| p.tokens() + 2 * p.pieces()),
             };

@@ -89,42 +89,39 @@ impl Tokenizer {
     /// content. Only the chat template writes control tokens. Text without special-token
     /// strings in its guarded ranges tokenizes exactly as [`Self::encode`] makes it.
     pub fn encode_guarded(&self, text: &str, guarded: &[Range<usize>]) -> Result<Vec<u32>> {
+        if guarded.is_empty() {
+            return self.encode(text);
+        }
+        self.check_len(text)?;
         let inside = |start: usize, end: usize| {
             guarded
                 .iter()
                 .any(|g| start < g.end && g.start < end.max(start + 1))
         };
-        match &self.inner {
-            Inner::Spm(s) if text.len() <= MAX_TEXT => Ok(s.encode_unless(text, &inside)),
-            Inner::Spm(_) => self.encode(text),
-            Inner::Hf(t) => {
-                if guarded.is_empty() {
-                    return self.encode(text);
-                }
-                self.check_len(text)?;
-                let enc = t
-                    .encode(text, false)
-                    .map_err(|e| Error::Tokenizer(format!("cannot encode: {e}")))?;
-                let added = t.get_added_tokens_decoder();
-                let mut out = Vec::with_capacity(enc.get_ids().len());
-                for (&id, &(start, end)) in enc.get_ids().iter().zip(enc.get_offsets()) {
-                    let special = added.get(&id).is_some_and(|a| a.special);
-                    if !(special && inside(start, end)) {
-                        out.push(id);
-                        continue;
-                    }
-                    // Spelled in byte tokens (dropped where the vocabulary has none), as a
-                    // tool's text is.
-                    let piece = &text[start..end];
-                    out.extend(
-                        piece
-                            .bytes()
-                            .filter_map(|b| t.token_to_id(&format!("<0x{b:02X}>"))),
-                    );
-                }
-                Ok(out)
+        let t = match &self.inner {
+            Inner::Spm(s) => return Ok(s.encode_unless(text, &inside)),
+            Inner::Hf(t) => t,
+        };
+        let enc = t
+            .encode(text, false)
+            .map_err(|e| Error::Tokenizer(format!("cannot encode: {e}")))?;
+        let added = t.get_added_vocabulary().get_added_tokens_decoder();
+        let mut out = Vec::with_capacity(enc.get_ids().len());
+        for (&id, &(start, end)) in enc.get_ids().iter().zip(enc.get_offsets()) {
+            if added.get(&id).is_some_and(|a| a.special) && inside(start, end) {
+                out.extend(self.byte_tokens(&text[start..end]));
+            } else {
+                out.push(id);
             }
         }
+        Ok(out)
+    }
+
+    /// `text` spelled in the vocabulary's byte tokens (`<0xXX>`; a byte without one is dropped):
+    /// how a control token's text is written as plain text.
+    pub fn byte_tokens<'a>(&'a self, text: &'a str) -> impl Iterator<Item = u32> + 'a {
+        text.bytes()
+            .filter_map(|b| self.token_id(&format!("<0x{b:02X}>")))
     }
 
     /// Refuses a text over [`MAX_TEXT`].

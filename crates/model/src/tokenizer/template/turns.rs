@@ -142,15 +142,17 @@ impl ChatTemplate {
         if turn.contains('\u{E000}') {
             return Err(self.fault("repeats earlier messages after the last answer"));
         }
-        // Where the user's words landed: the same render with a mark in their place.
-        let user_mark = mark(7);
-        let shaped =
-            self.render_after_bos(&messages(c, &user_mark, c.media), true, think, c.tools)?;
-        let user = shifted(
-            written_at(&real, &shaped, &user_mark),
-            real.len() - turn.len(),
-            turn.len(),
-        );
+        // Where the user's words landed: the same render with a mark in their place (without
+        // media, the placeholders' render is that one).
+        let user_at = if c.media.is_empty() {
+            written_at(&real, &placeholders, &shape)
+        } else {
+            let user_mark = mark(7);
+            let shaped =
+                self.render_after_bos(&messages(c, &user_mark, c.media), true, think, c.tools)?;
+            written_at(&real, &shaped, &user_mark)
+        };
+        let user = shifted(user_at, real.len() - turn.len(), turn.len());
         let system = match c.system {
             Some(_) => {
                 let system_mark = mark(8);
