@@ -11,7 +11,7 @@ use super::tools::{RunState, ToolRun};
 use crate::attach::TextFile;
 use crate::chats::{
     SavedBranch, SavedChat, SavedFile, SavedImage, SavedMessage, SavedSampling, SavedSound,
-    SavedStats, SavedTool, SavedTools, VERSION,
+    SavedStats, SavedTool, SavedTools, Unsent, VERSION,
 };
 use gemma_protocol::{Reuse, ToolChoice, ToolSelection, TurnStats};
 
@@ -211,6 +211,20 @@ pub fn saved_tree(t: &Tab) -> SavedChat {
         tools: saved_tools(t),
         ..SavedChat::default()
     }
+}
+
+/// A message being sent, as [`SavedChat::unsent`] holds it; `edits` is the id of the message it
+/// is a new version of.
+pub fn unsent(m: &Message, edits: Option<u64>) -> Unsent {
+    Unsent {
+        message: saved_message(m, None),
+        edits,
+    }
+}
+
+/// A saved unsent message back as one (its text, pictures and files).
+pub fn unsent_message(u: Unsent) -> Message {
+    message(u.message)
 }
 
 /// Largest message id taken as it is: ids are counted up from 1, so anything near 2^64 is a

@@ -5,7 +5,7 @@
 
 use super::attachments::Chip;
 use super::tab::{Message, Phase, Role, Tab};
-use super::{App, persist};
+use super::{App, chat_tree, persist};
 use gemma_protocol::{Command, TabId};
 
 impl App {
@@ -91,7 +91,15 @@ impl App {
             return self.slash(cmd.to_string());
         }
         let budgets = self.settings.thinking_budgets;
+        // The chat as it stands, written with the message before the turn runs: a crash while
+        // it waits (a tool's approval, a picture's encoding) gives it back at the next start.
+        let mut before = self.saved(self.active);
         let t = &mut self.tabs[self.active];
+        let edits = t
+            .editing
+            .and_then(|i| t.messages.get(i))
+            .filter(|m| m.role == Role::User)
+            .map(|m| m.id);
         t.turn_started(&budgets);
         // A new version of an earlier message: the path from it on becomes a branch, and the
         // engine follows the path up to its parent before the turn.
@@ -119,12 +127,16 @@ impl App {
         m.files = std::mem::take(&mut t.files);
         // The text the history is rebuilt from later, byte for byte (`persist::exchanges`).
         let text = m.sent();
+        before.unsent = Some(chat_tree::unsent(&m, edits));
+        let uid = t.uid.clone();
         t.push(m);
         cmds.push(Command::Submit {
             tab: t.id,
             text,
             images,
         });
+        self.saves
+            .push(crate::chats::SaveJob::Write(uid, Box::new(before)));
         if self.model.ready {
             cmds
         } else {

@@ -78,7 +78,7 @@ impl App {
         let mut cmds = Vec::new();
         chats.sort_by_key(|(_, c)| c.order);
         // Empty chats (saved by earlier releases) are not brought back.
-        chats.retain(|(_, c)| !c.messages.is_empty());
+        chats.retain(|(_, c)| !c.messages.is_empty() || c.unsent.is_some());
         if !chats.is_empty() {
             for t in &self.tabs {
                 cmds.push(Command::CloseTab { tab: t.id });
@@ -139,6 +139,9 @@ impl App {
             t.messages[i + 1].role = Role::Notice;
         }
         t.refresh_versions();
+        if let Some(u) = chat.unsent {
+            back_to_editor(t, u);
+        }
         if let Some(system) = t.system() {
             cmds.push(Command::SetSystem {
                 tab: t.id,
@@ -170,6 +173,26 @@ impl App {
         });
         cmds
     }
+}
+
+/// A message whose turn never ended (gemma-chat was killed while it ran) goes back to the
+/// editor with its pictures and files, as the edit it was when it was one, and the tab says so.
+fn back_to_editor(t: &mut Tab, u: crate::chats::Unsent) {
+    let edits = u.edits;
+    let m = chat_tree::unsent_message(u);
+    t.editor.set(&m.text);
+    t.attachments = m.images;
+    t.files = m.files;
+    t.editing = edits.and_then(|id| {
+        t.messages
+            .iter()
+            .position(|m| m.id == id && m.role == Role::User)
+    });
+    t.push(Message::new(
+        Role::Notice,
+        "your last message had no answer when gemma-chat stopped: it is back in the editor \
+         (Enter sends it)",
+    ));
 }
 
 impl Tab {

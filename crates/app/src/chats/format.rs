@@ -51,6 +51,21 @@ pub struct SavedChat {
     /// Version 1 only: where the last answer starts in `ids`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_answer: Option<usize>,
+    /// A message sent whose turn had not ended when this was written: saved when it is sent, so
+    /// that a crash or a kill while it waits (for a tool's approval, a picture's encoding) does
+    /// not lose it; it goes back to the editor at the next start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unsent: Option<Unsent>,
+}
+
+/// A sent message whose answer never came (see [`SavedChat::unsent`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Unsent {
+    /// The message as it was sent (its text, pictures and files).
+    pub message: SavedMessage,
+    /// The message of the path it is a new version of (an edit), by id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edits: Option<u64>,
 }
 
 fn is_zero<T: Default + PartialEq>(n: &T) -> bool {

@@ -14,7 +14,7 @@ use std::path::Path;
 
 pub use format::{
     SavedBranch, SavedChat, SavedFile, SavedImage, SavedMessage, SavedSampling, SavedSound,
-    SavedStats, SavedTool, SavedTools, VERSION,
+    SavedStats, SavedTool, SavedTools, Unsent, VERSION,
 };
 pub use saver::{SaveJob, saver};
 
