@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use gemma_engine::EngineHandle;
 use gemma_engine::protocol::{
-    Command, Compaction, Event, Overflow, OverflowMode, Reuse, TabId, TurnEnd, TurnStats,
+    Command, Compaction, Event, Overflow, OverflowMode, Reuse, SUMMARY_LEAD, TabId, TurnEnd,
+    TurnStats,
 };
 use gemma_model::tokenizer::Tokenizer;
 
@@ -28,6 +29,7 @@ struct Outcome {
     end: TurnEnd,
     stats: TurnStats,
     tokens: usize,
+    notices: Vec<String>,
 }
 
 fn send(h: &EngineHandle, tab: TabId, text: &str) -> Outcome {
@@ -36,9 +38,10 @@ fn send(h: &EngineHandle, tab: TabId, text: &str) -> Outcome {
         text: text.into(),
         images: Vec::new(),
     });
-    let (mut compacted, mut tokens) = (None, 0);
+    let (mut compacted, mut tokens, mut notices) = (None, 0, Vec::new());
     loop {
         match next(h) {
+            Event::Notice { tab: t, text } if t == tab => notices.push(text),
             Event::Compacted { tab: t, report } if t == tab => {
                 assert!(compacted.is_none(), "one compaction per message");
                 compacted = Some(report);
@@ -50,6 +53,7 @@ fn send(h: &EngineHandle, tab: TabId, text: &str) -> Outcome {
                     end,
                     stats,
                     tokens,
+                    notices,
                 };
             }
             Event::Failed { error, .. } => panic!("failed: {error}"),
@@ -59,19 +63,32 @@ fn send(h: &EngineHandle, tab: TabId, text: &str) -> Outcome {
 }
 
 fn set_up(h: &EngineHandle, tab: TabId, mode: OverflowMode) {
+    set_up_with(h, tab, mode, CONTEXT, "Summarize our talk.");
+}
+
+fn set_up_with(h: &EngineHandle, tab: TabId, mode: OverflowMode, tokens: usize, prompt: &str) {
     open(h, tab);
-    h.send(Command::SetContext {
-        tab,
-        tokens: CONTEXT,
-    });
+    h.send(Command::SetContext { tab, tokens });
     h.send(Command::SetOverflow {
         tab,
         overflow: Overflow {
             mode,
             at: 0.9,
-            prompt: "Summarize our talk.".into(),
+            prompt: prompt.into(),
         },
     });
+}
+
+/// What `/compact` in `tab` brought: the report, or the reason it was refused.
+fn compact_now(h: &EngineHandle, tab: TabId) -> Result<Compaction, String> {
+    h.send(Command::Compact { tab });
+    loop {
+        match next(h) {
+            Event::Compacted { tab: t, report } if t == tab => return Ok(report),
+            Event::Failed { tab: t, error } if t == tab => return Err(error),
+            _ => {}
+        }
+    }
 }
 
 /// A message of a few dozen tokens that names `i`.
@@ -125,7 +142,10 @@ fn a_full_context_compacts_warm_and_the_conversation_goes_on() {
             // resident.
             assert_eq!(r.reused, r.before, "{r:?}");
             assert!(r.prefilled < 60, "{r:?}");
-            assert!(text.contains("Summarize our talk."), "{text}");
+            // The new path opens with the short question the summary answers, not the request.
+            assert_eq!(r.prompt, SUMMARY_LEAD);
+            assert!(text.contains(SUMMARY_LEAD), "{text}");
+            assert!(!text.contains("Summarize our talk."), "{text}");
         }
         // The random model may end its summary at once: then the oldest exchanges go.
         OverflowMode::Slide => assert!(r.summary.is_none() && r.dropped >= 1),
@@ -189,24 +209,31 @@ fn compact_on_demand_and_stop_at_the_limit() {
             _ => {}
         }
     }
+    // Two short exchanges: a summary would be no shorter, and the conversation stays as it is.
     for i in 1..=2 {
         send(&h, 1, &message(i));
     }
-    h.send(Command::Compact { tab: 1 });
-    let r = loop {
-        match next(&h) {
-            Event::Compacted { tab: 1, report } => break report,
-            Event::Failed { error, .. } => panic!("failed: {error}"),
-            _ => {}
-        }
-    };
+    let error = compact_now(&h, 1).expect_err("no shorter");
+    assert!(
+        error.contains("no shorter") || error.contains("nothing worth compacting"),
+        "{error}"
+    );
+    assert!(!text_of(dir.path(), 1).contains(SUMMARY_LEAD));
+    // Seven: the summary replaces the older ones, and the conversation gets shorter.
+    for i in 3..=7 {
+        send(&h, 1, &message(i));
+    }
+    let r = compact_now(&h, 1).expect("compacted");
     assert!(!r.resumes);
-    assert_eq!(r.summarized + r.dropped + r.kept, 2, "{r:?}");
+    assert!(r.after < r.before, "{r:?}");
+    assert_eq!(r.summarized + r.dropped + r.kept, 7, "{r:?}");
+    let text = text_of(dir.path(), 1);
+    assert!(!text.contains("Summarize our talk."), "{text}");
     let o = send(&h, 1, "Go on.");
     assert!(o.compacted.is_none());
     // Under `stop`, a conversation that outgrows the context is never compacted: the turn that
     // does not fit is refused.
-    let refused = (3..20).find_map(|i| {
+    let refused = (8..40).find_map(|i| {
         h.send(Command::Submit {
             tab: 1,
             text: message(i),
@@ -223,4 +250,34 @@ fn compact_on_demand_and_stop_at_the_limit() {
     });
     let error = refused.expect("a turn is refused once the context is full");
     assert!(error.contains("context"), "{error}");
+}
+
+/// A context too small for a summary's turn (a long request): the turn that overflows slides
+/// instead and says why, every later turn goes on, and `/compact` names the reason.
+#[test]
+fn a_context_too_small_for_a_summary_slides_and_says_why() {
+    let dir = fixture("gemma4_e2b_style", None);
+    let h = engine(dir.path());
+    let request =
+        "Summarize everything we said so far, in order, with every name and number. ".repeat(12);
+    set_up_with(&h, 1, OverflowMode::Compact, 200, &request);
+    send(&h, 1, &message(1));
+    let error = compact_now(&h, 1).expect_err("no room for a summary");
+    assert!(error.contains("does not fit the context of 200"), "{error}");
+    assert!(error.contains("slide"), "{error}");
+    let mut slid = 0;
+    for i in 2..=12 {
+        let o = send(&h, 1, &message(i));
+        assert_ne!(o.end, TurnEnd::ContextFull, "message {i}");
+        if let Some(r) = &o.compacted {
+            assert_eq!(r.mode, OverflowMode::Slide, "{r:?}");
+            assert!(
+                o.notices.iter().any(|n| n.contains("does not fit")),
+                "{:?}",
+                o.notices
+            );
+            slid += 1;
+        }
+    }
+    assert!(slid >= 1, "the conversation outgrew 200 tokens and slid");
 }

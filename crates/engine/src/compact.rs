@@ -28,7 +28,7 @@ impl Sizes {
     }
 
     /// Tokens of exchanges `from..to`.
-    fn span(&self, from: usize, to: usize) -> usize {
+    pub(crate) fn span(&self, from: usize, to: usize) -> usize {
         if from >= to {
             0
         } else {

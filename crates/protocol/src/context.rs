@@ -44,6 +44,10 @@ pub const DEFAULT_COMPACT_PROMPT: &str = "Summarize our conversation so far, for
     it from this summary alone: the facts, names, numbers, decisions, code and open questions \
     that matter, briefly. Reply with the summary only.";
 
+/// The question a compacted conversation opens with, answered by the summary: the request the
+/// model was given for it (`Overflow::prompt`, a paragraph) is not kept in the shorter path.
+pub const SUMMARY_LEAD: &str = "What have we covered so far?";
+
 /// A tab's policy for a full context.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Overflow {
@@ -68,12 +72,13 @@ impl Default for Overflow {
 
 /// A tab's conversation was made shorter. The engine already follows the new path: the front
 /// end shows it as a new version of the conversation (the old one stays) whose exchanges are
-/// `prompt` answered by `summary` (compact), then its newest `kept` exchanges.
+/// `prompt` ([`SUMMARY_LEAD`]) answered by `summary` (compact), then its newest `kept` exchanges.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Compaction {
     /// Compact or slide (a compaction whose summary came back empty slides).
     pub mode: OverflowMode,
-    /// The message that asked for the summary (the new path's first user message).
+    /// The new path's first user message, which the summary answers ([`SUMMARY_LEAD`]; the
+    /// request the model was given for the summary is left out).
     pub prompt: String,
     /// The summary (compact): the new path's first answer.
     pub summary: Option<String>,

@@ -13,7 +13,7 @@ pub mod sampling;
 pub mod text;
 pub mod tools;
 
-pub use context::{Compaction, DEFAULT_COMPACT_PROMPT, Overflow, OverflowMode};
+pub use context::{Compaction, DEFAULT_COMPACT_PROMPT, Overflow, OverflowMode, SUMMARY_LEAD};
 pub use events::*;
 pub use handle::{ENGINE_THREAD, EngineControl, EngineHandle, Interrupts};
 pub use messages::*;

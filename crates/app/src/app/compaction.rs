@@ -1,6 +1,7 @@
 //! A conversation the engine made shorter (`Event::Compacted`), and `/compact`: the tab's path
 //! becomes a new version of the conversation (the full one stays, ‹1/2› on its first message)
-//! that starts with the request for a summary and the summary (marked in its footer), or with
+//! that starts with the summary, answering a short question (`SUMMARY_LEAD`: the request the
+//! model was given is not kept), marked in its footer, or with
 //! the first exchange a slide kept, and goes on with the kept exchanges and the message that
 //! did not fit.
 

@@ -6,9 +6,13 @@
 
 use super::Worker;
 use crate::branch::{self, Held, Setting};
-use crate::compact::{Plan, Sizes, least_summary_tokens, overflows, plan_compact, plan_slide};
+use crate::compact::{
+    Plan, Sizes, least_summary_tokens, overflows, plan_compact, plan_slide, summary_tokens,
+};
 use crate::job::{Job, Pending, Resume};
-use crate::protocol::{Compaction, Event, Exchange, OverflowMode, TabId, TurnEnd, TurnStats};
+use crate::protocol::{
+    Compaction, Event, Exchange, OverflowMode, SUMMARY_LEAD, TabId, TurnEnd, TurnStats,
+};
 use gemma_model::error::{Error, Result};
 
 fn exchange_of(h: &Held) -> Exchange {
@@ -86,7 +90,7 @@ impl Worker<'_> {
             Some(_) => OverflowMode::Slide,
             None => OverflowMode::Compact,
         };
-        let Some(held) = t.held.as_ref() else {
+        let Some(held) = t.held.as_ref().filter(|h| !h.is_empty()) else {
             return Ok(false);
         };
         let sizes = Sizes {
@@ -109,13 +113,47 @@ impl Worker<'_> {
             OverflowMode::Compact => {
                 // The request's own turn: its text and the turn markers around it.
                 let ask = tok.encode(&t.overflow.prompt)?.len() + 8;
-                let Some(plan) = plan_compact(&sizes, ask) else {
-                    return Ok(false);
-                };
-                if plan.from == plan.keep_from {
-                    self.reshape(tab, Outcome::slide(plan.keep_from, before, resume))?;
-                } else {
-                    self.summarize(tab, plan, before, resume)?;
+                let context = t.context;
+                match plan_compact(&sizes, ask) {
+                    Some(plan) if plan.from == plan.keep_from => {
+                        self.reshape(tab, Outcome::slide(plan.keep_from, before, resume))?;
+                    }
+                    Some(plan) => {
+                        let covered = sizes.span(plan.from, plan.keep_from);
+                        if resume.is_none() && covered < least_summary_tokens(context) {
+                            return Err(Error::Invalid(format!(
+                                "nothing worth compacting: the older exchanges take {covered} \
+                                 tokens, and a summary would not be shorter"
+                            )));
+                        }
+                        self.summarize(tab, plan, before, resume)?;
+                    }
+                    None => {
+                        // No room for a summary's turn: the reason, and a slide instead.
+                        let why = format!(
+                            "a summary does not fit the context of {context} tokens (its \
+                             request and the summary take {}{})",
+                            ask + summary_tokens(context),
+                            match next {
+                                0 => String::new(),
+                                n => format!(", the new message {n}"),
+                            }
+                        );
+                        if resume.is_none() {
+                            return Err(Error::Invalid(format!(
+                                "{why}: the conversation is unchanged; set [sessions] \
+                                 context_overflow = \"slide\" or a larger context_length"
+                            )));
+                        }
+                        let Some(dropped) = plan_slide(&sizes) else {
+                            return Ok(false);
+                        };
+                        self.emit(Event::Notice {
+                            tab,
+                            text: format!("{why}: the oldest exchanges are left out instead"),
+                        });
+                        self.reshape(tab, Outcome::slide(dropped, before, resume))?;
+                    }
                 }
                 Ok(true)
             }
@@ -276,7 +314,8 @@ impl Worker<'_> {
         let lm = self.lm;
         let t = self.idle_tab(tab)?;
         let held = t.held.clone().unwrap_or_default();
-        let prompt = t.overflow.prompt.clone();
+        // The summary answers a short question in the new path, not the request it was made for.
+        let prompt = SUMMARY_LEAD.to_string();
         let from = o.dropped + o.summarized;
         let mut history: Vec<Exchange> = o
             .summary
@@ -304,6 +343,9 @@ impl Worker<'_> {
             r.held[0].end = r.ids.len() - base;
         }
         branch::render(lm, &mut r, &history[first..], &setting)?;
+        if o.mode == OverflowMode::Compact && r.ids.len() >= o.before {
+            return self.not_shorter(tab, o, r.ids.len());
+        }
         self.adopt(tab, r)?;
         let t = self.idle_tab(tab)?;
         let (after, kept_pictures) = (t.convo.len(), t.images.len());
@@ -333,5 +375,25 @@ impl Worker<'_> {
             Some(r) => self.submit(tab, &r.text, &r.attachments, r.rounds),
             None => Ok(()),
         }
+    }
+
+    /// A summary that would not make the conversation shorter is not used: `/compact` leaves
+    /// the conversation as it was; a message that did not fit slides it instead.
+    fn not_shorter(&mut self, tab: TabId, o: Outcome, after: usize) -> Result<()> {
+        let why = format!(
+            "the summary came out no shorter than what it would replace ({} → {after} tokens)",
+            o.before
+        );
+        if o.resume.is_none() {
+            return Err(Error::Invalid(format!(
+                "{why}: the conversation is unchanged"
+            )));
+        }
+        self.emit(Event::Notice {
+            tab,
+            text: format!("{why}: the oldest exchanges are left out instead"),
+        });
+        let from = o.dropped + o.summarized;
+        self.reshape(tab, Outcome::slide(from, o.before, o.resume))
     }
 }
