@@ -253,6 +253,13 @@ fn calls_past_the_turns_limit_fail_and_the_turn_ends() {
         "{:?}",
         seen.results[2]
     );
+    // The refused call is shown with what it sent, not an empty object (probe F10).
+    let sent_args: Vec<&str> = seen
+        .calls
+        .iter()
+        .map(|(c, _)| c.arguments.as_str())
+        .collect();
+    assert_eq!(sent_args, [r#"{"city":"Oslo","days":1}"#; 3]);
     assert_eq!(stats.tool_calls, 3);
     assert_eq!(logged(&log).len(), 2);
     // Once the limit is reached the model is told no more calls; its third is not re-sent.

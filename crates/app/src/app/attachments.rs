@@ -38,13 +38,19 @@ pub struct Sound {
     pub pieces: usize,
 }
 
+/// `path` made absolute (against the directory gemma-chat runs in), as the chat keeps it: a
+/// saved or exported chat names the file wherever it is read from.
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
 impl Chip {
     /// The picture at `path`, checked to be one gemma-chat reads (its header only: the pixels
     /// are decoded when the message is sent).
     pub fn probe(path: &Path, tokens: usize) -> Result<Self, String> {
         let size = gemma_media::Picture::probe(path).map_err(|e| e.to_string())?;
         Ok(Self {
-            path: path.to_path_buf(),
+            path: absolute(path),
             tokens,
             size,
             sound: None,
@@ -56,7 +62,7 @@ impl Chip {
     pub fn probe_audio(path: &Path) -> Result<Self, String> {
         let p = gemma_media::audio::Probe::open(path).map_err(|e| e.to_string())?;
         Ok(Self {
-            path: path.to_path_buf(),
+            path: absolute(path),
             tokens: 0,
             size: (0, 0),
             sound: Some(Sound {

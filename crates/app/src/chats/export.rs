@@ -71,10 +71,16 @@ pub fn markdown(chat: &SavedChat) -> String {
                     let name = std::path::Path::new(&i.path)
                         .file_name()
                         .map_or_else(|| i.path.clone(), |n| n.to_string_lossy().into_owned());
+                    // The label shown: no control characters, no brackets that end it.
+                    let name: String = name
+                        .chars()
+                        .filter(|c| !c.is_control() && !matches!(c, '[' | ']'))
+                        .collect();
+                    let link = link_target(&i.path);
                     if i.audio.is_some() {
-                        out.push_str(&format!("[audio: {name}](<{}>)\n\n", i.path));
+                        out.push_str(&format!("[audio: {name}]({link})\n\n"));
                     } else {
-                        out.push_str(&format!("![{name}](<{}>)\n\n", i.path));
+                        out.push_str(&format!("![{name}]({link})\n\n"));
                     }
                 }
                 for f in &m.files {
@@ -112,6 +118,21 @@ pub fn markdown(chat: &SavedChat) -> String {
 }
 
 /// `n` bytes as people read them: `512 B`, `1.2 kB`, `3.4 MB`.
+/// A file's path as a markdown link target: every byte but letters, digits, `-_.~/`
+/// percent-encoded, so that a name with spaces, brackets or control characters still names the
+/// file (the chat keeps the path absolute since attachments are resolved when attached).
+fn link_target(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    for b in path.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~/".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 pub fn human_bytes(n: usize) -> String {
     match n {
         0..1_000 => format!("{n} B"),

@@ -197,3 +197,34 @@ fn an_import_says_what_it_left_out() {
         ]
     );
 }
+
+/// A picture or recording is linked by its path percent-encoded: a name with spaces, brackets
+/// or control characters still names the file (probe 2026-12-06, F10).
+#[test]
+fn attachments_are_linked_by_their_encoded_path() {
+    let mut user = msg("user", "What is this?");
+    let image = |path: &str, audio: bool| crate::chats::SavedImage {
+        path: path.into(),
+        tokens: 280,
+        size: (64, 64),
+        audio: audio.then_some(crate::chats::format::SavedSound {
+            ms: 1200,
+            tokens: 30,
+            pieces: 1,
+        }),
+    };
+    user.images = vec![
+        image("/home/u/my pics/cat (1).png", false),
+        image("/tmp/e\u{1b}[31mvil>.png", false),
+        image("/home/u/rec-1.wav", true),
+    ];
+    let chat = SavedChat {
+        messages: vec![user],
+        ..chat()
+    };
+    let md = markdown(&chat);
+    assert!(md.contains("(/home/u/my%20pics/cat%20%281%29.png)"), "{md}");
+    assert!(md.contains("(/tmp/e%1B%5B31mvil%3E.png)"), "{md}");
+    assert!(md.contains("[audio: rec-1.wav](/home/u/rec-1.wav)"), "{md}");
+    assert!(!md.contains('\u{1b}'));
+}

@@ -7,7 +7,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::tools::run::Attempt;
+use crate::tools::run::{Attempt, raw_shown};
 use gemma_tools::host::clean;
 use gemma_tools::syntax;
 
@@ -179,6 +179,7 @@ pub fn attempt(call: &WireCall) -> Attempt {
         return Attempt {
             name: "?".into(),
             arguments: Err("the call names no tool".into()),
+            raw: raw_shown(&call.arguments),
         };
     }
     let name = clean::tool_name(raw);
@@ -190,7 +191,11 @@ pub fn attempt(call: &WireCall) -> Attempt {
     } else {
         arguments(&name, &call.arguments)
     };
-    Attempt { name, arguments }
+    Attempt {
+        name,
+        arguments,
+        raw: raw_shown(call.arguments.trim()),
+    }
 }
 
 /// Arguments' text as an object.
@@ -222,8 +227,8 @@ fn arguments(name: &str, text: &str) -> Result<Map<String, Value>, String> {
 }
 
 /// The messages of one round-trip: the assistant message (its text, then its calls, each with
-/// the arguments as read, `{}` where they could not be) and one `tool` message per call with
-/// its response.
+/// the arguments as read; for a call refused, what it sent when that is a JSON object, else
+/// `{}`) and one `tool` message per call with its response.
 pub fn round_messages(
     text: &str,
     calls: &[(WireCall, Attempt)],
@@ -232,7 +237,13 @@ pub fn round_messages(
     let tool_calls: Vec<Value> = calls
         .iter()
         .map(|(c, a)| {
-            let args = Value::Object(a.arguments.clone().unwrap_or_default()).to_string();
+            let args = match &a.arguments {
+                Ok(m) => Value::Object(m.clone()).to_string(),
+                Err(_) => match serde_json::from_str::<Value>(&a.raw) {
+                    Ok(v @ Value::Object(_)) => v.to_string(),
+                    _ => "{}".into(),
+                },
+            };
             json!({"id": c.id, "type": "function",
                    "function": {"name": a.name, "arguments": args}})
         })

@@ -183,3 +183,19 @@ fn a_round_trip_is_an_assistant_message_and_tool_messages() {
         ]
     );
 }
+
+/// A call refused (past the turn's limit, arguments that do not read) keeps what it sent: it is
+/// shown with it, and the round trip gives it back to the server when it is a JSON object.
+#[test]
+fn a_refused_call_keeps_what_it_sent() {
+    let sent = r#"{"city":"Oslo","days":1}"#;
+    let mut a = attempt(&wire("forecast", sent));
+    a.arguments = Err("over the limit".into());
+    assert_eq!(a.raw, sent);
+    let m = round_messages("", &[(wire("forecast", sent), a)], &[None]);
+    assert_eq!(m[0]["tool_calls"][0]["function"]["arguments"], sent);
+    let bad = attempt(&wire("forecast", " {\"city\": "));
+    assert_eq!(bad.raw, "{\"city\":");
+    let huge = attempt(&wire("forecast", &"é".repeat(10_000)));
+    assert!(huge.raw.ends_with('…') && huge.raw.len() <= crate::tools::run::RAW_SHOWN + 3);
+}

@@ -38,6 +38,24 @@ pub struct Attempt {
     pub name: String,
     /// The arguments, or what is wrong with the call.
     pub arguments: Result<Map<String, Value>, String>,
+    /// The arguments as they came (the whole call's text where it could not be read), cut to
+    /// [`RAW_SHOWN`] bytes: what a call that fails is shown with.
+    pub raw: String,
+}
+
+/// Bytes of a failed call's arguments kept to show it.
+pub const RAW_SHOWN: usize = 4096;
+
+/// `text` cut to [`RAW_SHOWN`] bytes on a character boundary, `…` where it was cut.
+pub fn raw_shown(text: &str) -> String {
+    if text.len() <= RAW_SHOWN {
+        return text.to_string();
+    }
+    let mut end = RAW_SHOWN;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
 }
 
 /// Whether a call of `tool` runs without asking: the server's `auto_approve`, "always" this
@@ -97,7 +115,11 @@ impl ToolRun {
                 Ok(p) => (p.name, Ok(p.arguments)),
                 Err(e) => ("?".into(), Err(format!("the call could not be read: {e}"))),
             };
-            Attempt { name, arguments }
+            Attempt {
+                name,
+                arguments,
+                raw: raw_shown(&text),
+            }
         };
         let attempts = batch.into_iter().map(read).collect();
         let (host, always) = (&tools.host, &tools.always);
@@ -117,7 +139,12 @@ impl ToolRun {
     ) -> (Self, Vec<Event>) {
         let mut calls = Vec::new();
         let mut events = Vec::new();
-        for Attempt { name, arguments } in attempts {
+        for Attempt {
+            name,
+            arguments,
+            raw,
+        } in attempts
+        {
             tab_tools.last_call += 1;
             let spec = declared.iter().find(|t| t.name == name);
             let args = arguments.clone().unwrap_or_default();
@@ -125,7 +152,11 @@ impl ToolRun {
                 id: tab_tools.last_call,
                 name: name.clone(),
                 server: spec.map_or_else(String::new, |s| s.server.clone()),
-                arguments: Value::Object(args.clone()).to_string(),
+                // A call that fails is shown with what it sent, not an empty object.
+                arguments: match &arguments {
+                    Ok(_) => Value::Object(args.clone()).to_string(),
+                    Err(_) => raw,
+                },
             };
             let approval = spec.is_some_and(|s| !approved(always, tab_tools, s));
             let state = match (arguments, spec) {
