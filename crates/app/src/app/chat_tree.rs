@@ -1,11 +1,11 @@
 //! A tab as its chat file holds it and back: the path shown, every branch of the conversation
 //! tree (ids and parents), each message's role as the file names it, its pictures, text files
-//! and tool calls, and the tab's tools.
+//! and tool calls, and the tab's tools (read back, repaired where needed, by
+//! [`super::chat_load`]).
 
-use std::collections::HashSet;
+pub use super::chat_load::tree;
 
 use super::attachments::{Chip, Sound};
-use super::tab::Branch;
 use super::tab::{Message, Role, Tab};
 use super::tools::{RunState, ToolRun};
 use crate::attach::TextFile;
@@ -137,7 +137,7 @@ pub fn tools_of(s: &SavedTools) -> (ToolSelection, ToolChoice) {
     (selection, ToolChoice::parse(&s.choice).unwrap_or_default())
 }
 
-fn message(m: SavedMessage) -> Message {
+pub(super) fn message(m: SavedMessage) -> Message {
     let mut out = Message::new(role_of(&m.role), m.text);
     out.id = m.id;
     out.thought = m.thought;
@@ -227,169 +227,6 @@ pub fn unsent_message(u: Unsent) -> Message {
     message(u.message)
 }
 
-/// Largest message id taken as it is: ids are counted up from 1, so anything near 2^64 is a
-/// crafted file (and the next id would wrap).
-const MAX_ID: u64 = 1 << 48;
-
-/// The path and branches of a saved chat. Nothing is dropped: messages without ids (version 2),
-/// repeated ids or ids beyond [`MAX_ID`] are numbered afresh in order (a branch keeps hanging
-/// from the first message that had its parent's id), and a branch that hangs from no message
-/// of the tree (or from itself) hangs from the start.
-pub fn tree(path: Vec<SavedMessage>, branches: Vec<SavedBranch>) -> (Vec<Message>, Vec<Branch>) {
-    let mut seen = HashSet::new();
-    let sound = path
-        .iter()
-        .chain(branches.iter().flat_map(|b| &b.messages))
-        .all(|m| (1..=MAX_ID).contains(&m.id) && seen.insert(m.id));
-    let mut messages: Vec<Message> = path.into_iter().map(message).collect();
-    let mut branches: Vec<Branch> = branches
-        .into_iter()
-        .filter(|b| !b.messages.is_empty())
-        .map(|b| Branch {
-            parent: b.parent,
-            messages: b.messages.into_iter().map(message).collect(),
-        })
-        .collect();
-    if !sound {
-        renumber(&mut messages, &mut branches);
-    }
-    // Reachable from the start: the path, then each branch whose parent is reachable.
-    let mut reached: HashSet<u64> = messages.iter().map(|m| m.id).collect();
-    reached.insert(0);
-    let mut hung = vec![false; branches.len()];
-    loop {
-        let mut grew = false;
-        for (b, done) in branches.iter().zip(hung.iter_mut()) {
-            if !*done && reached.contains(&b.parent) {
-                *done = true;
-                grew = true;
-                reached.extend(b.messages.iter().map(|m| m.id));
-            }
-        }
-        if !grew {
-            break;
-        }
-    }
-    for (b, done) in branches.iter_mut().zip(hung) {
-        if !done {
-            b.parent = 0;
-        }
-    }
-    (messages, branches)
-}
-
-/// Numbers every message afresh (the path first); each branch's parent follows the first
-/// message that had its id.
-fn renumber(messages: &mut [Message], branches: &mut [Branch]) {
-    let mut new_id = std::collections::HashMap::new();
-    let mut next = 0;
-    let all = messages
-        .iter_mut()
-        .chain(branches.iter_mut().flat_map(|b| b.messages.iter_mut()));
-    for m in all {
-        next += 1;
-        new_id.entry(m.id).or_insert(next);
-        m.id = next;
-    }
-    for b in branches {
-        b.parent = match b.parent {
-            0 => 0,
-            p => new_id.get(&p).copied().unwrap_or(0),
-        };
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn msg(id: u64, parent: Option<u64>, role: &str, text: &str) -> SavedMessage {
-        SavedMessage {
-            id,
-            parent,
-            ..SavedMessage::new(role, text)
-        }
-    }
-
-    #[test]
-    fn a_format_2_transcript_loads_as_one_path() {
-        let v2 = r#"{"version":2,"order":0,"title":"t","model":"m","thinking":false,
-            "messages":[{"role":"system","text":"be brief"},{"role":"user","text":"hi"},
-            {"role":"model","text":"hello","footer":"done"}]}"#;
-        let chat: SavedChat = serde_json::from_str(v2).expect("a format 2 file reads");
-        let (path, branches) = tree(chat.messages, chat.branches);
-        let ids: Vec<u64> = path.iter().map(|m| m.id).collect();
-        assert_eq!(ids, [1, 2, 3], "numbered in order");
-        assert!(branches.is_empty());
-        assert_eq!(path[2].footer.as_deref(), Some("done"));
-    }
-
-    #[test]
-    fn a_tree_round_trips_and_a_broken_one_keeps_its_path() {
-        let mut t = Tab::new(1, "t".into(), Default::default());
-        t.push(Message::new(Role::User, "a"));
-        t.push(Message::new(Role::Model, "A"));
-        t.fork_at(1);
-        t.push(Message::new(Role::Model, "A2"));
-        let saved = saved_tree(&t);
-        assert_eq!(saved.version, VERSION);
-        assert_eq!(saved.messages[1].parent, Some(saved.messages[0].id));
-        assert_eq!(saved.branches.len(), 1);
-        assert_eq!(saved.branches[0].messages[0].parent, Some(1));
-        let json = serde_json::to_string(&saved).expect("json");
-        let back: SavedChat = serde_json::from_str(&json).expect("reads");
-        let (path, branches) = tree(back.messages, back.branches);
-        let key = |ms: &[Message]| -> Vec<(u64, String)> {
-            ms.iter().map(|m| (m.id, m.text.clone())).collect()
-        };
-        assert_eq!(key(&path), key(&t.messages));
-        assert_eq!(branches.len(), 1);
-        assert_eq!(branches[0].parent, t.branches[0].parent);
-        assert_eq!(key(&branches[0].messages), key(&t.branches[0].messages));
-        // Repeated ids: numbered afresh, the branch kept where it hung; a branch from nowhere
-        // (or from itself) hangs from the start.
-        let (path, branches) = tree(
-            vec![msg(5, None, "user", "a"), msg(5, Some(5), "model", "A")],
-            vec![SavedBranch {
-                parent: 5,
-                messages: vec![msg(6, Some(5), "model", "B")],
-            }],
-        );
-        assert_eq!(path.iter().map(|m| m.id).collect::<Vec<_>>(), [1, 2]);
-        assert_eq!(branches.len(), 1);
-        assert_eq!((branches[0].parent, branches[0].messages[0].id), (1, 3));
-        let (_, branches) = tree(
-            vec![msg(1, None, "user", "a")],
-            vec![
-                SavedBranch {
-                    parent: 9,
-                    messages: vec![msg(2, Some(9), "model", "B")],
-                },
-                SavedBranch {
-                    parent: 3,
-                    messages: vec![msg(3, Some(3), "model", "C")],
-                },
-            ],
-        );
-        assert_eq!(
-            branches.iter().map(|b| b.parent).collect::<Vec<_>>(),
-            [0, 0]
-        );
-    }
-
-    #[test]
-    fn ids_near_the_top_are_numbered_afresh() {
-        let (path, branches) = tree(
-            vec![
-                msg(u64::MAX - 1, None, "user", "a"),
-                msg(u64::MAX, Some(u64::MAX - 1), "model", "A"),
-            ],
-            vec![SavedBranch {
-                parent: u64::MAX - 1,
-                messages: vec![msg(7, Some(u64::MAX - 1), "model", "B")],
-            }],
-        );
-        assert_eq!(path.iter().map(|m| m.id).collect::<Vec<_>>(), [1, 2]);
-        assert_eq!((branches[0].parent, branches[0].messages[0].id), (1, 3));
-    }
-}
+#[path = "chat_tree_tests.rs"]
+mod tests;

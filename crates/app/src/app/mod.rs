@@ -4,6 +4,7 @@
 
 mod approval;
 pub mod attachments;
+pub mod chat_load;
 pub mod chat_tree;
 pub mod compaction;
 pub mod editor;

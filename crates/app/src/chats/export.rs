@@ -117,7 +117,6 @@ pub fn markdown(chat: &SavedChat) -> String {
     out
 }
 
-/// `n` bytes as people read them: `512 B`, `1.2 kB`, `3.4 MB`.
 /// A file's path as a markdown link target: every byte but letters, digits, `-_.~/`
 /// percent-encoded, so that a name with spaces, brackets or control characters still names the
 /// file (the chat keeps the path absolute since attachments are resolved when attached).
@@ -133,6 +132,7 @@ fn link_target(path: &str) -> String {
     out
 }
 
+/// `n` bytes as people read them: `512 B`, `1.2 kB`, `3.4 MB`.
 pub fn human_bytes(n: usize) -> String {
     match n {
         0..1_000 => format!("{n} B"),

@@ -68,6 +68,44 @@ pub struct Unsent {
     pub edits: Option<u64>,
 }
 
+/// Largest message id taken as it is: ids are counted up from 1, so anything near 2^64 is a
+/// crafted file (and the next id would wrap).
+pub const MAX_ID: u64 = 1 << 48;
+
+/// What is wrong with a chat's tree as the file holds it (format 3 on, which numbers its
+/// messages): repeated ids, ids out of range, or a path message whose parent is not the message
+/// before it. `None` when it is sound; the app repairs the others as it reads them.
+pub fn tree_fault(chat: &SavedChat) -> Option<String> {
+    if chat.version < 3 {
+        return None;
+    }
+    let all = chat
+        .messages
+        .iter()
+        .chain(chat.branches.iter().flat_map(|b| &b.messages));
+    let mut seen = std::collections::HashSet::new();
+    // Id 0 is none given (a hand-written file): numbered, not a fault.
+    for m in all.filter(|m| m.id != 0) {
+        if m.id > MAX_ID {
+            return Some(format!("message id {} is out of range", m.id));
+        }
+        if !seen.insert(m.id) {
+            return Some(format!("message id {} is used twice", m.id));
+        }
+    }
+    let mut prev = None;
+    for m in chat.messages.iter().filter(|m| m.role != "system") {
+        if m.parent.is_some() && m.parent != prev {
+            return Some(format!(
+                "message {} of the path does not follow the one before it",
+                m.id
+            ));
+        }
+        prev = Some(m.id);
+    }
+    None
+}
+
 fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
     *n == T::default()
 }

@@ -64,6 +64,29 @@ pub fn load_closed(dir: &Path) -> Vec<(String, SavedChat)> {
         .collect()
 }
 
+/// A chat whose tree is repaired as it is read: a copy of its file as it was goes to
+/// `damaged/` (the repaired chat replaces it at the next save), and the warning says so.
+fn kept_aside(dir: &Path, path: &Path, title: &str, fault: &str) -> String {
+    let aside = dir.join("damaged");
+    let to = aside.join(path.file_name().unwrap_or_default());
+    let copied = gemma_files::create_private_dir(&aside).and_then(|_| {
+        let bytes = gemma_files::read_limited(path, CHAT_LIMIT)?;
+        gemma_files::write_atomic(&to, &bytes)
+    });
+    let title = gemma_protocol::text::short(title, 60);
+    match copied {
+        Ok(()) => format!(
+            "chat \"{title}\": {fault}; its messages were numbered afresh and put back in their \
+             places (the file as it was is kept in {})",
+            to.display()
+        ),
+        Err(e) => format!(
+            "chat \"{title}\": {fault}; its messages were numbered afresh and put back in their \
+             places (the file as it was could not be kept aside: {e})"
+        ),
+    }
+}
+
 /// Reads every chat in `dir`. A file that cannot be read or parsed is moved to `damaged/`
 /// (never deleted) and named in a warning.
 pub fn load_chats(dir: &Path) -> (Vec<(String, SavedChat)>, Vec<String>) {
@@ -95,7 +118,12 @@ pub fn load_chats(dir: &Path) -> (Vec<(String, SavedChat)>, Vec<String>) {
                 }
             });
         match parsed {
-            Ok(c) => chats.push((uid, c)),
+            Ok(c) => {
+                if let Some(fault) = format::tree_fault(&c) {
+                    warnings.push(kept_aside(dir, &path, &c.title, &fault));
+                }
+                chats.push((uid, c));
+            }
             Err(why) => {
                 let aside = dir.join("damaged");
                 let to = aside.join(path.file_name().unwrap_or_default());
@@ -121,6 +149,39 @@ pub fn load_chats(dir: &Path) -> (Vec<(String, SavedChat)>, Vec<String>) {
 mod tests {
     use super::*;
     use gemma_files::write_atomic;
+
+    /// A chat whose ids repeat is read (the app repairs it), named in a warning, and a copy of
+    /// the file as it was is kept in `damaged/` (probe 2026-12-06, E6).
+    #[test]
+    fn a_chat_with_repeated_ids_is_read_and_kept_aside() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let dup = |parent| SavedMessage {
+            id: 2,
+            parent,
+            ..SavedMessage::new("model", "an answer")
+        };
+        let chat = SavedChat {
+            version: VERSION,
+            title: "dup".into(),
+            messages: vec![
+                SavedMessage {
+                    id: 1,
+                    ..SavedMessage::new("user", "hello")
+                },
+                dup(Some(1)),
+                dup(Some(1)),
+            ],
+            ..SavedChat::default()
+        };
+        let bytes = serde_json::to_vec(&chat).expect("json");
+        write_atomic(&dir.path().join("g.json"), &bytes).expect("write");
+        let (chats, warnings) = load_chats(dir.path());
+        assert_eq!(chats.len(), 1);
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings[0].contains("used twice"), "{warnings:?}");
+        let kept = std::fs::read(dir.path().join("damaged/g.json")).expect("kept aside");
+        assert_eq!(kept, bytes);
+    }
 
     #[test]
     fn atomic_writes_and_damaged_files_moved_aside() {
