@@ -171,12 +171,23 @@ fn check_keys(c: &Config, in_file: &dyn Fn(&str) -> bool) -> std::result::Result
                 format!("`{key}` is empty: there would be no key to quit"),
             );
         }
+        let other = if name == "stop" { "interrupt" } else { "stop" };
+        let unbound = |n: &str| c.ui.keys.get(n).is_none_or(Vec::is_empty);
+        if matches!(name.as_str(), "stop" | "interrupt") && unbound(name) && unbound(other) {
+            return broken(
+                &key,
+                format!(
+                    "`{key}` and `ui.keys.{other}` are both empty: there would be no key to stop \
+                     an answer"
+                ),
+            );
+        }
         for text in chords {
             let Some(chord) = Chord::parse(text) else {
                 return broken(
                     &key,
                     format!(
-                        "`{key}`: cannot read the key \"{text}\" (e.g. \"ctrl+t\", \"alt+enter\", \"f1\")"
+                        "`{key}`: cannot read the key \"{text}\" (e.g. \"ctrl+t\", \"alt+enter\", \"f1\" to \"f24\")"
                     ),
                 );
             };
@@ -301,6 +312,14 @@ mod tests {
         );
         let e = err("model = 5\n");
         assert!(e.contains("u.toml:1:9") && e.contains("`model`"), "{e}");
+        // Keys that leave no way out, or that no terminal sends (probe 2026-12-06, E22).
+        let e = err("[ui.keys]\nquit = []\n");
+        assert!(e.contains("no key to quit"), "{e}");
+        let e = err("[ui.keys]\nstop = []\ninterrupt = []\n");
+        assert!(e.contains("no key to stop an answer"), "{e}");
+        load("[ui.keys]\ninterrupt = []\n").expect("Esc still stops");
+        let e = err("[ui.keys]\nhelp = [\"f99\"]\n");
+        assert!(e.contains("\"f99\"") && e.contains("f24"), "{e}");
     }
 
     /// The field names serde reads for `T` (a deserializer that only asks).

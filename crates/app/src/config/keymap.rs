@@ -49,7 +49,10 @@ impl Chord {
             "pageup" | "pgup" => KeyCode::PageUp,
             "pagedown" | "pgdn" => KeyCode::PageDown,
             "space" => KeyCode::Char(' '),
-            f if f.starts_with('f') && f.len() > 1 => KeyCode::F(f[1..].parse().ok()?),
+            // F1 to F24: the function keys terminals send.
+            f if f.starts_with('f') && f.len() > 1 => {
+                KeyCode::F(f[1..].parse().ok().filter(|n| (1..=24).contains(n))?)
+            }
             c if c.chars().count() == 1 => KeyCode::Char(c.chars().next()?),
             _ => return None,
         };
@@ -172,6 +175,9 @@ mod tests {
         );
         assert_eq!(Chord::parse("f12").map(|c| c.code), Some(KeyCode::F(12)));
         assert!(Chord::parse("hyper+x").is_none());
+        // No terminal sends F0 or F99.
+        assert_eq!(Chord::parse("f24").map(|c| c.code), Some(KeyCode::F(24)));
+        assert!(Chord::parse("f99").is_none() && Chord::parse("f0").is_none());
     }
 
     #[test]
