@@ -242,7 +242,7 @@ fn restart_with_picture(kv: bool, lose_copies: bool) -> (Done, bool, TurnStats) 
     h.send(Command::Shutdown);
     drop(h);
     if lose_copies {
-        std::fs::remove_dir_all(crate::common::chat::convos(dir.path()).join("pictures"))
+        std::fs::remove_dir_all(crate::common::chat::convos(dir.path()).join("media"))
             .expect("the kept copies go");
     }
     let h = engine_kept(dir.path(), kv);

@@ -264,3 +264,23 @@ fn chat_files_without_attached_files_still_load() {
     let saved = serde_json::to_value(app.saved(0)).expect("json");
     assert!(saved["messages"][0].get("files").is_none(), "{saved}");
 }
+
+/// A pasted path to a pipe is not read (it could block for ever): it stays text, and the app
+/// says why it was not attached (probe 2026-12-06, F12).
+#[test]
+fn a_pasted_pipe_stays_text_and_says_so() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let fifo = dir.path().join("photo.png");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success());
+    let mut app = ready_app();
+    app.update(Msg::Paste(fifo.display().to_string()));
+    let t = app.tab().expect("tab");
+    assert!(t.attachments.is_empty());
+    assert_eq!(t.editor.text(), fifo.display().to_string());
+    let flash = app.flash.clone().unwrap_or_default();
+    assert!(flash.contains("not a regular file"), "{flash}");
+}

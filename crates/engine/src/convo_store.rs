@@ -3,8 +3,9 @@
 //! the end of the last answer), written atomically whenever a turn commits, and read back when
 //! the chat is attached again. The ids belong to one model: a file names the fingerprint of the
 //! weights and tokenizer it was written with, and one for other weights is not used (the engine
-//! rebuilds the conversation from the transcript's text instead). The pictures in a conversation
-//! are kept beside it, one private copy per picture named by its key, and referenced from it.
+//! rebuilds the conversation from the transcript's text instead). The pictures and recordings in
+//! a conversation are kept beside it (`media/`), one private copy each named by its key, and
+//! referenced from it.
 
 use std::path::PathBuf;
 
@@ -15,8 +16,10 @@ use gemma_model::error::{Error, Result};
 
 /// The file format's version.
 const VERSION: u32 = 1;
-/// The folder of the kept pictures, in the store's.
-const PICTURES: &str = "pictures";
+/// The folder of the kept pictures and recordings, in the store's.
+const MEDIA: &str = "media";
+/// Where earlier releases kept them (read, never written).
+const OLD_MEDIA: &str = "pictures";
 
 /// One chat's conversation in ids.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -117,29 +120,32 @@ impl ConvoStore {
     /// Keeps a copy of a picture's `bytes` under `key` (hex), private to the user, so that the
     /// conversation can encode it again whatever becomes of the file it came from.
     pub fn keep_picture(&self, key: &str, bytes: &[u8]) -> Result<()> {
-        let path = self.picture_path(key)?;
-        if path.is_file() {
+        let path = self.picture_path(key, MEDIA)?;
+        if path.is_file() || self.picture_path(key, OLD_MEDIA)?.is_file() {
             return Ok(());
         }
-        let dir = self.dir.join(PICTURES);
+        let dir = self.dir.join(MEDIA);
         gemma_files::create_private_dir(&dir).map_err(|e| Error::io(&dir, e))?;
         write_atomic(&path, bytes).map_err(|e| Error::io(&path, e))
     }
 
-    /// The bytes of the picture kept under `key`, if they are there.
+    /// The bytes of the picture or recording kept under `key`, if they are there (in `media/`,
+    /// or in `pictures/` where earlier releases kept them).
     pub fn picture(&self, key: &str) -> Option<Vec<u8>> {
-        gemma_files::read_limited(
-            &self.picture_path(key).ok()?,
-            gemma_media::picture::MAX_FILE,
-        )
-        .ok()
+        [MEDIA, OLD_MEDIA].iter().find_map(|folder| {
+            gemma_files::read_limited(
+                &self.picture_path(key, folder).ok()?,
+                gemma_media::picture::MAX_FILE.max(gemma_media::audio::MAX_FILE),
+            )
+            .ok()
+        })
     }
 
-    fn picture_path(&self, key: &str) -> Result<PathBuf> {
+    fn picture_path(&self, key: &str, folder: &str) -> Result<PathBuf> {
         if key.len() != 64 || !key.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Err(Error::Invalid(format!("`{key}` is not a picture's key")));
         }
-        Ok(self.dir.join(PICTURES).join(key))
+        Ok(self.dir.join(folder).join(key))
     }
 
     /// Forgets `chat`'s conversation (its tab was closed).
@@ -176,5 +182,22 @@ mod tests {
         assert_eq!(store.load("bad"), None);
         store.remove("chat-1");
         assert_eq!(store.load("chat-1"), None);
+    }
+
+    /// Copies go to `media/`; those an earlier release kept in `pictures/` are still read.
+    #[test]
+    fn kept_copies_go_to_media_and_old_ones_are_read() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = ConvoStore::new(dir.path().to_path_buf(), "w".into());
+        let (new, old) = ("a".repeat(64), "b".repeat(64));
+        store.keep_picture(&new, b"new").expect("kept");
+        assert!(dir.path().join("media").join(&new).is_file());
+        std::fs::create_dir(dir.path().join("pictures")).expect("old folder");
+        std::fs::write(dir.path().join("pictures").join(&old), b"old").expect("old copy");
+        assert_eq!(store.picture(&new).as_deref(), Some(&b"new"[..]));
+        assert_eq!(store.picture(&old).as_deref(), Some(&b"old"[..]));
+        store.keep_picture(&old, b"old").expect("already kept");
+        assert!(!dir.path().join("media").join(&old).exists());
+        assert!(store.picture("not-a-key").is_none());
     }
 }

@@ -213,8 +213,7 @@ impl App {
     }
 
     /// A paste that is one picture's or recording's path (as a terminal pastes a dropped file)
-    /// attaches it;
-    /// anything else is text.
+    /// attaches it; anything else is text (a path that names no regular file says so).
     pub(super) fn pasted_picture(&mut self, text: &str) -> bool {
         let line = text.trim().trim_matches(|c| c == '\'' || c == '"');
         let media = looks_like_picture(line) || looks_like_audio(line);
@@ -223,6 +222,14 @@ impl App {
         }
         let path = expand_home(line);
         if !path.is_file() {
+            // A pipe or a device is not read (it could block): the paste stays text, and says so.
+            if path.exists() {
+                let name = gemma_protocol::text::one_line(line).into_owned();
+                self.flash = Some(format!(
+                    "{name} is not a regular file (a pipe or a device): pasted as text, not \
+                     attached"
+                ));
+            }
             return false;
         }
         self.attach(line);

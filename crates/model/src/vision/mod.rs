@@ -263,18 +263,27 @@ pub fn spec_of(dir: &Path) -> Result<Option<VisionSpec>> {
     VisionSpec::from_json(&value).map_err(|msg| Error::config(&path, msg))
 }
 
-/// Refuses a patch beyond the tower's position table (`limit` rows an axis).
-fn check_positions(positions: &[[u32; 2]], limit: usize) -> Result<()> {
-    match positions
+/// The least image budget Gemma 4 takes, in soft tokens.
+const LEAST_BUDGET: usize = 70;
+
+/// Refuses a patch beyond the tower's position table (`limit` rows an axis); a picture of
+/// `per_token` patches a soft token that is already at the least budget is told to be cropped.
+fn check_positions(positions: &[[u32; 2]], limit: usize, per_token: usize) -> Result<()> {
+    let Some(&[x, y]) = positions
         .iter()
         .find(|p| p[0] as usize >= limit || p[1] as usize >= limit)
-    {
-        Some(&[x, y]) => Err(Error::Invalid(format!(
-            "a patch at ({x}, {y}) is beyond this tower's {limit} positions a side: use a \
-             smaller image budget"
-        ))),
-        None => Ok(()),
-    }
+    else {
+        return Ok(());
+    };
+    let fix = if positions.len() > LEAST_BUDGET * per_token {
+        "use a smaller image budget, or crop it"
+    } else {
+        "crop it to a less elongated shape (it is at the least image budget already)"
+    };
+    Err(Error::Invalid(format!(
+        "the picture is too long and thin for this tower: a patch at ({x}, {y}) is beyond its \
+         {limit} positions a side; {fix}"
+    )))
 }
 
 fn n_rows(x: &[f32], width: usize) -> usize {
@@ -284,6 +293,25 @@ fn n_rows(x: &[f32], width: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A picture beyond the position table is told what helps: a smaller budget while there is
+    /// one, cropping at the least (probe 2026-12-06, F12).
+    #[test]
+    fn a_picture_beyond_the_positions_is_told_what_helps() {
+        let row = |n: u32| (0..n).map(|x| [x, 0]).collect::<Vec<_>>();
+        assert!(check_positions(&row(64), 64, 9).is_ok());
+        let at_least = check_positions(&row(630), 64, 9)
+            .expect_err("beyond")
+            .to_string();
+        assert!(
+            at_least.contains("crop it") && !at_least.contains("smaller image budget"),
+            "{at_least}"
+        );
+        let more = check_positions(&row(1000), 64, 9)
+            .expect_err("beyond")
+            .to_string();
+        assert!(more.contains("smaller image budget"), "{more}");
+    }
 
     #[test]
     fn image_ids_are_read_off_a_prompts_layout() {

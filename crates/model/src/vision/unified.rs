@@ -75,7 +75,7 @@ impl Unified {
     /// One embedding per patch: `n × width` values.
     pub(super) fn forward(&self, input: PatchInput) -> Result<Vec<f32>> {
         let (w, n) = (self.spec.width, input.positions.len());
-        super::check_positions(input.positions, self.spec.positions)?;
+        super::check_positions(input.positions, self.spec.positions, 1)?;
         let mut x = input.values.to_vec();
         self.ln1.forward(&mut x);
         let mut y = products(&self.dense, &x, n);

@@ -136,7 +136,7 @@ impl Vit {
     /// The pooled soft tokens (before the projector): `n / pool² × width` values.
     pub(super) fn forward(&self, input: PatchInput, vs: &VisionSpec) -> Result<Vec<f32>> {
         let (h, n) = (self.spec.hidden, input.positions.len());
-        super::check_positions(input.positions, self.spec.positions)?;
+        super::check_positions(input.positions, self.spec.positions, vs.pool * vs.pool)?;
         let shifted: Vec<f32> = input.values.iter().map(|v| 2.0 * (v - 0.5)).collect();
         let mut x = products(&self.input_proj, &shifted, n);
         let axis = self.spec.positions * h;
