@@ -75,8 +75,8 @@ pub fn encode(tower: &VisionTower, args: &ImageArgs) -> anyhow::Result<Vec<Encod
 pub fn encode_audio(tower: &AudioTower, args: &ImageArgs) -> anyhow::Result<Vec<Encoded>> {
     let mut out = Vec::new();
     for path in &args.audio {
-        let pieces =
-            sounds::encode(tower, path).with_context(|| format!("encoding {}", path.display()))?;
+        let pieces = sounds::encode(tower, path, &|| false)
+            .with_context(|| format!("encoding {}", path.display()))?;
         out.extend(pieces);
     }
     Ok(out)

@@ -41,7 +41,7 @@ fn by_hand(dir: &Path, clips: &[&Path], text: &str) -> (usize, String) {
     prompt.extend(tok.encode("<|turn>user\n").expect("encodes"));
     let mut images = Vec::new();
     for p in clips {
-        for e in gemma_engine::sounds::encode(&tower, p).expect("encodes") {
+        for e in gemma_engine::sounds::encode(&tower, p, &|| false).expect("encodes") {
             prompt.push(s.boa_token_id);
             images.push(Image {
                 at: prompt.len(),

@@ -298,3 +298,41 @@ fn a_chat_whose_pictures_are_gone_comes_back_from_its_text_and_says_so() {
         again.notices
     );
 }
+
+/// Esc while a message's pictures are encoded stops before the next one: the turn fails with
+/// the reason, nothing is kept with the chat, and the tab takes the next message (probe
+/// 2026-12-06, F4).
+#[test]
+fn a_stop_while_pictures_encode_ends_the_turn_and_keeps_nothing() {
+    let dir = vision_fixture();
+    let picture = root().join("tests/fixtures/vision/e2b_style/a.png");
+    let h = engine(dir.path());
+    open(&h, 1);
+    let attach: Vec<Attachment> = (0..6)
+        .map(|_| Attachment::image(picture.clone(), BUDGET))
+        .collect();
+    h.send(Command::Submit {
+        tab: 1,
+        text: "What are they?".into(),
+        images: attach,
+    });
+    h.send(Command::Cancel { tab: 1 });
+    let error = loop {
+        match h
+            .events
+            .recv_timeout(std::time::Duration::from_secs(120))
+            .expect("an event")
+        {
+            Event::Failed { tab: 1, error } => break error,
+            Event::Finished { tab: 1, .. } => panic!("the turn ran"),
+            _ => {}
+        }
+    };
+    assert!(error.contains("stopped while its pictures"), "{error}");
+    let media = crate::common::chat::convos(dir.path()).join("media");
+    let kept = std::fs::read_dir(&media).map_or(0, |d| d.count());
+    assert_eq!(kept, 0, "nothing kept for a message never sent");
+    let done = submit(&h, 1, "Hello?", Vec::new());
+    assert!(!done.answer.is_empty() || done.stats.generated_tokens > 0);
+    h.send(Command::Shutdown);
+}

@@ -176,3 +176,28 @@ fn push_to_talk_without_a_microphone_says_why() {
     assert!(flash.contains("no microphone found"), "{flash}");
     assert!(flash.contains("/attach FILE.wav"), "{flash}");
 }
+
+/// A message whose recordings alone pass the context is not sent (the engine would decode and
+/// encode it all before refusing it): the app says so and keeps the text and the chip
+/// (probe 2026-12-06, F4).
+#[test]
+fn a_message_that_cannot_fit_the_context_is_not_sent() {
+    let dir = tempfile::tempdir().expect("dir");
+    let clip = dir.path().join("clip.wav");
+    tone(&clip, 2.5);
+    let mut app = ready_app();
+    command(&mut app, &format!("/attach {}", clip.display()));
+    let tokens = gemma_media::audio::audio_tokens(40_000);
+    app.tabs[0].context_limit = Some(tokens);
+    type_text(&mut app, "What is this sound?");
+    assert!(app.update(key(KeyCode::Enter)).is_empty(), "nothing sent");
+    let flash = app.flash.clone().unwrap_or_default();
+    assert!(flash.contains("more than the context holds"), "{flash}");
+    let t = app.tab().expect("tab");
+    assert_eq!(t.editor.text(), "What is this sound?");
+    assert_eq!(t.attachments.len(), 1);
+    assert!(t.messages.is_empty());
+    // With room, it goes.
+    app.tabs[0].context_limit = Some(tokens + 64);
+    assert_eq!(app.update(key(KeyCode::Enter)).len(), 1);
+}

@@ -16,11 +16,15 @@ use super::images::image_key;
 use super::pictures::Encoded;
 use super::protocol::MediaKind;
 
-/// The pieces of the recording at `path`, each encoded by `tower`.
-pub fn encode(tower: &AudioTower, path: &Path) -> Result<Vec<Encoded>> {
+/// The pieces of the recording at `path`, each encoded by `tower`; refused with [`STOPPED`] when
+/// `stopped` says so before a piece.
+pub fn encode(tower: &AudioTower, path: &Path, stopped: &dyn Fn() -> bool) -> Result<Vec<Encoded>> {
     let clip = Clip::open(path).map_err(|e| Error::Invalid(e.to_string()))?;
     clip.pieces()
         .map(|piece| {
+            if stopped() {
+                return Err(Error::Invalid(STOPPED.into()));
+            }
             let wav = Clip::from_samples(piece, audio::SAMPLE_RATE, 1)
                 .map_err(|e| Error::Invalid(e.to_string()))?
                 .to_wav();
@@ -30,6 +34,10 @@ pub fn encode(tower: &AudioTower, path: &Path) -> Result<Vec<Encoded>> {
         })
         .collect()
 }
+
+/// Why a message whose pictures or recordings were being encoded was not sent: it was stopped.
+pub const STOPPED: &str = "stopped while its pictures or recordings were encoded: nothing was \
+    sent to the model";
 
 /// One piece, given as the WAV file of its 16 kHz samples (as [`encode`] keeps it); `name`
 /// names it in errors.

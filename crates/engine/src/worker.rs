@@ -66,6 +66,8 @@ pub(super) struct Worker<'a> {
     towers: Towers<'a>,
     /// The tools the model may call, when the front end started a host.
     tools: Option<EngineTools>,
+    /// The stops the front end raised, seen while a command runs (a message's media encoding).
+    interrupts: Arc<Interrupts>,
 }
 
 impl<'a> Worker<'a> {
@@ -98,6 +100,7 @@ impl<'a> Worker<'a> {
             rendering: Arc::default(),
             towers: Towers::none(),
             tools: None,
+            interrupts: Arc::default(),
         }
     }
 
@@ -117,6 +120,7 @@ impl<'a> Worker<'a> {
     /// Serves `commands` until shutdown; a render of the chat template for a tab whose stop is
     /// raised in `interrupts` is cut short.
     pub fn run(mut self, commands: Receiver<Command>, interrupts: &Arc<Interrupts>) {
+        self.interrupts = interrupts.clone();
         let (watch, rendering) = (interrupts.clone(), self.rendering.clone());
         self.lm.chat.set_interrupt(Some(Interrupt(Arc::new(move || {
             watch.raised(rendering.load(Ordering::SeqCst))

@@ -75,6 +75,22 @@ impl App {
         cmds
     }
 
+    /// Why the active tab's message cannot fit its context whatever is made room for: its
+    /// pictures, recordings and files, as their chips count them, with its text, past the
+    /// context (the engine would refuse it; encoding the media first would only cost minutes).
+    fn too_big(&self, text: &str) -> Option<String> {
+        let t = self.tab()?;
+        let limit = t.context_limit.unwrap_or(self.model.context_limit);
+        let needed = t.pending_tokens() + crate::attach::estimate_tokens(text);
+        (limit > 0 && t.pending_tokens() > 0 && needed > limit).then(|| {
+            format!(
+                "this message takes ~{needed} tokens with its attachments, more than the context \
+                 holds ({limit}): /detach some, /image-tokens 70 for smaller pictures, or a \
+                 longer context_length"
+            )
+        })
+    }
+
     pub(super) fn submit(&mut self) -> Vec<Command> {
         let Some(t) = self.tabs.get_mut(self.active) else {
             return Vec::new();
@@ -89,6 +105,11 @@ impl App {
         }
         if let Some(cmd) = text.trim().strip_prefix('/') {
             return self.slash(cmd.to_string());
+        }
+        if let Some(why) = self.too_big(&text) {
+            // Nothing is sent, nothing is lost: the text and the chips stay in the input.
+            self.flash = Some(why);
+            return Vec::new();
         }
         let budgets = self.settings.thinking_budgets;
         // The chat as it stands, written with the message before the turn runs: a crash while

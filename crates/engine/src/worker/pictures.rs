@@ -54,10 +54,15 @@ impl Towers<'_> {
 
 impl Worker<'_> {
     /// Each attachment encoded by the model's tower for it (a recording: piece by piece), the
-    /// tab told as each one starts.
+    /// tab told as each one starts; a stop raised for the tab (Esc, its closing) ends it before
+    /// the next picture or piece, with [`sounds::STOPPED`].
     pub(super) fn encode(&self, tab: TabId, attachments: &[Attachment]) -> Result<Vec<Encoded>> {
+        let stopped = || self.interrupts.raised(tab);
         let mut out = Vec::with_capacity(attachments.len());
         for a in attachments {
+            if stopped() {
+                return Err(Error::Invalid(sounds::STOPPED.into()));
+            }
             let name = a.path.file_name().unwrap_or(a.path.as_os_str()).display();
             let encoded = match a.kind {
                 MediaKind::Image => {
@@ -76,15 +81,20 @@ impl Worker<'_> {
                     })?;
                     let text = format!("encoding the recording {name}");
                     self.emit(Event::Notice { tab, text });
-                    sounds::encode(tower, &a.path)?
+                    sounds::encode(tower, &a.path, &stopped)?
                 }
             };
-            for e in &encoded {
-                self.keep(tab, e);
-            }
             out.extend(encoded);
         }
         Ok(out)
+    }
+
+    /// Copies of a sent message's pictures and recordings for the conversation, once its turn
+    /// has started (a message refused or stopped keeps none).
+    pub(super) fn keep_all(&self, tab: TabId, encoded: &[Encoded]) {
+        for e in encoded {
+            self.keep(tab, e);
+        }
     }
 
     /// Refuses, before any picture or recording is decoded or encoded, a message whose media

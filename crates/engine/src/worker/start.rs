@@ -66,7 +66,9 @@ impl Worker<'_> {
         if let Some(text) = turn.template_slow {
             self.emit(Event::Notice { tab, text });
         }
-        self.start(tab, prompt, turn.header, exchange, images, declared, None)
+        self.start(tab, prompt, turn.header, exchange, images, declared, None)?;
+        self.keep_all(tab, &encoded);
+        Ok(())
     }
 
     /// The checkpoint's template failed and the built-in layout stood in: said once, in full.
