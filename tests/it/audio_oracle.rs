@@ -317,3 +317,56 @@ fn errors_name_what_is_wrong() {
     assert!(err.contains("a mask of 243 frames for 242 frames"), "{err}");
     assert!(f.tower.encode(&[], &[]).is_err());
 }
+
+/// The held-out checkpoint's layout (issue 57: 4 text layers with 2 KV-shared, PLE 16; the
+/// clipped linears' bounds at transformers' defaults, ±inf; a tower 48 wide with 4 heads) and
+/// its two clips, 1.3 s and 0.7 s, taken as the app takes them: decoded from their 16-bit WAV
+/// files, turned into features and encoded here, then placed in the prompt. Every position's
+/// logits against transformers' one batched forward (`make_audio_held_out.py`).
+#[test]
+fn the_held_out_layout_matches_transformers_from_the_files() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/audio/held_out_style");
+    let lm = crate::common::load_exact(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    let tower = open(&dir).expect("a tower");
+    let bytes = std::fs::read(dir.join("reference.safetensors")).expect("reference");
+    let st = SafeTensors::deserialize(&bytes).expect("reference parses");
+    let (prompt, greedy) = (ids(&st, "prompt_ids"), ids(&st, "greedy_ids"));
+    let hidden = lm.model.config().hidden_size;
+    let mut search = 0;
+    let pieces: Vec<Image> = (0..2)
+        .map(|i| {
+            let wav = std::fs::read(dir.join(format!("clip_{i}.wav"))).expect("wav");
+            let clip = gemma_media::Clip::decode(&wav, "clip.wav").expect("decodes");
+            let f = gemma_media::audio::features::features(clip.samples());
+            let rows = tower.encode(&f.values, &f.mask).expect("encodes");
+            let id = tower.spec().audio_token_id;
+            let at = search + prompt[search..].iter().position(|&t| t == id).expect("run");
+            let n = rows.len() / hidden;
+            assert_eq!(
+                prompt[at + n],
+                tower.spec().eoa_token_id,
+                "clip {i}: {n} rows"
+            );
+            search = at + n;
+            Image {
+                at,
+                rows: Arc::new(rows),
+                key: image_key(&wav, 0),
+                budget: 0,
+                kind: gemma_engine::protocol::MediaKind::Audio,
+            }
+        })
+        .collect();
+    let mut session = Session::new(&lm.model);
+    let options = TurnOptions {
+        prompt_logits: true,
+        ..TurnOptions::greedy(greedy.len(), 1024)
+    };
+    let mut t = Turn::start_with(&mut session, prompt, pieces, options).expect("starts");
+    t.run(&lm.model, &mut session, &mut |_| true).expect("runs");
+    let logits = t.take_prompt_logits().expect("logits");
+    let d = max_abs_diff(&logits, &f32s(&st, "logits"));
+    println!("held-out layout from the files: max |Δlogits| = {d:.2e}");
+    assert!(d < 2e-3, "logits differ by {d}");
+    assert_eq!(t.answer(), &greedy[..], "greedy ids");
+}
