@@ -336,3 +336,53 @@ fn a_stop_while_pictures_encode_ends_the_turn_and_keeps_nothing() {
     assert!(!done.answer.is_empty() || done.stats.generated_tokens > 0);
     h.send(Command::Shutdown);
 }
+
+/// A message's pictures are encoded a picture a step: another tab's turn, sent after it, goes
+/// on between them and ends first (probe 2026-12-06, F4: every tab waited for the encoding).
+#[test]
+fn another_tabs_turn_goes_on_while_pictures_encode() {
+    let dir = vision_fixture();
+    let picture = root().join("tests/fixtures/vision/e2b_style/a.png");
+    let h = engine(dir.path());
+    open(&h, 1);
+    open(&h, 2);
+    // Tab 1's turn after its pictures is shorter than tab 2's (one token against six): only
+    // the encoding, a step a picture, can make it end last.
+    h.send(Command::SetSampling {
+        tab: 1,
+        sampling: gemma_engine::protocol::SamplingParams::greedy(),
+        max_new_tokens: 1,
+        stop: Vec::new(),
+    });
+    let attach: Vec<Attachment> = (0..8)
+        .map(|_| Attachment::image(picture.clone(), BUDGET))
+        .collect();
+    h.send(Command::Submit {
+        tab: 1,
+        text: "What are they?".into(),
+        images: attach,
+    });
+    h.send(Command::Submit {
+        tab: 2,
+        text: "Hello".into(),
+        images: Vec::new(),
+    });
+    let mut finished = Vec::new();
+    while finished.len() < 2 {
+        match h
+            .events
+            .recv_timeout(std::time::Duration::from_secs(120))
+            .expect("an event")
+        {
+            Event::Finished { tab, .. } => finished.push(tab),
+            Event::Failed { tab, error } => panic!("tab {tab}: {error}"),
+            _ => {}
+        }
+    }
+    assert_eq!(
+        finished,
+        [2, 1],
+        "the text turn ends while the pictures encode"
+    );
+    h.send(Command::Shutdown);
+}

@@ -19,20 +19,35 @@ use super::protocol::MediaKind;
 /// The pieces of the recording at `path`, each encoded by `tower`; refused with [`STOPPED`] when
 /// `stopped` says so before a piece.
 pub fn encode(tower: &AudioTower, path: &Path, stopped: &dyn Fn() -> bool) -> Result<Vec<Encoded>> {
-    let clip = Clip::open(path).map_err(|e| Error::Invalid(e.to_string()))?;
-    clip.pieces()
-        .map(|piece| {
+    pieces(path)?
+        .into_iter()
+        .map(|wav| {
             if stopped() {
                 return Err(Error::Invalid(STOPPED.into()));
             }
-            let wav = Clip::from_samples(piece, audio::SAMPLE_RATE, 1)
-                .map_err(|e| Error::Invalid(e.to_string()))?
-                .to_wav();
-            let mut e = encode_piece(tower, wav, &path.display().to_string())?;
-            e.path = path.to_path_buf();
-            Ok(e)
+            encode_from(tower, wav, path)
         })
         .collect()
+}
+
+/// The recording at `path` decoded, resampled and cut into 30-second pieces, each as the WAV
+/// file of its 16 kHz samples (what [`encode_from`] takes and the conversation keeps).
+pub fn pieces(path: &Path) -> Result<Vec<Vec<u8>>> {
+    let clip = Clip::open(path).map_err(|e| Error::Invalid(e.to_string()))?;
+    clip.pieces()
+        .map(|piece| {
+            Clip::from_samples(piece, audio::SAMPLE_RATE, 1)
+                .map(|c| c.to_wav())
+                .map_err(|e| Error::Invalid(e.to_string()))
+        })
+        .collect()
+}
+
+/// One piece of the recording at `path` (a WAV of [`pieces`]) encoded by `tower`.
+pub fn encode_from(tower: &AudioTower, wav: Vec<u8>, path: &Path) -> Result<Encoded> {
+    let mut e = encode_piece(tower, wav, &path.display().to_string())?;
+    e.path = path.to_path_buf();
+    Ok(e)
 }
 
 /// Why a message whose pictures or recordings were being encoded was not sent: it was stopped.

@@ -51,6 +51,8 @@ pub(super) struct TabState {
     /// The system prompt for the next turns.
     pub system: Option<String>,
     pub job: Option<Job>,
+    /// A message whose pictures and recordings are being encoded before its turn starts.
+    pub encoding: Option<crate::worker::Encoding>,
     /// When the tab last started a turn (LRU order for eviction).
     pub last_used: u64,
     /// The tier last reported to the UI.
@@ -61,6 +63,13 @@ pub(super) struct TabState {
     pub tools: TabTools,
     /// What it does when its context fills up.
     pub overflow: Overflow,
+}
+
+impl TabState {
+    /// Whether a turn runs, or a message's media are being encoded for one.
+    pub fn busy(&self) -> bool {
+        self.job.is_some() || self.encoding.is_some()
+    }
 }
 
 /// Every tab the engine serves, by id.
@@ -88,6 +97,7 @@ impl Tabs {
             thought_budget: None,
             system: None,
             job: None,
+            encoding: None,
             last_used: 0,
             context,
             tier: Tier::Device,
@@ -99,6 +109,11 @@ impl Tabs {
     /// The tab, if the engine has it.
     pub fn get(&self, tab: TabId) -> Option<&TabState> {
         self.map.get(&tab)
+    }
+
+    /// Whether some tab's message is being encoded.
+    pub fn encoding(&self) -> bool {
+        self.map.values().any(|t| t.encoding.is_some())
     }
 
     /// Every running job.
@@ -125,16 +140,12 @@ impl Tabs {
 
     /// Whether any tab has a job running.
     pub fn busy(&self) -> bool {
-        self.map.values().any(|t| t.job.is_some())
+        self.map.values().any(TabState::busy)
     }
 
     /// The next tab with a job after `last`, round-robin.
     pub fn next_busy(&self, last: Option<TabId>) -> Option<TabId> {
-        let mut busy = self
-            .map
-            .iter()
-            .filter(|(_, t)| t.job.is_some())
-            .map(|(id, _)| *id);
+        let mut busy = self.map.iter().filter(|(_, t)| t.busy()).map(|(id, _)| *id);
         let first = busy.clone().next();
         busy.find(|id| last.is_none_or(|l| *id > l)).or(first)
     }
@@ -156,7 +167,7 @@ impl Tabs {
             let victim = self
                 .map
                 .iter()
-                .filter(|(id, t)| **id != active && t.job.is_none() && t.session.device_bytes() > 0)
+                .filter(|(id, t)| **id != active && !t.busy() && t.session.device_bytes() > 0)
                 .min_by_key(|(_, t)| t.last_used)
                 .map(|(id, _)| *id);
             let Some(victim) = victim else { break };
@@ -191,7 +202,7 @@ impl Tabs {
         let mut tabs: Vec<&TabState> = self
             .map
             .values()
-            .filter(|t| t.job.is_none() && !t.convo.is_empty())
+            .filter(|t| !t.busy() && !t.convo.is_empty())
             .collect();
         tabs.sort_by_key(|t| std::cmp::Reverse(t.last_used));
         let mut used = 0;

@@ -27,8 +27,10 @@ use gemma_model::tokenizer::Tokenizer;
 use gemma_model::tokenizer::template::sandbox::Interrupt;
 
 mod compact;
+mod encoding;
 mod paths;
 mod pictures;
+pub(crate) use encoding::Encoding;
 pub use pictures::Towers;
 mod start;
 mod tool_calls;
@@ -195,6 +197,7 @@ impl<'a> Worker<'a> {
             Command::Compact { tab } => self.compact_now(tab)?,
             Command::Regenerate { tab } => self.regenerate(tab)?,
             Command::Cancel { tab } => {
+                self.stop_encoding(tab);
                 self.stop_tools(tab);
                 if let Some(job) = self.tabs.get_mut(tab).and_then(|t| t.job.as_mut()) {
                     job.turn.cancel();
@@ -284,7 +287,7 @@ impl<'a> Worker<'a> {
         if t.job.as_ref().is_some_and(|j| j.quiet) {
             t.job = None;
         }
-        if t.job.is_some() {
+        if t.job.is_some() || t.encoding.is_some() {
             return Err(Error::Invalid(
                 "a turn is still running in this tab; stop it first".into(),
             ));
@@ -307,6 +310,10 @@ impl<'a> Worker<'a> {
         let Some(t) = self.tabs.get_mut(tab) else {
             return;
         };
+        if t.encoding.is_some() {
+            self.encoding_step(tab);
+            return;
+        }
         let Some(job) = t.job.as_mut() else { return };
         if job.turn.paused() && !job.quiet {
             self.tools_step(tab);

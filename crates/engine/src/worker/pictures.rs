@@ -1,6 +1,7 @@
 //! The engine thread's side of pictures and recordings sent with a message: the model's towers
-//! ([`Towers`]); each attachment encoded by its tower, a copy kept with the conversation (a
-//! recording: each 30-second piece); and the turn's ids with each picture's or piece's run of
+//! ([`Towers`]); the check that they can fit before any is encoded (the encoding itself is
+//! `worker/encoding.rs`), a copy kept with the conversation (a recording: each 30-second piece)
+//! once the turn starts; and the turn's ids with each picture's or piece's run of
 //! placeholders in place of the template's marker, the conversation's earlier ones carried
 //! along.
 
@@ -8,7 +9,6 @@ use super::Worker;
 use crate::images::{Image, key_hex};
 use crate::pictures::{self, Encoded, Marks};
 use crate::protocol::{Attachment, Event, MediaKind, TabId};
-use crate::sounds;
 use crate::tabs::TabState;
 use gemma_model::audio::AudioTower;
 use gemma_model::checkpoint::UserTurn;
@@ -53,42 +53,6 @@ impl Towers<'_> {
 }
 
 impl Worker<'_> {
-    /// Each attachment encoded by the model's tower for it (a recording: piece by piece), the
-    /// tab told as each one starts; a stop raised for the tab (Esc, its closing) ends it before
-    /// the next picture or piece, with [`sounds::STOPPED`].
-    pub(super) fn encode(&self, tab: TabId, attachments: &[Attachment]) -> Result<Vec<Encoded>> {
-        let stopped = || self.interrupts.raised(tab);
-        let mut out = Vec::with_capacity(attachments.len());
-        for a in attachments {
-            if stopped() {
-                return Err(Error::Invalid(sounds::STOPPED.into()));
-            }
-            let name = a.path.file_name().unwrap_or(a.path.as_os_str()).display();
-            let encoded = match a.kind {
-                MediaKind::Image => {
-                    let tower = self.towers.vision.as_ref().map_err(|why| {
-                        Error::Invalid(format!("this model cannot take pictures: {why}"))
-                    })?;
-                    let text = format!("encoding {name} ({} image tokens at most)", a.tokens);
-                    self.emit(Event::Notice { tab, text });
-                    vec![pictures::encode(tower, &a.path, a.tokens)?]
-                }
-                MediaKind::Audio => {
-                    let tower = self.towers.audio.as_ref().map_err(|why| {
-                        Error::Invalid(format!(
-                            "this model cannot hear recordings (Gemma 4 E2B and E4B can): {why}"
-                        ))
-                    })?;
-                    let text = format!("encoding the recording {name}");
-                    self.emit(Event::Notice { tab, text });
-                    sounds::encode(tower, &a.path, &stopped)?
-                }
-            };
-            out.extend(encoded);
-        }
-        Ok(out)
-    }
-
     /// Copies of a sent message's pictures and recordings for the conversation, once its turn
     /// has started (a message refused or stopped keeps none).
     pub(super) fn keep_all(&self, tab: TabId, encoded: &[Encoded]) {

@@ -3,12 +3,14 @@
 //! [`Turn`] and its [`Job`] are made from the tab's settings (sampling, thought budget, tools).
 
 use super::Worker;
+use super::encoding::Encoding;
 use super::pictures::{media, place};
 use crate::branch::Held;
 use crate::budget::ThoughtLimit;
 use crate::compact::summary_tokens;
 use crate::images::Image;
 use crate::job::{CHUNK, Job, Pending, Resume};
+use crate::pictures::Encoded;
 use crate::protocol::{Attachment, Event, TabId};
 use crate::reply::Reply;
 use crate::turn::{Turn, TurnOptions};
@@ -17,7 +19,7 @@ use gemma_model::tokenizer::template::TemplateError;
 use gemma_tools::host::ToolSpec;
 
 impl Worker<'_> {
-    /// Answers `text` in `tab`. With `rounds` left, a prompt past the tab's overflow share
+    /// Answers `text` in `tab`, its pictures and recordings encoded first. With `rounds` left, a prompt past the tab's overflow share
     /// compacts (or slides) the conversation first and is sent again after with one round
     /// less; in the last round, only a prompt that does not fit at all slides (a summary can
     /// come out longer in tokens than it was sampled).
@@ -28,9 +30,26 @@ impl Worker<'_> {
         attachments: &[Attachment],
         rounds: u8,
     ) -> Result<()> {
-        let lm = self.lm;
         self.media_fits(tab, attachments)?;
-        let encoded = self.encode(tab, attachments)?;
+        if !attachments.is_empty() {
+            // Encoded a unit a step (`worker/encoding.rs`), then the turn starts.
+            let t = self.idle_tab(tab)?;
+            t.encoding = Some(Encoding::new(text, attachments, rounds));
+            return Ok(());
+        }
+        self.submit_encoded(tab, text, attachments, rounds, Vec::new())
+    }
+
+    /// [`Self::submit`] once the message's pictures and recordings are `encoded`.
+    pub(super) fn submit_encoded(
+        &mut self,
+        tab: TabId,
+        text: &str,
+        attachments: &[Attachment],
+        rounds: u8,
+        encoded: Vec<Encoded>,
+    ) -> Result<()> {
+        let lm = self.lm;
         let marks = self.towers.marks();
         let hidden = lm.model.config().hidden_size;
         let declared = self.declared(tab);

@@ -198,13 +198,14 @@ impl Worker<'_> {
 
     /// Whether every running turn waits for its tools (nothing to compute until one answers).
     pub(super) fn all_waiting(&self) -> bool {
-        self.tabs.jobs().all(|j| {
-            j.turn.paused()
-                && j.tools
-                    .as_ref()
-                    .and_then(|t| t.run.as_ref())
-                    .is_some_and(|r| !r.done())
-        })
+        !self.tabs.encoding()
+            && self.tabs.jobs().all(|j| {
+                j.turn.paused()
+                    && j.tools
+                        .as_ref()
+                        .and_then(|t| t.run.as_ref())
+                        .is_some_and(|r| !r.done())
+            })
     }
 
     /// Tells the UI the tools the engine can run.
