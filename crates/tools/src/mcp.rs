@@ -27,6 +27,8 @@ use stdio::{Spawned, StderrTail, stderr_note};
 
 mod answer;
 mod guard;
+mod prune;
+pub use prune::TOO_DEEP_KEY;
 pub mod stdio;
 pub mod streamable;
 

@@ -126,6 +126,10 @@ pub fn floor_char_boundary(s: &str, at: usize) -> usize {
 /// holding control characters or token look-alikes is refused rather than renamed, since the
 /// server expects its arguments under that key.
 pub fn schema(raw: &Map<String, Value>) -> Result<Map<String, Value>, String> {
+    if raw.contains_key(crate::mcp::TOO_DEEP_KEY) {
+        // What the stdio guard put in place of a schema too deep to read (`mcp/prune.rs`).
+        return Err("its inputSchema is nested deeper than 128 levels".into());
+    }
     let bytes = serde_json::to_vec(raw)
         .map(|v| v.len())
         .unwrap_or(usize::MAX);

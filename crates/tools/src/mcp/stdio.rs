@@ -28,7 +28,7 @@ pub const INHERITED: [&str; 2] = ["PATH", "HOME"];
 #[derive(Debug, Default)]
 pub struct StderrTail {
     bytes: Vec<u8>,
-    refused: Option<&'static str>,
+    pub(crate) refused: Option<&'static str>,
 }
 
 impl StderrTail {
