@@ -39,10 +39,11 @@ pub fn prune_tools(message: &[u8]) -> Option<Vec<u8>> {
                     }
                 }
             }
-            if !in_string && let Some(k) = key.take() {
-                if let Some(Frame::Object { key, .. }) = stack.last_mut() {
-                    *key = k;
-                }
+            if !in_string
+                && let Some(k) = key.take()
+                && let Some(Frame::Object { key, .. }) = stack.last_mut()
+            {
+                *key = k;
             }
             continue;
         }
