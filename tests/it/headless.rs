@@ -324,13 +324,34 @@ fn piped_chat_compacts_a_full_context() {
         12,
         "{err}"
     );
+    // On demand: six exchanges summarized into fewer tokens.
+    let six: String = lines.lines().take(6).map(|l| format!("{l}\n")).collect();
     let (_, err) = ok(&run(
         m.path(),
         config,
         &args,
-        "Hello\nAgain\n/compact\nOnce more\n",
+        &format!("{six}/compact\nOnce more\n"),
     ));
     assert!(err.contains("summarized"), "{err}");
+    // Two short exchanges: a summary would not be shorter; the conversation stays, the next
+    // turn goes on from it, and the exit status says a command failed.
+    let out = run(
+        m.path(),
+        config,
+        &args,
+        "Hello\nAgain\n/compact\nOnce more\n",
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("no shorter") || err.contains("nothing worth compacting"),
+        "{err}"
+    );
+    assert_eq!(
+        err.lines().filter(|l| l.starts_with('[')).count(),
+        3,
+        "{err}"
+    );
     let stop = "[model]\ncontext_length = 512\n[sessions]\ncontext_overflow = \"stop\"\n";
     // The turns that no longer fit fail, and the exit status says so.
     let out = run(m.path(), stop, &args, &lines);
