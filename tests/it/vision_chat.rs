@@ -386,3 +386,52 @@ fn another_tabs_turn_goes_on_while_pictures_encode() {
     );
     h.send(Command::Shutdown);
 }
+
+/// A message with a picture that overflows the context is sent again after the conversation
+/// slides, with the picture as it was encoded the first time: the tower runs once.
+#[test]
+fn a_picture_sent_again_after_a_slide_is_not_encoded_again() {
+    let dir = vision_fixture();
+    let picture = root().join("tests/fixtures/vision/e2b_style/a.png");
+    let h = engine(dir.path());
+    open(&h, 1);
+    h.send(Command::SetContext {
+        tab: 1,
+        tokens: 256,
+    });
+    h.send(Command::SetOverflow {
+        tab: 1,
+        overflow: gemma_engine::protocol::Overflow {
+            mode: gemma_engine::protocol::OverflowMode::Slide,
+            at: 0.9,
+            prompt: "Summarize.".into(),
+        },
+    });
+    let mut used = 0;
+    for i in 0.. {
+        let done = submit(
+            &h,
+            1,
+            &format!("Message {i}: the river and the hill."),
+            Vec::new(),
+        );
+        used = done.stats.reused_tokens + done.stats.prefilled_tokens + done.stats.generated_tokens;
+        if used > 200 {
+            break;
+        }
+        assert!(i < 40, "the context fills");
+    }
+    let done = submit(&h, 1, "And this?", vec![Attachment::image(picture, BUDGET)]);
+    let encodings = done
+        .notices
+        .iter()
+        .filter(|n| n.starts_with("encoding"))
+        .count();
+    assert_eq!(encodings, 1, "{used} tokens before; {:?}", done.notices);
+    assert!(
+        done.stats.reused_tokens + done.stats.prefilled_tokens < used,
+        "the conversation slid: {:?}",
+        done.stats
+    );
+    h.send(Command::Shutdown);
+}

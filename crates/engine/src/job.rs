@@ -69,6 +69,8 @@ pub(super) struct Pending {
 pub(super) struct Resume {
     pub text: String,
     pub attachments: Vec<Attachment>,
+    /// Its pictures and recordings as they were encoded: sent again, they are not encoded again.
+    pub encoded: Vec<crate::pictures::Encoded>,
     /// Shortenings still allowed before it (see `Worker::submit`).
     pub rounds: u8,
 }

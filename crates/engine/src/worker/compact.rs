@@ -372,7 +372,8 @@ impl Worker<'_> {
         };
         self.emit(Event::Compacted { tab, report });
         match o.resume {
-            Some(r) => self.submit(tab, &r.text, &r.attachments, r.rounds),
+            // Its media as encoded the first time: the towers do not run again.
+            Some(r) => self.submit_encoded(tab, &r.text, &r.attachments, r.rounds, r.encoded),
             None => Ok(()),
         }
     }

@@ -71,6 +71,7 @@ impl Worker<'_> {
             let resume = Resume {
                 text: text.to_string(),
                 attachments: attachments.to_vec(),
+                encoded: encoded.clone(),
                 rounds: rounds - 1,
             };
             if self.compact(tab, next, Some(resume))? {
