@@ -137,6 +137,7 @@ pub fn place(ids: &[u32], run: &Run, encoded: Vec<Encoded>) -> anyhow::Result<Ve
             Ok(Image {
                 at,
                 rows: e.rows,
+                tokens: e.tokens,
                 key: e.key,
                 budget: e.budget,
                 kind: run.kind,

@@ -99,6 +99,7 @@ fn placed(f: &Fixture, tower: &AudioTower) -> Vec<Image> {
             search = at + n;
             Image {
                 at,
+                tokens: n,
                 rows: Arc::new(rows),
                 key: image_key(&c.wav, 0),
                 budget: 0,
@@ -350,6 +351,7 @@ fn the_held_out_layout_matches_transformers_from_the_files() {
             search = at + n;
             Image {
                 at,
+                tokens: n,
                 rows: Arc::new(rows),
                 key: image_key(&wav, 0),
                 budget: 0,

@@ -41,6 +41,7 @@ fn by_hand(dir: &Path, pictures: &[&Path], text: &str) -> (usize, String) {
         images.push(Image {
             at: prompt.len(),
             rows: e.rows.clone(),
+            tokens: e.tokens,
             key: image_key(&std::fs::read(p).expect("picture"), BUDGET),
             budget: BUDGET,
             kind: gemma_engine::protocol::MediaKind::Image,
@@ -213,30 +214,43 @@ fn engine_kept(dir: &Path, kv: bool) -> EngineHandle {
 /// (with `kv`: warm), the chat answers the follow-up again: its reuse, and whether the answer
 /// is the one given before the restart.
 fn restart_with_picture(kv: bool, lose_copies: bool) -> (Done, bool, TurnStats) {
+    restart_with_pictures(1, kv, lose_copies)
+}
+
+/// [`restart_with_picture`] with `n` pictures in the first message.
+fn restart_with_pictures(n: usize, kv: bool, lose_copies: bool) -> (Done, bool, TurnStats) {
     let dir = vision_fixture();
     let tmp = tempfile::tempdir().expect("tmp");
-    let picture = tmp.path().join("photo.png");
-    std::fs::copy(
-        root().join("tests/fixtures/vision/e2b_style/a.png"),
-        &picture,
-    )
-    .expect("copy");
+    let copy = |i: usize| {
+        let picture = tmp.path().join(format!("photo{i}.png"));
+        let from = ["a.png", "b.png"][i % 2];
+        std::fs::copy(
+            root().join("tests/fixtures/vision/e2b_style").join(from),
+            &picture,
+        )
+        .expect("copy");
+        picture
+    };
+    let pictures: Vec<_> = (0..n).map(copy).collect();
     let h = engine_kept(dir.path(), kv);
     open(&h, 1);
-    let attach = vec![Attachment::image(picture.clone(), BUDGET)];
+    let attach: Vec<Attachment> = pictures
+        .iter()
+        .map(|p| Attachment::image(p.clone(), BUDGET))
+        .collect();
     let first = submit(&h, 1, "What is it?", attach.clone());
-    std::fs::remove_file(&picture).expect("the original goes");
+    for p in &pictures {
+        std::fs::remove_file(p).expect("the original goes");
+    }
     h.send(Command::Shutdown);
     drop(h);
     // The same two turns without a restart, for comparison.
     let other = vision_fixture();
     let h = engine(other.path());
     open(&h, 1);
-    std::fs::copy(
-        root().join("tests/fixtures/vision/e2b_style/a.png"),
-        &picture,
-    )
-    .expect("copy");
+    (0..n).for_each(|i| {
+        copy(i);
+    });
     submit(&h, 1, "What is it?", attach);
     let warm = submit(&h, 1, "And?", Vec::new());
     h.send(Command::Shutdown);
@@ -269,11 +283,13 @@ fn restart_with_picture(kv: bool, lose_copies: bool) -> (Done, bool, TurnStats) 
 
 #[test]
 fn a_restart_brings_a_chat_back_with_its_picture() {
-    // From the kept copy, the original gone: the whole chat prefilled once, the same answer.
+    // From the kept copy, the original gone: the whole chat prefilled once, the same answer;
+    // the tower runs when that prefill needs the picture's rows, not when the chat comes back.
     let (again, same, _) = restart_with_picture(false, false);
     assert_eq!(again.stats.reuse, Reuse::Restored, "{:?}", again.stats);
     assert!(same, "the follow-up answers as it did before the restart");
-    assert!(again.notices.is_empty(), "{:?}", again.notices);
+    assert_eq!(again.notices.len(), 1, "{:?}", again.notices);
+    assert!(again.notices[0].contains("encoding a picture of the conversation again"));
     // Warm: the snapshot holds the picture's keys and values, only the new turn is prefilled.
     let (again, same, first) = restart_with_picture(true, false);
     assert_eq!(again.stats.reuse, Reuse::ExactPrefix, "{:?}", again.stats);
@@ -284,6 +300,31 @@ fn a_restart_brings_a_chat_back_with_its_picture() {
         again = again.stats
     );
     assert!(same);
+    assert!(
+        again.notices.is_empty(),
+        "no tower runs: {:?}",
+        again.notices
+    );
+}
+
+/// Three pictures brought back warm: the follow-up reuses their keys and values, and no tower
+/// runs, at the re-attach or after (issue 58; each run would be ~30 s on an E2B tower). Cold,
+/// each is encoded once, when the prefill reaches it. The count is the notices: a kept copy is
+/// encoded only by `Worker::fill_rows`, which says so each time.
+#[test]
+fn a_warm_re_attach_of_three_pictures_runs_no_tower() {
+    let (again, same, _) = restart_with_pictures(3, true, false);
+    assert_eq!(again.stats.reuse, Reuse::ExactPrefix, "{:?}", again.stats);
+    assert!(same);
+    assert!(again.notices.is_empty(), "{:?}", again.notices);
+    let (again, same, _) = restart_with_pictures(3, false, false);
+    assert!(same);
+    let runs = again
+        .notices
+        .iter()
+        .filter(|n| n.starts_with("encoding"))
+        .count();
+    assert_eq!(runs, 3, "{:?}", again.notices);
 }
 
 #[test]

@@ -92,6 +92,7 @@ fn open(dir: &Path) -> Fixture {
         search = at + rows.len() / hidden;
         images.push(Image {
             at,
+            tokens: rows.len() / hidden,
             rows: Arc::new(rows),
             key: image_key(&file, BUDGET),
             budget: BUDGET,

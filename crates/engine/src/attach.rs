@@ -5,11 +5,9 @@
 
 use super::branch::{self, Held, Rendered, Setting};
 use super::convo_store::{self, ConvoStore, SavedConvo};
-use super::images::{Image, key_hex};
-use super::pictures;
+use super::images::{Image, image_key, key_hex};
 use super::protocol::MediaKind;
 use super::protocol::{Exchange, LegacyConvo};
-use super::sounds;
 use super::tabs::Stores;
 use super::tabs::TabState;
 use super::worker::Towers;
@@ -157,15 +155,13 @@ fn conversation(
     Ok(fits(lm, &convo).then_some((convo, origin, Vec::new())))
 }
 
-/// The pictures and recordings of a saved conversation, encoded again from the store's copies:
-/// `None` when one cannot be (no tower for it, a copy gone or changed) or when they do not cover
-/// every placeholder.
+/// The pictures and recordings of a saved conversation, in their places but not encoded: their
+/// rows come from the store's copies only when a prefill needs them (`Worker::fill_rows`), so a
+/// warm re-attach runs no tower. `None` when one cannot come back (no tower for its kind, its
+/// kept copy gone or changed, its run of placeholders not where it says) or when they do not
+/// cover every placeholder.
 fn pictures_of(c: &SavedConvo, store: &ConvoStore, towers: &Towers) -> Option<Vec<Image>> {
     let marks = towers.marks();
-    let hidden = |kind| match kind {
-        MediaKind::Image => towers.vision.as_ref().map(|t| t.spec().text_hidden),
-        MediaKind::Audio => towers.audio.as_ref().map(|t| t.spec().text_hidden),
-    };
     // Placeholders of the kinds this model takes; a model without a tower held none of its kind.
     let placeholders: Vec<u32> = [marks.image, marks.audio]
         .iter()
@@ -180,36 +176,33 @@ fn pictures_of(c: &SavedConvo, store: &ConvoStore, towers: &Towers) -> Option<Ve
         } else {
             MediaKind::Image
         };
-        let bytes = store.picture(&p.key)?;
-        let e = match kind {
-            MediaKind::Image => {
-                let tower = towers.vision.as_ref().ok()?;
-                pictures::encode_bytes(tower, bytes, "a kept picture", p.budget).ok()?
-            }
-            MediaKind::Audio => {
-                let tower = towers.audio.as_ref().ok()?;
-                sounds::encode_piece(tower, bytes, "a kept recording").ok()?
-            }
+        let tower = match kind {
+            MediaKind::Image => towers.vision.is_ok(),
+            MediaKind::Audio => towers.audio.is_ok(),
         };
+        tower.then_some(())?;
+        // The copy is the one the conversation was made with (its key is of its bytes).
+        let key = image_key(&store.picture(&p.key)?, p.budget);
+        (key_hex(&key) == p.key).then_some(())?;
         let [begin, placeholder, end] = marks.of(kind)?;
-        let run = c.ids.get(p.at.checked_sub(1)?..p.at + e.tokens + 1)?;
-        let placed = key_hex(&e.key) == p.key
-            && run[0] == begin
-            && run[run.len() - 1] == end
-            && run[1..run.len() - 1].iter().all(|&i| i == placeholder);
-        placed.then_some(())?;
+        (c.ids.get(p.at.checked_sub(1)?) == Some(&begin)).then_some(())?;
+        let tokens = c
+            .ids
+            .get(p.at..)?
+            .iter()
+            .take_while(|&&i| i == placeholder)
+            .count();
+        (tokens > 0 && c.ids.get(p.at + tokens) == Some(&end)).then_some(())?;
         images.push(Image {
             at: p.at,
-            rows: e.rows,
-            key: e.key,
+            rows: Default::default(),
+            tokens,
+            key,
             budget: p.budget,
             kind,
         });
     }
-    let covered: usize = images
-        .iter()
-        .map(|i| hidden(i.kind).map_or(0, |h| i.span(h).len()))
-        .sum();
+    let covered: usize = images.iter().map(|i| i.tokens).sum();
     (covered == held).then_some(images)
 }
 

@@ -35,8 +35,12 @@ pub fn image_key(bytes: &[u8], budget: usize) -> ImageKey {
 pub struct Image {
     /// Position of its first placeholder in the prompt.
     pub at: usize,
-    /// `n × H` values from the tower: `n` placeholders.
+    /// `tokens × H` values from the tower; empty until a prefill needs them (a conversation
+    /// brought back warm holds its pictures' places and keys, not their rows: see
+    /// `Worker::fill_rows`).
     pub rows: Arc<Vec<f32>>,
+    /// Its placeholders.
+    pub tokens: usize,
     /// Its identity.
     pub key: ImageKey,
     /// The budget it was encoded at (soft tokens at most; 0 for a recording).
@@ -46,9 +50,14 @@ pub struct Image {
 }
 
 impl Image {
-    /// The positions it fills, for a model of width `hidden`.
-    pub fn span(&self, hidden: usize) -> Range<usize> {
-        self.at..self.at + self.rows.len() / hidden.max(1)
+    /// The positions it fills (`hidden`, the model's width, is kept for the callers' sake).
+    pub fn span(&self, _hidden: usize) -> Range<usize> {
+        self.at..self.at + self.tokens
+    }
+
+    /// Whether its rows are still to be encoded.
+    pub fn pending(&self) -> bool {
+        self.rows.is_empty() && self.tokens > 0
     }
 }
 
@@ -124,6 +133,7 @@ mod tests {
         Image {
             at,
             rows: Arc::new(vec![0.0; n * 2]),
+            tokens: n,
             key: [key; 32],
             budget: 70,
             kind: MediaKind::Image,

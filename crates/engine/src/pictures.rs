@@ -149,6 +149,7 @@ pub fn expand(
         placed.push(Image {
             at: out.len(),
             rows: e.rows.clone(),
+            tokens: e.tokens,
             key: e.key,
             budget: e.budget,
             kind,
@@ -265,6 +266,7 @@ mod tests {
         let images = [Image {
             at: 3,
             rows: Arc::new(vec![0.0; 2]),
+            tokens: 2,
             key: [1; 32],
             budget: 70,
             kind: MediaKind::Image,

@@ -152,6 +152,12 @@ impl Turn {
         self
     }
 
+    /// Where its prefill starts (what the session kept), and the prompt's images: those it
+    /// will prefill must hold their rows before its first step (`Worker::fill_rows`).
+    pub fn images_from(&mut self) -> (usize, &mut [Image]) {
+        (self.reused, &mut self.images)
+    }
+
     /// Whether the turn waits for tool responses (a cancelled one no longer does: it ends at
     /// its next step).
     pub fn paused(&self) -> bool {

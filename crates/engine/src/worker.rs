@@ -407,6 +407,16 @@ impl<'a> Worker<'a> {
         // The conversation as it now stands (unchanged when the prompt was not all prefilled):
         // the UI's context meter.
         let tokens = t.convo.len();
+        // A settling re-prefill that reaches back before a picture a warm re-attach left
+        // unencoded needs its rows too.
+        if let Some(mut job) = self.tabs.get_mut(tab).and_then(|t| t.job.take()) {
+            let filled = self.fill_rows(tab, &mut job.turn);
+            job.images = job.turn.images_from().1.to_vec();
+            if let Some(t) = self.tabs.get_mut(tab) {
+                t.job = Some(job);
+            }
+            filled?;
+        }
         if job.turn.prompt_done() {
             self.save_convo(tab);
         }

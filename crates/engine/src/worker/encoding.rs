@@ -137,3 +137,70 @@ impl Worker<'_> {
         }
     }
 }
+
+impl Worker<'_> {
+    /// Rows for the pictures and recordings `turn` will prefill that a warm re-attach left
+    /// unencoded (`attach::pictures_of`), from the conversation's kept copies; the tab keeps
+    /// them for its later turns. Nothing runs when the prefill starts after them.
+    pub(super) fn fill_rows(&mut self, tab: TabId, turn: &mut crate::turn::Turn) -> Result<()> {
+        let (from, images) = turn.images_from();
+        let mut filled = Vec::new();
+        for image in images
+            .iter_mut()
+            .filter(|i| i.pending() && i.at + i.tokens > from)
+        {
+            let copy = self
+                .convos
+                .as_ref()
+                .and_then(|store| store.picture(&crate::images::key_hex(&image.key)));
+            let gone = || {
+                Error::Invalid(
+                    "a picture or recording of this conversation is no longer kept with it: \
+                     /reset starts the conversation over"
+                        .into(),
+                )
+            };
+            let bytes = copy.ok_or_else(gone)?;
+            let e = match image.kind {
+                MediaKind::Image => {
+                    let tower = self
+                        .towers
+                        .vision
+                        .as_ref()
+                        .map_err(|w| Error::Invalid(w.clone()))?;
+                    pictures::encode_bytes(tower, bytes, "a kept picture", image.budget)?
+                }
+                MediaKind::Audio => {
+                    let tower = self
+                        .towers
+                        .audio
+                        .as_ref()
+                        .map_err(|w| Error::Invalid(w.clone()))?;
+                    sounds::encode_piece(tower, bytes, "a kept recording")?
+                }
+            };
+            if e.tokens != image.tokens || e.key != image.key {
+                return Err(gone());
+            }
+            image.rows = e.rows;
+            filled.push((image.at, image.key, image.rows.clone()));
+            let what = match image.kind {
+                MediaKind::Image => "picture",
+                MediaKind::Audio => "recording",
+            };
+            let text =
+                format!("encoding a {what} of the conversation again: this turn prefills it");
+            self.emit(Event::Notice { tab, text });
+        }
+        if let Some(t) = self.tabs.get_mut(tab) {
+            for i in &mut t.images {
+                if let Some((_, _, rows)) =
+                    filled.iter().find(|(at, k, _)| *at == i.at && *k == i.key)
+                {
+                    i.rows = rows.clone();
+                }
+            }
+        }
+        Ok(())
+    }
+}

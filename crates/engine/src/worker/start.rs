@@ -181,6 +181,10 @@ impl Worker<'_> {
         } else {
             t.stop_strings.clone()
         };
+        let mut turn = turn;
+        self.fill_rows(tab, &mut turn)?;
+        // What the conversation holds after the turn: the rows just filled in included.
+        let images = turn.images_from().1.to_vec();
         let (turn, tools) = self.guided(tab, turn, declared, summary)?;
         let t = self.tab(tab);
         t.job = Some(Job {
