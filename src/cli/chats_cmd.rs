@@ -74,7 +74,7 @@ pub fn export(args: ExportArgs, raw: bool) -> anyhow::Result<()> {
             write_new(&p, text.as_bytes(), args.force).map_err(|e| refused(&p, e))?;
             errln!(
                 "exported \"{}\" to {}",
-                export::short(&newest.title),
+                gemma_app::chats::fmt::short(&newest.title),
                 p.display()
             );
         }
@@ -140,7 +140,7 @@ pub fn import(args: ImportArgs) -> anyhow::Result<()> {
         chats
             .iter()
             .take(5)
-            .map(|c| format!("{:?}", export::short(&c.title)))
+            .map(|c| format!("{:?}", gemma_app::chats::fmt::short(&c.title)))
             .collect::<Vec<_>>()
             .join(", ")
     );

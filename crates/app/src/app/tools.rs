@@ -3,7 +3,7 @@
 //! ([`Catalogue`]). Text from a model or a server is kept as it came; it is cleaned where it is
 //! shown.
 
-pub use crate::chats::export::human_bytes;
+pub use crate::chats::fmt::human_bytes;
 use gemma_protocol::{ServerInfo, ToolCall, ToolInfo, ToolOutcome};
 
 /// Where a call stands.

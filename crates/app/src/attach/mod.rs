@@ -76,7 +76,7 @@ impl TextFile {
         let name = gemma_protocol::text::one_line(self.file_name()).into_owned();
         format!(
             "[file {name} · {} · ~{} tok]",
-            crate::chats::export::human_bytes(self.text.len()),
+            crate::chats::fmt::human_bytes(self.text.len()),
             self.tokens()
         )
     }

@@ -152,7 +152,7 @@ pub fn read_text(path: &Path, max_kb: u64) -> Result<TextFile, AttachError> {
     let limit = max_kb.saturating_mul(1024);
     let too_large = |len: u64| AttachError::TooLarge {
         name: name.clone(),
-        size: crate::chats::export::human_bytes(len as usize),
+        size: crate::chats::fmt::human_bytes(len as usize),
         max_kb,
     };
     if meta.len() > limit {

@@ -22,7 +22,7 @@ pub(super) fn chatgpt(c: &Value) -> Result<(SavedChat, Vec<String>), String> {
         Some(k) if !mapping.contains_key(k) => {
             notes.push(format!(
                 "its current message ({:?}) is not among its messages: shown on its last branch",
-                crate::chats::export::short(k)
+                crate::chats::fmt::short(k)
             ));
             None
         }

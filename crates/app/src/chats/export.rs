@@ -5,6 +5,7 @@
 use serde_json::Value;
 
 use super::chatgpt::chatgpt;
+use super::fmt::{human_bytes, short};
 use super::{SavedChat, SavedFile, SavedTool, VERSION};
 use crate::attach::fence;
 
@@ -132,15 +133,6 @@ fn link_target(path: &str) -> String {
     out
 }
 
-/// `n` bytes as people read them: `512 B`, `1.2 kB`, `3.4 MB`.
-pub fn human_bytes(n: usize) -> String {
-    match n {
-        0..1_000 => format!("{n} B"),
-        1_000..1_000_000 => format!("{:.1} kB", n as f64 / 1e3),
-        _ => format!("{:.1} MB", n as f64 / 1e6),
-    }
-}
-
 /// A tool call as Markdown: a folded block whose summary is the transcript's collapsed line,
 /// holding the arguments (pretty JSON) and what the model was given.
 fn tool_markdown(t: &SavedTool) -> String {
@@ -210,11 +202,6 @@ pub struct Imported {
     pub chats: Vec<SavedChat>,
     /// What was left out or changed, and why, one line each (naming the chat).
     pub notes: Vec<String>,
-}
-
-/// At most 60 characters of `s` on one line, for messages.
-pub fn short(s: &str) -> String {
-    gemma_protocol::text::short(s, 60)
 }
 
 /// Reads chats from `text`: a gemma-chat JSON export (one chat or a list) or ChatGPT's

@@ -7,6 +7,7 @@
 
 mod chatgpt;
 pub mod export;
+pub mod fmt;
 pub mod format;
 pub mod saver;
 

@@ -13,6 +13,7 @@ use toml::de::{DeTable, DeValue};
 
 use super::action::Action;
 use super::keymap::Chord;
+use super::tools::is_env_name;
 use super::{Config, DEFAULT_TOML};
 use crate::error::{Error, Result};
 
@@ -236,15 +237,6 @@ pub fn check_url(url: &str) -> std::result::Result<(), String> {
         return Err("put no credentials in the URL; use api_key_env".into());
     }
     Ok(())
-}
-
-/// Whether `s` can be an environment variable's name.
-pub(super) fn is_env_name(s: &str) -> bool {
-    let mut c = s.chars();
-    c.next()
-        .is_some_and(|f| f.is_ascii_alphabetic() || f == '_')
-        && c.all(|c| c.is_ascii_alphanumeric() || c == '_')
-        && s.len() <= 128
 }
 
 #[cfg(test)]

@@ -201,16 +201,21 @@ pub fn check_server(name: &str, server: &McpServer) -> Result<(), String> {
         }
         _ => {}
     }
-    if let Some((header, var)) = server
-        .headers_env
-        .iter()
-        .find(|(_, v)| !super::file::is_env_name(v))
-    {
+    if let Some((header, var)) = server.headers_env.iter().find(|(_, v)| !is_env_name(v)) {
         return Err(format!(
             "`headers_env.{header}` = {var:?} is not the NAME of an environment variable"
         ));
     }
     Ok(())
+}
+
+/// Whether `s` can be an environment variable's name.
+pub(super) fn is_env_name(s: &str) -> bool {
+    let mut c = s.chars();
+    c.next()
+        .is_some_and(|f| f.is_ascii_alphabetic() || f == '_')
+        && c.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && s.len() <= 128
 }
 
 #[cfg(test)]
