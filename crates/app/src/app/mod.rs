@@ -6,6 +6,7 @@ mod approval;
 pub mod attachments;
 pub mod chat_load;
 pub mod chat_tree;
+pub mod chip;
 pub mod compaction;
 pub mod editor;
 mod events;

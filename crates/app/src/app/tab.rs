@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use super::attachments::Chip;
+use super::chip::Chip;
 use super::editor::Editor;
 use super::tools::ToolRun;
 use crate::attach::{TextFile, compose};
@@ -239,7 +239,7 @@ impl Tab {
             editing: None,
             attachments: Vec::new(),
             files: Vec::new(),
-            image_tokens: super::attachments::DEFAULT_TOKENS,
+            image_tokens: super::chip::DEFAULT_TOKENS,
             next_msg: 1,
             approvals: std::collections::VecDeque::new(),
             note: None,
@@ -387,5 +387,22 @@ impl Tab {
             .rev()
             .find(|m| m.role == Role::Model && !m.text.is_empty())
             .map(|m| m.text.as_str())
+    }
+}
+
+impl Tab {
+    /// Tokens the attachments waiting to be sent will take: pictures' soft tokens and files'
+    /// estimates ([`crate::attach::estimate_tokens`]).
+    pub fn pending_tokens(&self) -> usize {
+        let pictures: usize = self.attachments.iter().map(Chip::soft_tokens).sum();
+        pictures + self.files.iter().map(TextFile::tokens).sum::<usize>()
+    }
+
+    /// The chips of what waits to be sent: pictures, then files.
+    pub fn chip_labels(&self) -> Vec<String> {
+        let pictures = self.attachments.iter().map(Chip::label);
+        pictures
+            .chain(self.files.iter().map(TextFile::label))
+            .collect()
     }
 }
