@@ -1,6 +1,7 @@
 //! A turn running on the engine thread ([`Job`]): the [`Turn`] and its [`Reply`], advanced a step
-//! at a time with the step's events sent to the UI. A quiet job only prefills, silently: it is how
-//! the `strip` thinking policy re-prefills an answer without its thought.
+//! at a time with the step's events sent to the UI. What it is for is its [`JobKind`]: an answer;
+//! a settling re-prefill, silent (how the `strip` thinking policy re-prefills an answer without
+//! its thought); or a summary, whose text is kept rather than sent.
 
 use std::sync::mpsc::Sender;
 
@@ -27,8 +28,8 @@ pub(super) struct Job {
     pub reply: Reply,
     /// The conversation header (after BOS) the prompt was built with.
     pub header: Vec<u32>,
-    /// Prefill only, silently, then end (no sampling, no events).
-    pub quiet: bool,
+    /// An answer, a settling re-prefill or a summary.
+    pub kind: JobKind,
     /// The exchanges before this turn's and its user text, when known: the tab's exchanges
     /// once the turn commits.
     pub exchange: Option<(Vec<Held>, String)>,
@@ -41,8 +42,24 @@ pub(super) struct Job {
     /// Where the answer's text starts after the last tool response (stop strings are looked
     /// for after it).
     pub text_start: usize,
-    /// The turn writes a summary to compact the conversation with: its text is kept, not sent.
-    pub compaction: Option<Pending>,
+}
+
+/// What a job is for.
+#[derive(Debug, Clone)]
+pub(super) enum JobKind {
+    /// A turn that answers the user: its text and events go to the UI.
+    Answer,
+    /// A settling re-prefill: prefill only, silently, then end (no sampling, no events).
+    Settle,
+    /// A summary to compact the conversation with: its text is kept, not sent.
+    Summary(Pending),
+}
+
+impl JobKind {
+    /// Whether it only prefills, silently.
+    pub fn quiet(&self) -> bool {
+        matches!(self, Self::Settle)
+    }
 }
 
 /// A turn's tools.
@@ -89,7 +106,7 @@ impl Job {
         let tab = cx.tab;
         match self.turn.step(cx.model, session)? {
             Step::Prefill { done, total } => {
-                if !self.quiet {
+                if !self.kind.quiet() {
                     let reused = self.turn.stats().reused_tokens;
                     let _ = cx.events.send(Event::Prefill {
                         tab,
@@ -125,7 +142,7 @@ impl Job {
                 Ok(None)
             }
             Step::Finished(end) => {
-                if !self.quiet
+                if !self.kind.quiet()
                     && let Some(p) = self.reply.finish(cx.tok)?
                 {
                     self.send(cx, p);
@@ -147,7 +164,7 @@ impl Job {
         if let Piece::Answer(text) = &p {
             self.answer_text.push_str(text);
         }
-        if self.compaction.is_some() {
+        if matches!(self.kind, JobKind::Summary(_)) {
             return;
         }
         let tab = cx.tab;

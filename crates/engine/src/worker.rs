@@ -12,7 +12,7 @@ use std::time::Duration;
 use super::branch::Held;
 use super::budget::ThoughtVocab;
 use super::convo_store::ConvoStore;
-use super::job::{CHUNK, Ctx, Job};
+use super::job::{CHUNK, Ctx, Job, JobKind};
 use super::kv_store::KvStore;
 use super::options::EngineOptions;
 use super::protocol::{Command, Event, Interrupts, TabId, TurnEnd};
@@ -36,6 +36,11 @@ mod start;
 mod tool_calls;
 
 pub(crate) use self::tool_calls::catalogue_of;
+
+/// How many times a message that overflows its tab's context may make the conversation
+/// shorter before it is sent: a compaction (or slide) at the tab's threshold, then, when the
+/// summary came out too long, a slide to make it fit at all (see `Worker::submit`).
+const OVERFLOW_ROUNDS: u8 = 2;
 
 /// How often a turn that waits for its tools looks for their results.
 const TOOL_POLL: Duration = Duration::from_millis(15);
@@ -192,7 +197,9 @@ impl<'a> Worker<'a> {
 
     fn apply(&mut self, c: Command) -> Result<()> {
         match c {
-            Command::Submit { tab, text, images } => self.submit(tab, &text, &images, 2)?,
+            Command::Submit { tab, text, images } => {
+                self.submit(tab, &text, &images, OVERFLOW_ROUNDS)?
+            }
             Command::SetOverflow { tab, overflow } => self.tab(tab).overflow = overflow,
             Command::Compact { tab } => self.compact_now(tab)?,
             Command::Regenerate { tab } => self.regenerate(tab)?,
@@ -284,7 +291,7 @@ impl<'a> Worker<'a> {
     /// The tab's job, unless a turn is running: a quiet re-prefill gives way to a new turn.
     fn idle_tab(&mut self, tab: TabId) -> Result<&mut TabState> {
         let t = self.tab(tab);
-        if t.job.as_ref().is_some_and(|j| j.quiet) {
+        if t.job.as_ref().is_some_and(|j| j.kind.quiet()) {
             t.job = None;
         }
         if t.job.is_some() || t.encoding.is_some() {
@@ -315,12 +322,12 @@ impl<'a> Worker<'a> {
             return;
         }
         let Some(job) = t.job.as_mut() else { return };
-        if job.turn.paused() && !job.quiet {
+        if job.turn.paused() && !job.kind.quiet() {
             self.tools_step(tab);
             return;
         }
         let result = job.advance(&cx, &mut t.session);
-        let quiet = job.quiet;
+        let quiet = job.kind.quiet();
         let failed = match result {
             Ok(None) => None,
             Ok(Some(end)) => {
@@ -350,7 +357,7 @@ impl<'a> Worker<'a> {
     /// policy the history holds the answer without its thought, as the template renders it,
     /// and the session is re-prefilled to match by a quiet job.
     fn finish(&mut self, tab: TabId, mut job: Job, end: TurnEnd) -> Result<()> {
-        if let Some(pending) = job.compaction.take() {
+        if let JobKind::Summary(pending) = std::mem::replace(&mut job.kind, JobKind::Answer) {
             return self.compacted(tab, job, end, pending);
         }
         let strip = self.options.thinking_policy == ThinkingPolicy::Strip;
@@ -395,13 +402,12 @@ impl<'a> Worker<'a> {
                 turn: Turn::start_with(&mut t.session, ids, t.images.clone(), opts)?,
                 reply: Reply::new(None, Vec::new()),
                 header: t.header.clone(),
-                quiet: true,
+                kind: JobKind::Settle,
                 exchange: None,
                 answer_text: String::new(),
                 images: t.images.clone(),
                 tools: None,
                 text_start: 0,
-                compaction: None,
             });
         }
         // The conversation as it now stands (unchanged when the prompt was not all prefilled):

@@ -9,7 +9,7 @@ use crate::branch::Held;
 use crate::budget::ThoughtLimit;
 use crate::compact::summary_tokens;
 use crate::images::Image;
-use crate::job::{CHUNK, Job, Pending, Resume};
+use crate::job::{CHUNK, Job, JobKind, Pending, Resume};
 use crate::pictures::Encoded;
 use crate::protocol::{Attachment, Event, TabId};
 use crate::reply::Reply;
@@ -191,13 +191,12 @@ impl Worker<'_> {
             turn,
             reply: Reply::new(channels, stops),
             header,
-            quiet: false,
+            kind: compaction.map_or(JobKind::Answer, JobKind::Summary),
             exchange,
             answer_text: String::new(),
             images,
             tools,
             text_start: 0,
-            compaction,
         });
         self.enforce_budget(tab);
         Ok(())
