@@ -18,7 +18,7 @@ mod preset;
 mod record;
 pub mod search;
 pub mod settings;
-mod slash;
+pub mod slash;
 pub mod tab;
 mod tool_cmds;
 pub mod tools;

@@ -1,8 +1,7 @@
-//! Commands typed in the input (`/rename NAME`, `/copy [N]`,
-//! `/think off|low|medium|high|unbounded|N`, `/system [TEXT]`, `/export [md|json] [PATH]`,
+//! Commands typed in the input, in one table ([`COMMANDS`]) that dispatch and the help read
+//! (`/rename NAME`, `/copy [N]`, `/think …`, `/system [TEXT]`, `/export [md|json] [PATH]`,
 //! `/attach PATH…`, `/detach [N]`, `/image-tokens N`, `/tools …`, `/tool-choice …` (in
-//! `tool_cmds`), `/compact`, `/help`) and
-//! what they do to the app: copying the last answer or a numbered code block, thinking and the
+//! `tool_cmds`), `/compact`, `/help`) and what they do to the app: copying the last answer or a numbered code block, thinking and the
 //! system prompt per tab, exporting the tab, pictures and text files for the next message.
 
 use super::tab::{Message, Role};
@@ -11,60 +10,181 @@ use crate::chats::export;
 use crate::config::Thinking;
 use gemma_protocol::Command;
 
+/// A command typed in the input: its name, its arguments and what it does as the help shows
+/// them, and what runs it (`None`: it was refused, the flash says why, and the input keeps it).
+pub struct Slash {
+    /// Typed after `/`.
+    pub name: &'static str,
+    /// Its arguments, as the help writes them (empty: none).
+    pub args: &'static str,
+    /// What it does, in a few words (empty: the name says it).
+    pub about: &'static str,
+    run: fn(&mut App, &str) -> Option<Vec<Command>>,
+}
+
+impl Slash {
+    /// `/name args (about)`, as the help and the unknown-command message write it.
+    pub fn usage(&self, about: bool) -> String {
+        let mut out = format!("/{}", self.name);
+        if !self.args.is_empty() {
+            out.push(' ');
+            out.push_str(self.args);
+        }
+        if about && !self.about.is_empty() {
+            out.push_str(&format!(" ({})", self.about));
+        }
+        out
+    }
+}
+
+/// A command that ran and tells the engine nothing.
+fn ran(_: ()) -> Option<Vec<Command>> {
+    Some(Vec::new())
+}
+
+/// Every command, in the order the help lists them: the one table that dispatch and help read.
+pub const COMMANDS: &[Slash] = &[
+    Slash {
+        name: "rename",
+        args: "NAME",
+        about: "",
+        run: |app, arg| {
+            if arg.is_empty() {
+                app.flash = Some("/rename NAME: the tab's new name".into());
+                return None;
+            }
+            if let Some(t) = app.tab_mut() {
+                t.title = arg.to_string();
+            }
+            app.save(app.active);
+            Some(Vec::new())
+        },
+    },
+    Slash {
+        name: "copy",
+        args: "[N]",
+        about: "code block N",
+        run: |app, arg| ran(app.copy(arg.parse().ok())),
+    },
+    Slash {
+        name: "think",
+        args: "off|low|medium|high|unbounded|N",
+        about: "",
+        run: |app, arg| {
+            let on = app.tab().is_some_and(|t| t.thinking.is_on());
+            let level = match arg {
+                "" if on => Ok(Thinking::Off),
+                "" => Ok(Thinking::Medium),
+                _ => Thinking::parse(arg),
+            };
+            match level {
+                Ok(level) => Some(app.set_thinking(level)),
+                Err(why) => {
+                    app.flash = Some(why.replacen("thinking = ", "/think ", 1));
+                    None
+                }
+            }
+        },
+    },
+    Slash {
+        name: "system",
+        args: "[TEXT]",
+        about: "",
+        run: |app, arg| Some(app.set_system(Some(arg.to_string()).filter(|a| !a.is_empty()))),
+    },
+    Slash {
+        name: "preset",
+        args: "NAME",
+        about: "",
+        run: |app, arg| Some(app.preset_command(arg)),
+    },
+    Slash {
+        name: "export",
+        args: "[md|json] [PATH]",
+        about: "this tab to a file",
+        run: |app, arg| ran(app.export_tab(arg)),
+    },
+    Slash {
+        name: "attach",
+        args: "PATH…",
+        about: "pictures, recordings, text files, globs",
+        run: |app, arg| ran(app.attach(arg)),
+    },
+    Slash {
+        name: "detach",
+        args: "[N]",
+        about: "",
+        run: |app, arg| ran(app.detach(arg)),
+    },
+    Slash {
+        name: "image-tokens",
+        args: "N",
+        about: "",
+        run: |app, arg| ran(app.set_image_tokens(arg)),
+    },
+    Slash {
+        name: "tools",
+        args: "[on|off|only NAME…]",
+        about: "",
+        run: |app, arg| Some(app.tools_command(arg)),
+    },
+    Slash {
+        name: "tool-choice",
+        args: "auto|required|none",
+        about: "",
+        run: |app, arg| Some(app.tool_choice_command(arg)),
+    },
+    Slash {
+        name: "compact",
+        args: "",
+        about: "summarize the older exchanges; the full conversation stays",
+        run: |app, _| Some(app.compact()),
+    },
+    Slash {
+        name: "help",
+        args: "",
+        about: "",
+        run: |app, _| {
+            app.overlay = Overlay::Help;
+            app.help_scroll = 0;
+            Some(Vec::new())
+        },
+    },
+];
+
+/// The commands as the help lists them: `Commands: ` then each command's usage, joined by ` · `
+/// in lines of at most `width` columns (the later ones indented under the first).
+pub fn help_lines(width: usize) -> Vec<String> {
+    let lead = "Commands: ";
+    let mut lines = vec![lead.to_string()];
+    for c in COMMANDS {
+        let usage = c.usage(true);
+        let last = lines.last_mut().expect("one line at least");
+        if last.len() == lead.len() {
+            last.push_str(&usage);
+        } else if last.chars().count() + 3 + usage.chars().count() <= width {
+            last.push_str(" · ");
+            last.push_str(&usage);
+        } else {
+            lines.push(format!("{}{usage}", " ".repeat(lead.len())));
+        }
+    }
+    lines
+}
+
 impl App {
-    /// `/rename NAME`, `/copy [N]`, `/think LEVEL`, `/system [TEXT]`, `/help`, and the others
-    /// above.
+    /// A command typed in the input (see [`COMMANDS`]); an unknown one names them all.
     pub(super) fn slash(&mut self, cmd: String) -> Vec<Command> {
         let (name, arg) = cmd.split_once(' ').unwrap_or((cmd.as_str(), ""));
         let arg = arg.trim();
-        let mut out = Vec::new();
-        match name {
-            "rename" if !arg.is_empty() => {
-                if let Some(t) = self.tab_mut() {
-                    t.title = arg.to_string();
-                }
-                self.save(self.active);
-            }
-            "copy" => self.copy(arg.parse().ok()),
-            "think" => {
-                let on = self.tab().is_some_and(|t| t.thinking.is_on());
-                let level = match arg {
-                    "" if on => Ok(Thinking::Off),
-                    "" => Ok(Thinking::Medium),
-                    _ => Thinking::parse(arg),
-                };
-                match level {
-                    Ok(level) => out = self.set_thinking(level),
-                    Err(why) => {
-                        self.flash = Some(why.replacen("thinking = ", "/think ", 1));
-                        return out;
-                    }
-                }
-            }
-            "help" => {
-                self.overlay = Overlay::Help;
-                self.help_scroll = 0;
-            }
-            "export" => self.export_tab(arg),
-            "preset" => out = self.preset_command(arg),
-            "system" => out = self.set_system(Some(arg.to_string()).filter(|a| !a.is_empty())),
-            "attach" => self.attach(arg),
-            "detach" => self.detach(arg),
-            "image-tokens" => self.set_image_tokens(arg),
-            "tools" => out = self.tools_command(arg),
-            "tool-choice" => out = self.tool_choice_command(arg),
-            "compact" => out = self.compact(),
-            _ => {
-                self.flash = Some(format!(
-                    "unknown command /{name}: try /rename NAME, /copy [N], \
-                     /think off|low|medium|high|unbounded|N, /system [TEXT], /preset NAME, \
-                     /export [md|json] [PATH], /attach PATH…, /detach [N], /image-tokens N, \
-                     /tools [on|off|only NAME…], \
-                     /tool-choice auto|required|none, /compact, /help"
-                ));
-                return out;
-            }
-        }
+        let Some(c) = COMMANDS.iter().find(|c| c.name == name) else {
+            let all: Vec<String> = COMMANDS.iter().map(|c| c.usage(false)).collect();
+            self.flash = Some(format!("unknown command /{name}: try {}", all.join(", ")));
+            return Vec::new();
+        };
+        let Some(out) = (c.run)(self, arg) else {
+            return Vec::new();
+        };
         if let Some(t) = self.tab_mut() {
             t.editor.take();
         }
@@ -102,7 +222,7 @@ impl App {
 
     /// `/export [md|json] [PATH]`: the tab's chat written to PATH (default: its title in the
     /// current directory) by the saver thread.
-    fn export_tab(&mut self, arg: &str) {
+    pub(super) fn export_tab(&mut self, arg: &str) {
         let (format, path) = match arg.split_once(' ') {
             Some((f, p)) => (f, p.trim()),
             None => (arg, ""),

@@ -10,6 +10,9 @@ use super::theme::Theme;
 use crate::app::App;
 use crate::config::action::Action;
 
+/// Columns the help's footer lines take at most.
+const FOOTER_WIDTH: usize = 92;
+
 /// Draws the help overlay.
 pub fn help(f: &mut Frame, app: &App) {
     let theme = &Theme::named(app.theme);
@@ -27,17 +30,16 @@ pub fn help(f: &mut Frame, app: &App) {
     }
     let key_w = entries.iter().map(|(k, _)| k.width()).max().unwrap_or(0) + 2;
     let entry_w = key_w + entries.iter().map(|(_, d)| d.width()).max().unwrap_or(0);
-    let footer = [
-        "Commands: /rename NAME · /copy [N] (code block N) · /think off|low|medium|high|unbounded|N",
-        "          /system [TEXT] · /preset NAME · /export [md|json] [PATH] (this tab to a file)",
-        "          /attach PATH… (pictures, recordings, text files, globs) · /detach [N]",
-        "          /image-tokens N",
-        "          /tools [on|off|only NAME…] · /tool-choice auto|required|none",
-        "          /compact (summarize the older exchanges; the full conversation stays)",
-        "Tool call: y once · t this tab · a always · n deny with a note · Esc deny;",
-        "          Enter on a selected answer opens or folds its tool calls.",
-        "Up/Down scroll · any other key closes this help.",
-    ];
+    // The typed commands from their table (`app::slash::COMMANDS`), then the tool-call keys.
+    let mut footer = crate::app::slash::help_lines(FOOTER_WIDTH);
+    footer.extend(
+        [
+            "Tool call: y once · t this tab · a always · n deny with a note · Esc deny;",
+            "          Enter on a selected answer opens or folds its tool calls.",
+            "Up/Down scroll · any other key closes this help.",
+        ]
+        .map(String::from),
+    );
     // Two columns when one does not fit the screen's height.
     let room = app.size.1.saturating_sub(2 + footer.len() as u16 + 1) as usize;
     let columns = if entries.len() > room && app.size.0 as usize >= 2 * entry_w + 6 {
@@ -63,7 +65,7 @@ pub fn help(f: &mut Frame, app: &App) {
         lines.push(Line::from(spans));
     }
     lines.push(Line::default());
-    for text in footer {
+    for text in &footer {
         lines.push(Line::from(Span::styled(text, theme.dim)));
     }
     let w = (columns * (entry_w + 3)).max(footer[0].width()) as u16 + 2;
