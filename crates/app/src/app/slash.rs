@@ -37,11 +37,6 @@ impl Slash {
     }
 }
 
-/// A command that ran and tells the engine nothing.
-fn ran(_: ()) -> Option<Vec<Command>> {
-    Some(Vec::new())
-}
-
 /// Every command, in the order the help lists them: the one table that dispatch and help read.
 pub const COMMANDS: &[Slash] = &[
     Slash {
@@ -64,7 +59,10 @@ pub const COMMANDS: &[Slash] = &[
         name: "copy",
         args: "[N]",
         about: "code block N",
-        run: |app, arg| ran(app.copy(arg.parse().ok())),
+        run: |app, arg| {
+            app.copy(arg.parse().ok());
+            Some(Vec::new())
+        },
     },
     Slash {
         name: "think",
@@ -102,25 +100,37 @@ pub const COMMANDS: &[Slash] = &[
         name: "export",
         args: "[md|json] [PATH]",
         about: "this tab to a file",
-        run: |app, arg| ran(app.export_tab(arg)),
+        run: |app, arg| {
+            app.export_tab(arg);
+            Some(Vec::new())
+        },
     },
     Slash {
         name: "attach",
         args: "PATH…",
         about: "pictures, recordings, text files, globs",
-        run: |app, arg| ran(app.attach(arg)),
+        run: |app, arg| {
+            app.attach(arg);
+            Some(Vec::new())
+        },
     },
     Slash {
         name: "detach",
         args: "[N]",
         about: "",
-        run: |app, arg| ran(app.detach(arg)),
+        run: |app, arg| {
+            app.detach(arg);
+            Some(Vec::new())
+        },
     },
     Slash {
         name: "image-tokens",
         args: "N",
         about: "",
-        run: |app, arg| ran(app.set_image_tokens(arg)),
+        run: |app, arg| {
+            app.set_image_tokens(arg);
+            Some(Vec::new())
+        },
     },
     Slash {
         name: "tools",
