@@ -106,7 +106,7 @@ pub fn run(args: ConfigArgs, common: &ModelArgs, sampling: &SamplingArgs) -> any
                         .dtype
                         .map_or("auto: f32 on the CPU, bf16 or f16 on a GPU", |d| d.as_str()),
                     choice.kv_dtype,
-                    choice.gpu_weights.as_str()
+                    gemma_protocol::Named::name(choice.gpu_weights)
                 )?;
             }
             for ((name, value), source) in rows.iter().zip(r.sources) {

@@ -7,7 +7,6 @@ use std::path::Path;
 use gemma_app::app::TurnSettings;
 use gemma_app::config::sampling::SamplingLayer;
 use gemma_app::config::{self, Config};
-use gemma_engine::thinking::ThinkingPolicy;
 use gemma_engine::{EngineHandle, EngineOptions, RemoteOptions, spawn, spawn_remote};
 use gemma_model::checkpoint::load_with;
 use gemma_model::{backend, demo};
@@ -23,10 +22,7 @@ pub fn engine_options(config: &Config, data: Option<&Path>) -> EngineOptions {
         host_budget: mib(config.sessions.host_budget_mb),
         context_length: Some(config.model.context_length),
         context_strict: config.context_length_set,
-        thinking_policy: match config.sessions.thinking_policy {
-            config::ThinkingPolicy::Keep => ThinkingPolicy::Keep,
-            config::ThinkingPolicy::Strip => ThinkingPolicy::Strip,
-        },
+        thinking_policy: config.sessions.thinking_policy,
         thinking_message: config.model.thinking_message(),
         inject_failure: None,
         forced: Vec::new(),

@@ -191,19 +191,8 @@ impl ModelArgs {
             (None, gemma_app::config::Dtype::Auto) => None,
             (None, d) => Some(d.as_str().parse().map_err(|e: String| anyhow::anyhow!(e))?),
         };
-        let kv_dtype = match self.kv_dtype {
-            Some(t) => t,
-            None => config.model.kv_dtype.as_str().parse()?,
-        };
-        let gpu_weights = match self.gpu_weights {
-            Some(g) => g,
-            None => config
-                .model
-                .gpu_weights
-                .as_str()
-                .parse()
-                .map_err(|e: String| anyhow::anyhow!(e))?,
-        };
+        let kv_dtype = self.kv_dtype.unwrap_or(config.model.kv_dtype);
+        let gpu_weights = self.gpu_weights.unwrap_or(config.model.gpu_weights);
         let file_mmproj = Some(config.model.mmproj.trim())
             .filter(|p| !p.is_empty())
             .map(PathBuf::from);

@@ -20,7 +20,7 @@ use gemma_files::write_atomic;
 use gemma_model::error::{Error, Result};
 use gemma_model::model::Gemma;
 use gemma_model::model::config::ModelConfig;
-use gemma_model::model::kv_cache::{HostKv, KvDtype, Q8_BYTES};
+use gemma_model::model::kv_cache::{HostKv, KvDtype, KvLayout, Q8_BYTES};
 
 /// The file format's version (2: the host KV type in the layout, f16 and q8_0 host layers).
 const VERSION: &str = "2";

@@ -7,6 +7,7 @@ use burn::tensor::Device;
 use super::*;
 use gemma_model::backend::ComputeDtype;
 use gemma_model::checkpoint::load;
+use gemma_protocol::Named;
 
 /// `bytes` with `edit` applied to its tensors and the data checksum recomputed, as someone
 /// who wanted the file accepted would.
@@ -37,7 +38,7 @@ fn a_snapshot_restores_exactly_in_its_kv_type_and_is_refused_in_another() {
     let lm = load(&dir, &Device::flex(), ComputeDtype::F32, &mut |_, _| {}).expect("load");
     let tmp = tempfile::tempdir().expect("tmp");
     let convo: Vec<u32> = (0..20).map(|i| 3 + i * 7 % 500).collect();
-    for t in KvDtype::ALL {
+    for &t in KvDtype::ALL {
         let mut m = lm.model.clone();
         m.set_kv_dtype(t);
         let store = KvStore::new(tmp.path().to_path_buf(), &dir, &m, 1 << 30);
@@ -57,7 +58,7 @@ fn a_snapshot_restores_exactly_in_its_kv_type_and_is_refused_in_another() {
         };
         assert_eq!(raw(&a), raw(&b), "{t}: the same bytes back");
         // The same file for a model whose cache keeps another type: refused, re-prefilled.
-        for other in KvDtype::ALL.into_iter().filter(|o| *o != t) {
+        for other in KvDtype::ALL.iter().copied().filter(|o| *o != t) {
             let mut o = lm.model.clone();
             o.set_kv_dtype(other);
             let theirs = KvStore::new(tmp.path().to_path_buf(), &dir, &o, 1 << 30);

@@ -4,26 +4,8 @@
 
 use gemma_model::tokenizer::Tokenizer;
 
-/// What happens to a turn's thought once the turn is over.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum ThinkingPolicy {
-    /// Rewind to the start of the model turn and re-prefill the answer without its thought, as
-    /// the chat template renders history: the context holds what the model will see next time.
-    #[default]
-    Strip,
-    /// Keep the thought resident: no re-prefill, but the context grows by the thought.
-    Keep,
-}
-
-impl ThinkingPolicy {
-    /// The name used in the config.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ThinkingPolicy::Strip => "strip",
-            ThinkingPolicy::Keep => "keep",
-        }
-    }
-}
+/// What happens to a turn's thought once the turn is over (the protocol's: the config names it).
+pub use gemma_protocol::ThinkingPolicy;
 
 /// The ids of the channel markers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -176,40 +176,9 @@ impl std::str::FromStr for ComputeDtype {
     }
 }
 
-/// How a GGUF's quantized weights sit on a GPU backend (`model.gpu_weights`). The CPU backend
-/// always reads them in their blocks; float weights are dense either way.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum GpuWeights {
-    /// In their blocks: the file's integer codes in burn's block-scaled tensors, each type
-    /// exactly (4.5 to 9 bits a weight instead of 16).
-    #[default]
-    Quantized,
-    /// Dequantized at load to the compute dtype (bf16, or f16 on WebGPU): the reference.
-    Bf16,
-}
-
-impl GpuWeights {
-    /// Its name, as the config and `--gpu-weights` write it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            GpuWeights::Quantized => "quantized",
-            GpuWeights::Bf16 => "bf16",
-        }
-    }
-}
-
-impl std::str::FromStr for GpuWeights {
-    type Err = String;
-    fn from_str(s: &str) -> std::result::Result<Self, String> {
-        match s {
-            "quantized" => Ok(GpuWeights::Quantized),
-            "bf16" | "dense" => Ok(GpuWeights::Bf16),
-            other => Err(format!(
-                "unknown gpu_weights `{other}`: use quantized or bf16"
-            )),
-        }
-    }
-}
+/// How a GGUF's quantized weights sit on a GPU backend (owned by the protocol: the config and
+/// the flags name it too).
+pub use gemma_protocol::GpuWeights;
 
 /// Asks the allocator to keep large buffers in its heap instead of mapping each one afresh.
 /// A prefill chunk allocates and frees megabytes of activations per layer; past glibc's mapping

@@ -10,6 +10,7 @@ pub mod events;
 pub mod handle;
 pub mod messages;
 pub mod sampling;
+pub mod settings;
 pub mod text;
 pub mod tools;
 
@@ -18,4 +19,5 @@ pub use events::*;
 pub use handle::{ENGINE_THREAD, EngineControl, EngineHandle, Interrupts};
 pub use messages::*;
 pub use sampling::{SamplingLayer, SamplingParams};
+pub use settings::{GpuWeights, KvDtype, Named, ThinkingPolicy, UnknownName};
 pub use tools::*;

@@ -51,24 +51,3 @@ impl Backend {
         }
     }
 }
-
-/// `model.gpu_weights`: how a GGUF's quantized weights sit on a GPU backend.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum GpuWeights {
-    /// In their blocks, each type exactly (4.5 to 9 bits a weight).
-    #[default]
-    Quantized,
-    /// Dequantized to the compute dtype at load: the reference, 16 bits a weight.
-    Bf16,
-}
-
-impl GpuWeights {
-    /// The name as the file and `--gpu-weights` write it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            GpuWeights::Quantized => "quantized",
-            GpuWeights::Bf16 => "bf16",
-        }
-    }
-}

@@ -10,7 +10,7 @@ mod compute;
 mod context;
 mod file;
 pub mod keymap;
-mod kv_dtype;
+mod named;
 pub mod sampling;
 pub mod thinking;
 pub mod tools;
@@ -23,11 +23,11 @@ use serde::{Deserialize, Deserializer};
 
 use crate::error::{Error, Result};
 
-pub use self::compute::{Backend, Dtype, GpuWeights};
+pub use self::compute::{Backend, Dtype};
 pub use self::file::check_url;
-pub use self::kv_dtype::KvDtype;
 pub use self::thinking::{Budgets, Thinking};
 pub use self::tools::{McpConfig, McpServer, ToolsConfig};
+pub use gemma_protocol::{GpuWeights, KvDtype, ThinkingPolicy};
 
 /// The largest config file read (a config is a few KiB).
 const CONFIG_LIMIT: u64 = 1 << 20;
@@ -73,16 +73,6 @@ pub enum EngineKind {
     Remote,
 }
 
-/// `sessions.thinking_policy`: what a finished turn keeps of its thought.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ThinkingPolicy {
-    /// Dropped, as chat templates render history.
-    Strip,
-    /// Kept: no re-prefill, more context used.
-    Keep,
-}
-
 /// `ui.theme`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -106,8 +96,10 @@ pub struct ModelConfig {
     /// The compute dtype.
     pub dtype: Dtype,
     /// What the KV cache keeps on the CPU backend in f32.
+    #[serde(deserialize_with = "named::by_name")]
     pub kv_dtype: KvDtype,
     /// How a GGUF's quantized weights sit on a GPU backend.
+    #[serde(deserialize_with = "named::by_name")]
     pub gpu_weights: GpuWeights,
     /// The backend.
     pub backend: Backend,
@@ -224,6 +216,7 @@ pub struct SessionsConfig {
     #[serde(deserialize_with = "at_least::<_, _, 0>")]
     pub host_budget_mb: u64,
     /// What finished turns keep of their thoughts.
+    #[serde(deserialize_with = "named::by_name")]
     pub thinking_policy: ThinkingPolicy,
     /// MiB of disk for warm-restart KV snapshots (0: off).
     #[serde(deserialize_with = "at_least::<_, _, 0>")]

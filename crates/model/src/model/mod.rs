@@ -22,7 +22,7 @@ use self::attention::{Attention, AttnInput, MaskCache};
 use self::config::{AttnKind, ModelConfig};
 use self::ffn::{Mlp, Moe};
 pub use self::fused::FUSED_MAX_ROWS;
-pub use self::kv_cache::{KvCache, KvDtype};
+pub use self::kv_cache::{KvCache, KvDtype, KvLayout};
 use self::ops::{RmsNorm, cast, rope_tables};
 use self::soft::Merge;
 pub use self::soft::Soft;

@@ -2,9 +2,6 @@
 //! q8_0 blocks), and the conversions of single values and blocks to and from f32. Owns no
 //! buffer: `host_buf.rs` keeps a layer's values in these types.
 
-use std::fmt;
-use std::str::FromStr;
-
 use burn::tensor::DType;
 use half::f16;
 
@@ -14,50 +11,30 @@ pub const Q8_BLOCK: usize = 32;
 /// Bytes of one q8_0 block as saved: the f16 scale (little-endian), then 32 i8.
 pub const Q8_BYTES: usize = 2 + Q8_BLOCK;
 
-/// What the host KV cache (the CPU backend in f32) keeps keys and values in. The device cache
-/// (GPU, or a CPU model computing in f16/bf16) keeps the compute dtype whatever this says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum KvDtype {
-    /// 4 bytes a value, exact.
-    F32,
-    /// 2 bytes a value, relative error at most 2⁻¹¹ (llama.cpp's default).
-    #[default]
-    F16,
-    /// 34 bytes per 32 values: an f16 scale `d = amax / 127` and 32 `round(x / d)` as i8; error
-    /// at most `d / 2`. Layers whose head width is not a multiple of 32 keep f16.
-    Q8_0,
-}
+pub use gemma_protocol::KvDtype;
 
-/// A name that is not a [`KvDtype`].
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown KV cache type {0:?}: expected f32, f16 or q8_0")]
-pub struct UnknownKvDtype(pub String);
-
-impl KvDtype {
-    /// Every type, in the order help texts list them.
-    pub const ALL: [KvDtype; 3] = [KvDtype::F32, KvDtype::F16, KvDtype::Q8_0];
-
-    /// The name config files and flags use: `f32`, `f16` or `q8_0`.
-    pub fn name(self) -> &'static str {
-        match self {
-            KvDtype::F32 => "f32",
-            KvDtype::F16 => "f16",
-            KvDtype::Q8_0 => "q8_0",
-        }
-    }
-
+/// How the cache lays out a [`KvDtype`] (the type itself is the protocol's: the config and the
+/// flags name it too).
+pub trait KvLayout: Copy {
     /// The type a layer whose heads are `dim` wide keeps: q8_0 needs whole blocks per head,
     /// so a layer of another width falls back to f16.
-    pub fn for_dim(self, dim: usize) -> KvDtype {
+    fn for_dim(self, dim: usize) -> KvDtype;
+    /// How a layer of head width `dim` in this type is saved: the data's dtype and the width of
+    /// its innermost dimension (`[heads, len, width]`; q8_0 as raw blocks of bytes).
+    fn stored(self, dim: usize) -> (DType, usize);
+    /// Average bytes per value (for estimates).
+    fn value_bytes(self) -> f64;
+}
+
+impl KvLayout for KvDtype {
+    fn for_dim(self, dim: usize) -> KvDtype {
         match self {
             KvDtype::Q8_0 if !dim.is_multiple_of(Q8_BLOCK) => KvDtype::F16,
             t => t,
         }
     }
 
-    /// How a layer of head width `dim` in this type is saved: the data's dtype and the width of
-    /// its innermost dimension (`[heads, len, width]`; q8_0 as raw blocks of bytes).
-    pub fn stored(self, dim: usize) -> (DType, usize) {
+    fn stored(self, dim: usize) -> (DType, usize) {
         match self.for_dim(dim) {
             KvDtype::F32 => (DType::F32, dim),
             KvDtype::F16 => (DType::F16, dim),
@@ -65,30 +42,12 @@ impl KvDtype {
         }
     }
 
-    /// Average bytes per value (for estimates).
-    pub fn value_bytes(self) -> f64 {
+    fn value_bytes(self) -> f64 {
         match self {
             KvDtype::F32 => 4.0,
             KvDtype::F16 => 2.0,
             KvDtype::Q8_0 => Q8_BYTES as f64 / Q8_BLOCK as f64,
         }
-    }
-}
-
-impl fmt::Display for KvDtype {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for KvDtype {
-    type Err = UnknownKvDtype;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::ALL
-            .into_iter()
-            .find(|t| t.name().eq_ignore_ascii_case(s.trim()))
-            .ok_or_else(|| UnknownKvDtype(s.to_string()))
     }
 }
 
@@ -158,7 +117,7 @@ mod tests {
 
     #[test]
     fn names_parse_and_print_back() {
-        for t in KvDtype::ALL {
+        for &t in <KvDtype as gemma_protocol::Named>::ALL {
             assert_eq!(t.to_string().parse::<KvDtype>(), Ok(t));
         }
         assert_eq!("Q8_0".parse::<KvDtype>(), Ok(KvDtype::Q8_0));

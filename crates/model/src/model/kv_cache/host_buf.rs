@@ -9,7 +9,7 @@ use burn::tensor::TensorData;
 use half::f16;
 use half::slice::HalfFloatSliceExt;
 
-use super::dtype::{BlockQ8, KvDtype, Q8_BLOCK, Q8_BYTES, f16_to_f32};
+use super::dtype::{BlockQ8, KvDtype, KvLayout, Q8_BLOCK, Q8_BYTES, f16_to_f32};
 use gemma_kernels::vmath;
 
 /// A host layer's keys (or values), `values()` of them.

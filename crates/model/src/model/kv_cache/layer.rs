@@ -6,7 +6,7 @@ use std::ops::Range;
 
 use burn::tensor::{DType, Device, Tensor, TensorData};
 
-use super::dtype::KvDtype;
+use super::dtype::{KvDtype, KvLayout};
 use super::host_buf::{HostBuf, Rows};
 
 /// Keys and values of one layer.

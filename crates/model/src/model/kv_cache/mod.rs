@@ -16,7 +16,7 @@ mod layer;
 #[cfg(test)]
 mod tests;
 
-pub use self::dtype::{BlockQ8, KvDtype, Q8_BLOCK, Q8_BYTES, UnknownKvDtype};
+pub use self::dtype::{BlockQ8, KvDtype, KvLayout, Q8_BLOCK, Q8_BYTES};
 pub use self::host_buf::Rows;
 pub use self::layer::{HostView, LayerKv};
 
