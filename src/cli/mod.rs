@@ -186,11 +186,7 @@ impl ModelArgs {
         let file_model = Some(config.model.path.trim())
             .filter(|p| !p.is_empty())
             .map(PathBuf::from);
-        let dtype = match (self.dtype, config.model.dtype) {
-            (Some(d), _) => Some(d),
-            (None, gemma_app::config::Dtype::Auto) => None,
-            (None, d) => Some(d.as_str().parse().map_err(|e: String| anyhow::anyhow!(e))?),
-        };
+        let dtype = self.dtype.or(ComputeDtype::of(config.model.dtype));
         let kv_dtype = self.kv_dtype.unwrap_or(config.model.kv_dtype);
         let gpu_weights = self.gpu_weights.unwrap_or(config.model.gpu_weights);
         let file_mmproj = Some(config.model.mmproj.trim())

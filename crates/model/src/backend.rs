@@ -145,6 +145,17 @@ pub enum ComputeDtype {
 }
 
 impl ComputeDtype {
+    /// The dtype `asked` names; `None` for `auto` (the device chooses: [`preferred_dtype`]).
+    pub fn of(asked: gemma_protocol::Dtype) -> Option<Self> {
+        use gemma_protocol::Dtype;
+        match asked {
+            Dtype::Auto => None,
+            Dtype::F32 => Some(Self::F32),
+            Dtype::F16 => Some(Self::F16),
+            Dtype::Bf16 => Some(Self::BF16),
+        }
+    }
+
     /// The burn dtype.
     pub fn dtype(self) -> DType {
         match self {

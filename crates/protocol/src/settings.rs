@@ -156,6 +156,36 @@ impl Named for GpuWeights {
 }
 by_name!(GpuWeights);
 
+/// The compute dtype a config or a flag asks for (`model.dtype`): `auto` lets the device choose
+/// (f32 on the CPU; on a GPU bf16 where it computes in bf16, else f16).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Dtype {
+    /// The device's choice.
+    #[default]
+    Auto,
+    /// f32.
+    F32,
+    /// f16.
+    F16,
+    /// bf16.
+    Bf16,
+}
+
+impl Named for Dtype {
+    const WHAT: &'static str = "dtype";
+    const ALL: &'static [Self] = &[Self::Auto, Self::F32, Self::F16, Self::Bf16];
+    const NAMES: &'static [&'static str] = &["auto", "f32", "f16", "bf16"];
+    fn name(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::F32 => "f32",
+            Self::F16 => "f16",
+            Self::Bf16 => "bf16",
+        }
+    }
+}
+by_name!(Dtype);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -174,5 +204,6 @@ mod tests {
         assert_eq!(KvDtype::names(), KvDtype::NAMES);
         assert_eq!(GpuWeights::names(), GpuWeights::NAMES);
         assert_eq!(ThinkingPolicy::names(), ThinkingPolicy::NAMES);
+        assert_eq!(Dtype::names(), Dtype::NAMES);
     }
 }

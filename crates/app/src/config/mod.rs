@@ -23,11 +23,11 @@ use serde::{Deserialize, Deserializer};
 
 use crate::error::{Error, Result};
 
-pub use self::compute::{Backend, Dtype};
+pub use self::compute::Backend;
 pub use self::file::check_url;
 pub use self::thinking::{Budgets, Thinking};
 pub use self::tools::{McpConfig, McpServer, ToolsConfig};
-pub use gemma_protocol::{GpuWeights, KvDtype, ThinkingPolicy};
+pub use gemma_protocol::{Dtype, GpuWeights, KvDtype, ThinkingPolicy};
 
 /// The largest config file read (a config is a few KiB).
 const CONFIG_LIMIT: u64 = 1 << 20;
@@ -94,6 +94,7 @@ pub struct ModelConfig {
     /// beside the model, if any.
     pub mmproj: String,
     /// The compute dtype.
+    #[serde(deserialize_with = "named::by_name")]
     pub dtype: Dtype,
     /// What the KV cache keeps on the CPU backend in f32.
     #[serde(deserialize_with = "named::by_name")]
