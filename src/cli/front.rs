@@ -59,7 +59,7 @@ pub fn spawn_engine(
         ..options
     };
     spawn(options, move |progress| {
-        let device = backend::device(&choice.backend)?;
+        let device = backend::device_of(choice.backend)?;
         let dtype = choice.dtype_on(&device);
         let path = match choice.model {
             Some(p) => p,

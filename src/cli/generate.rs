@@ -57,7 +57,7 @@ pub struct GenerateArgs {
 /// Loads the chosen model, or the demo model (fetched on first use) when none is named.
 pub fn load_model(common: &ModelArgs) -> anyhow::Result<(LoadedModel, ComputeDtype)> {
     let choice = common.choice(&common.config()?)?;
-    let device = backend::device(&choice.backend)?;
+    let device = backend::device_of(choice.backend)?;
     let path = match &choice.model {
         Some(path) => path.clone(),
         None => demo::ensure(&mut demo::print_progress())

@@ -149,7 +149,7 @@ pub struct ModelArgs {
     gpu_weights: Option<GpuWeights>,
     /// Compute backend: cpu, wgpu or cuda (default: the config's `model.backend`).
     #[arg(long, env = "GEMMA_CHAT_BACKEND", global = true)]
-    backend: Option<String>,
+    backend: Option<gemma_protocol::Backend>,
     /// Chat with the model an OpenAI-compatible server serves (llama-server, vLLM, SGLang) at
     /// this base URL, e.g. http://127.0.0.1:8080 (sets [engine] kind = "remote" and url).
     #[arg(long, env = "GEMMA_CHAT_REMOTE", global = true, value_name = "URL")]
@@ -170,7 +170,7 @@ pub struct ModelChoice {
     /// How quantized weights sit on a GPU.
     pub gpu_weights: GpuWeights,
     /// Backend name.
-    pub backend: String,
+    pub backend: gemma_protocol::Backend,
 }
 
 impl ModelArgs {
@@ -198,10 +198,7 @@ impl ModelArgs {
             dtype,
             kv_dtype,
             gpu_weights,
-            backend: self
-                .backend
-                .clone()
-                .unwrap_or_else(|| config.model.backend.as_str().into()),
+            backend: self.backend.unwrap_or(config.model.backend),
         })
     }
 }

@@ -38,7 +38,7 @@ pub fn run(
         backend: if remote.is_some() {
             "remote".into()
         } else {
-            choice.backend.clone()
+            choice.backend.to_string()
         },
         context_limit: config.model.context_length,
         thinking: false,

@@ -6,19 +6,25 @@ use burn::tensor::{DType, Device};
 
 use crate::error::{Error, Result};
 
-/// Backends gemma-chat knows about.
-pub const BACKENDS: [&str; 3] = ["cpu", "wgpu", "cuda"];
+pub use gemma_protocol::Backend;
 
-/// The device for `name` (`cpu`, `wgpu` or `cuda`).
+/// The device for `name` (`cpu`, `wgpu` or `cuda`; `flex`, burn's name, for the CPU too).
 pub fn device(name: &str) -> Result<Device> {
-    match name {
-        "cpu" | "flex" => cpu(),
-        "wgpu" => wgpu(),
-        "cuda" => cuda(),
-        other => Err(Error::Backend(format!(
-            "unknown backend `{other}`: choose one of {}",
-            BACKENDS.join(", ")
-        ))),
+    if name == "flex" {
+        return cpu();
+    }
+    let backend: Backend = name
+        .parse()
+        .map_err(|e: gemma_protocol::UnknownName| Error::Backend(e.to_string()))?;
+    device_of(backend)
+}
+
+/// The device of `backend`.
+pub fn device_of(backend: Backend) -> Result<Device> {
+    match backend {
+        Backend::Cpu => cpu(),
+        Backend::Wgpu => wgpu(),
+        Backend::Cuda => cuda(),
     }
 }
 

@@ -19,5 +19,5 @@ pub use events::*;
 pub use handle::{ENGINE_THREAD, EngineControl, EngineHandle, Interrupts};
 pub use messages::*;
 pub use sampling::{SamplingLayer, SamplingParams};
-pub use settings::{Dtype, GpuWeights, KvDtype, Named, ThinkingPolicy, UnknownName};
+pub use settings::{Backend, Dtype, GpuWeights, KvDtype, Named, ThinkingPolicy, UnknownName};
 pub use tools::*;

@@ -186,6 +186,32 @@ impl Named for Dtype {
 }
 by_name!(Dtype);
 
+/// The compute device (`model.backend`, `--backend`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Backend {
+    /// burn-flex on the CPU.
+    #[default]
+    Cpu,
+    /// wgpu (Vulkan, Metal, DX12).
+    Wgpu,
+    /// CUDA.
+    Cuda,
+}
+
+impl Named for Backend {
+    const WHAT: &'static str = "backend";
+    const ALL: &'static [Self] = &[Self::Cpu, Self::Wgpu, Self::Cuda];
+    const NAMES: &'static [&'static str] = &["cpu", "wgpu", "cuda"];
+    fn name(self) -> &'static str {
+        match self {
+            Self::Cpu => "cpu",
+            Self::Wgpu => "wgpu",
+            Self::Cuda => "cuda",
+        }
+    }
+}
+by_name!(Backend);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -205,5 +231,6 @@ mod tests {
         assert_eq!(GpuWeights::names(), GpuWeights::NAMES);
         assert_eq!(ThinkingPolicy::names(), ThinkingPolicy::NAMES);
         assert_eq!(Dtype::names(), Dtype::NAMES);
+        assert_eq!(Backend::names(), Backend::NAMES);
     }
 }

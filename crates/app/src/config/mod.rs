@@ -6,7 +6,6 @@
 
 pub mod action;
 pub mod approve;
-mod compute;
 mod context;
 mod file;
 pub mod keymap;
@@ -23,11 +22,10 @@ use serde::{Deserialize, Deserializer};
 
 use crate::error::{Error, Result};
 
-pub use self::compute::Backend;
 pub use self::file::check_url;
 pub use self::thinking::{Budgets, Thinking};
 pub use self::tools::{McpConfig, McpServer, ToolsConfig};
-pub use gemma_protocol::{Dtype, GpuWeights, KvDtype, ThinkingPolicy};
+pub use gemma_protocol::{Backend, Dtype, GpuWeights, KvDtype, ThinkingPolicy};
 
 /// The largest config file read (a config is a few KiB).
 const CONFIG_LIMIT: u64 = 1 << 20;
@@ -103,6 +101,7 @@ pub struct ModelConfig {
     #[serde(deserialize_with = "named::by_name")]
     pub gpu_weights: GpuWeights,
     /// The backend.
+    #[serde(deserialize_with = "named::by_name")]
     pub backend: Backend,
     /// Context limit per tab, in tokens.
     #[serde(deserialize_with = "at_least::<_, _, 1>")]
