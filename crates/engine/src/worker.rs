@@ -7,7 +7,6 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, TryRecvError};
-use std::time::Duration;
 
 use super::branch::Held;
 use super::budget::ThoughtVocab;
@@ -19,7 +18,7 @@ use super::protocol::{Command, Event, Interrupts, TabId, TurnEnd};
 use super::reply::Reply;
 use super::tabs::{Stores, TabState, Tabs};
 use super::thinking::{self, Channels, ThinkingPolicy};
-use super::tools::EngineTools;
+use super::tools::{EngineTools, TOOL_POLL};
 use super::turn::{Turn, TurnOptions};
 use gemma_model::checkpoint::LoadedModel;
 use gemma_model::error::{Error, Result};
@@ -41,9 +40,6 @@ pub(crate) use self::tool_calls::catalogue_of;
 /// shorter before it is sent: a compaction (or slide) at the tab's threshold, then, when the
 /// summary came out too long, a slide to make it fit at all (see `Worker::submit`).
 const OVERFLOW_ROUNDS: u8 = 2;
-
-/// How often a turn that waits for its tools looks for their results.
-const TOOL_POLL: Duration = Duration::from_millis(15);
 
 pub(super) struct Worker<'a> {
     lm: &'a LoadedModel,

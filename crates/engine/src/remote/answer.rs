@@ -9,6 +9,7 @@ use std::collections::VecDeque;
 use std::time::Instant;
 
 use super::client::{Client, RemoteError};
+pub use super::limits::MAX_LINE;
 use super::sse::Framer;
 use super::wire::{self, Piece};
 
@@ -17,9 +18,6 @@ pub const REDACTED: &str = "[API key]";
 
 /// Shortest API key that is taken out of answers and messages ([`Client::secret`]).
 pub const MIN_SECRET: usize = 8;
-
-/// Most bytes of one event line (or one event's data).
-pub const MAX_LINE: usize = 4 << 20;
 
 /// What one answer may send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,16 +7,10 @@
 
 use serde_json::{Map, Value, json};
 
+pub use super::limits::{MAX_ARGUMENTS, MAX_CALLS, MAX_ID};
 use crate::tools::run::{Attempt, raw_shown};
 use gemma_tools::host::clean;
 use gemma_tools::syntax;
-
-/// Most calls one answer may make (more is a hostile server: the answer is cut off there).
-pub const MAX_CALLS: usize = 32;
-/// Most bytes of one call's arguments (more: the call fails, with an error the model reads).
-pub const MAX_ARGUMENTS: usize = 64 << 10;
-/// Most bytes of a call's id, and of its name, kept.
-pub const MAX_ID: usize = 128;
 
 /// A piece of a streamed tool call (OpenAI's `delta.tool_calls[i]`): the first of a call
 /// usually brings its index, id and name, the later ones more of its arguments' JSON text.

@@ -14,12 +14,8 @@ use serde_json::{Value, json};
 use super::RemoteOptions;
 use super::answer::{Answer, Budget, MIN_SECRET, REDACTED};
 use super::info::{MAX_CONTEXT, ServerInfo};
+pub use super::limits::{MAX_BODY, MAX_ERROR_BODY};
 use super::wire::{self, ServerKind, WireError};
-
-/// Most bytes of a JSON answer (`/v1/models`, `/props`, `/slots`, `/tokenize`, …).
-pub const MAX_BODY: usize = 8 << 20;
-/// Most bytes of an error's body read for its message (the rest is not read).
-pub const MAX_ERROR_BODY: usize = 64 << 10;
 
 /// A failed exchange with the server, with what to do about it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -6,14 +6,8 @@
 use serde_json::Value;
 
 use super::client::{Client, RemoteError};
+pub use super::limits::{MAX_CONTEXT, MAX_NAMED, MAX_SLOTS};
 use super::wire::{self, ServerKind};
-
-/// Most models named in a message.
-const MAX_NAMED: usize = 20;
-/// Most llama-server slots believed (`/props` `total_slots`).
-pub const MAX_SLOTS: u64 = 256;
-/// Most tokens of context believed (`n_ctx`, `max_model_len`).
-pub const MAX_CONTEXT: u64 = 1 << 24;
 
 /// What the server is.
 #[derive(Debug, Clone, PartialEq, Eq)]

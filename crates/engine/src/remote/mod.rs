@@ -12,6 +12,7 @@ mod answer;
 pub mod calls;
 pub mod client;
 pub mod info;
+mod limits;
 mod serve;
 pub mod sse;
 mod start;

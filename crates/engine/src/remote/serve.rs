@@ -7,7 +7,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::sync::mpsc::Sender;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde_json::Value;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
@@ -22,12 +22,9 @@ use super::tooling::{ToolTurn, bound_calls};
 use super::turn::{TurnDone, TurnJob, estimate, run, stats};
 use super::wire::{self, ServerKind, TurnRequest};
 use crate::protocol::{Command, Event, Exchange, TabId, ToolChoice, TurnStats};
-use crate::tools::declarations;
+use crate::tools::{TOOL_POLL, declarations};
 use gemma_model::sampling::SamplingParams;
 use gemma_tools::host::ToolHost;
-
-/// How often the results of running tool calls are looked for.
-const TOOL_POLL: Duration = Duration::from_millis(15);
 
 pub(super) struct Server {
     pub client: Client,

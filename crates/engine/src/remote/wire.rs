@@ -9,6 +9,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::calls::{CallDelta, call_deltas};
+use super::limits::MAX_COUNT;
 use crate::protocol::Exchange;
 use gemma_model::sampling::SamplingParams;
 
@@ -273,9 +274,6 @@ struct Delta {
     reasoning: Option<String>,
     tool_calls: Option<Value>,
 }
-
-/// Most tokens a count may say (more is not a count of this world).
-const MAX_COUNT: u64 = 1 << 32;
 
 /// The count at `path` in `v`: absent is `Ok(None)`, anything but a whole number up to
 /// [`MAX_COUNT`] is an error naming it.

@@ -16,6 +16,10 @@ use gemma_tools::syntax::{CallGrammar, Vocab};
 
 use super::protocol::{ToolChoice, ToolSelection};
 
+/// How often an engine whose turns wait only for their tools looks for the results (both
+/// engines: the local one and the remote one).
+pub(crate) const TOOL_POLL: std::time::Duration = std::time::Duration::from_millis(15);
+
 /// The tool host an engine runs calls on, shared with whoever started it (compared by identity,
 /// so that options holding it stay comparable).
 #[derive(Clone)]
