@@ -129,35 +129,51 @@ impl Worker<'_> {
                         self.summarize(tab, plan, before, resume)?;
                     }
                     None => {
-                        // No room for a summary's turn: the reason, and a slide instead.
-                        let why = format!(
-                            "a summary does not fit the context of {context} tokens (its \
-                             request and the summary take {}{})",
-                            ask + summary_tokens(context),
-                            match next {
-                                0 => String::new(),
-                                n => format!(", the new message {n}"),
-                            }
-                        );
-                        if resume.is_none() {
-                            return Err(Error::Invalid(format!(
-                                "{why}: the conversation is unchanged; set [sessions] \
-                                 context_overflow = \"slide\" or a larger context_length"
-                            )));
-                        }
-                        let Some(dropped) = plan_slide(&sizes) else {
-                            return Ok(false);
-                        };
-                        self.emit(Event::Notice {
-                            tab,
-                            text: format!("{why}: the oldest exchanges are left out instead"),
-                        });
-                        self.reshape(tab, Outcome::slide(dropped, before, resume))?;
+                        return self.no_room_for_a_summary(tab, &sizes, ask, before, resume);
                     }
                 }
                 Ok(true)
             }
         }
+    }
+
+    /// No room for a summary's turn (the request and the summary would not fit beside the
+    /// conversation's opening and the message): `/compact` says why and changes nothing; a
+    /// message that overflows slides the conversation instead, saying why. False when not even
+    /// a slide makes room.
+    fn no_room_for_a_summary(
+        &mut self,
+        tab: TabId,
+        sizes: &Sizes,
+        ask: usize,
+        before: usize,
+        resume: Option<Resume>,
+    ) -> Result<bool> {
+        let why = format!(
+            "a summary does not fit the context of {} tokens (its request and the summary take \
+             {}{})",
+            sizes.context,
+            ask + summary_tokens(sizes.context),
+            match sizes.next {
+                0 => String::new(),
+                n => format!(", the new message {n}"),
+            }
+        );
+        if resume.is_none() {
+            return Err(Error::Invalid(format!(
+                "{why}: the conversation is unchanged; set [sessions] context_overflow = \
+                 \"slide\" or a larger context_length"
+            )));
+        }
+        let Some(dropped) = plan_slide(sizes) else {
+            return Ok(false);
+        };
+        self.emit(Event::Notice {
+            tab,
+            text: format!("{why}: the oldest exchanges are left out instead"),
+        });
+        self.reshape(tab, Outcome::slide(dropped, before, resume))?;
+        Ok(true)
     }
 
     /// Starts the summary turn: the exchanges `plan` covers (resident when they begin the

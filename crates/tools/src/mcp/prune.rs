@@ -101,15 +101,21 @@ pub fn prune_tools(message: &[u8]) -> Option<Vec<u8>> {
     if cuts.is_empty() {
         return None;
     }
+    let out = replaced(message, &cuts);
+    (depth(&out) <= MAX_DEPTH).then_some(out)
+}
+
+/// `message` with each of the byte ranges `cuts` (in order) replaced by [`TOO_DEEP`].
+fn replaced(message: &[u8], cuts: &[(usize, usize)]) -> Vec<u8> {
     let mut out = Vec::with_capacity(message.len());
     let mut at = 0;
-    for (start, end) in cuts {
+    for &(start, end) in cuts {
         out.extend_from_slice(&message[at..start]);
         out.extend_from_slice(TOO_DEEP.as_bytes());
         at = end;
     }
     out.extend_from_slice(&message[at..]);
-    (depth(&out) <= MAX_DEPTH).then_some(out)
+    out
 }
 
 /// Whether the innermost container is an entry of `result.tools` (a member's value opens next).
