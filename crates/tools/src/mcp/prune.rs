@@ -18,6 +18,19 @@ enum Frame {
     Array,
 }
 
+impl Frame {
+    /// Whether a string read now is a key (an object's, after `{` or `,`).
+    fn wants_key(&self) -> bool {
+        matches!(
+            self,
+            Frame::Object {
+                wants_key: true,
+                ..
+            }
+        )
+    }
+}
+
 /// `message` with the too-deep members of its `result.tools` entries replaced; `None` when it
 /// is no such answer, or is still too deep after.
 pub fn prune_tools(message: &[u8]) -> Option<Vec<u8>> {
@@ -50,23 +63,12 @@ pub fn prune_tools(message: &[u8]) -> Option<Vec<u8>> {
         match b {
             b'"' => {
                 in_string = true;
-                let wants = matches!(
-                    stack.last(),
-                    Some(Frame::Object {
-                        wants_key: true,
-                        ..
-                    })
-                );
-                key = wants.then(Vec::new);
+                key = stack.last().is_some_and(Frame::wants_key).then(Vec::new);
             }
-            b':' => {
+            // A key comes after `,` in an object, a value after `:`.
+            b':' | b',' => {
                 if let Some(Frame::Object { wants_key, .. }) = stack.last_mut() {
-                    *wants_key = false;
-                }
-            }
-            b',' => {
-                if let Some(Frame::Object { wants_key, .. }) = stack.last_mut() {
-                    *wants_key = true;
+                    *wants_key = b == b',';
                 }
             }
             b'{' | b'[' => {
