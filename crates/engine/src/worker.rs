@@ -196,7 +196,6 @@ impl<'a> Worker<'a> {
             Command::Submit { tab, text, images } => {
                 self.submit(tab, &text, &images, OVERFLOW_ROUNDS)?
             }
-            Command::SetOverflow { tab, overflow } => self.tab(tab).overflow = overflow,
             Command::Compact { tab } => self.compact_now(tab)?,
             Command::Regenerate { tab } => self.regenerate(tab)?,
             Command::Cancel { tab } => {
@@ -206,6 +205,46 @@ impl<'a> Worker<'a> {
                     job.turn.cancel();
                 }
             }
+            Command::DecideTool {
+                tab,
+                call,
+                decision,
+            } => self.decide(tab, call, decision)?,
+            Command::CloseTab { tab } => {
+                let chat = self.tabs.get_mut(tab).and_then(|t| t.chat.take());
+                if let (Some(store), Some(chat)) = (&self.convos, chat) {
+                    store.remove(&chat);
+                }
+                self.tabs.remove(tab);
+            }
+            Command::Attach {
+                tab,
+                chat,
+                history,
+                legacy,
+            } => self.attach(tab, chat, history, legacy)?,
+            Command::SetPath { tab, history } => self.set_path(tab, &history)?,
+            Command::Fork { tab, from, history } => {
+                self.fork(tab, from)?;
+                self.set_path(tab, &history)?;
+            }
+            Command::Shutdown => {}
+            // Listed, so that a new command is a compile error here rather than ignored.
+            c @ (Command::SetOverflow { .. }
+            | Command::SetTools { .. }
+            | Command::SetSampling { .. }
+            | Command::SetThinking { .. }
+            | Command::SetSystem { .. }
+            | Command::SetContext { .. }) => self.apply_setting(c)?,
+        }
+        Ok(())
+    }
+
+    /// A tab's setting for its next turns (`Set*`): kept in its state; one this model or this
+    /// engine cannot honour is kept and said.
+    fn apply_setting(&mut self, c: Command) -> Result<()> {
+        match c {
+            Command::SetOverflow { tab, overflow } => self.tab(tab).overflow = overflow,
             Command::SetTools {
                 tab,
                 selection,
@@ -221,18 +260,6 @@ impl<'a> Worker<'a> {
                             .into(),
                     ));
                 }
-            }
-            Command::DecideTool {
-                tab,
-                call,
-                decision,
-            } => self.decide(tab, call, decision)?,
-            Command::CloseTab { tab } => {
-                let chat = self.tabs.get_mut(tab).and_then(|t| t.chat.take());
-                if let (Some(store), Some(chat)) = (&self.convos, chat) {
-                    store.remove(&chat);
-                }
-                self.tabs.remove(tab);
             }
             Command::SetSampling {
                 tab,
@@ -258,17 +285,6 @@ impl<'a> Worker<'a> {
             Command::SetSystem { tab, text } => {
                 self.tab(tab).system = text.filter(|s| !s.trim().is_empty());
             }
-            Command::Attach {
-                tab,
-                chat,
-                history,
-                legacy,
-            } => self.attach(tab, chat, history, legacy)?,
-            Command::SetPath { tab, history } => self.set_path(tab, &history)?,
-            Command::Fork { tab, from, history } => {
-                self.fork(tab, from)?;
-                self.set_path(tab, &history)?;
-            }
             Command::SetContext { tab, tokens } => {
                 let max = self.lm.model.config().max_position_embeddings;
                 if tokens == 0 || tokens > max {
@@ -279,7 +295,8 @@ impl<'a> Worker<'a> {
                 }
                 self.tab(tab).context = tokens;
             }
-            Command::Shutdown => {}
+            // Not a setting: `apply` serves the others.
+            _ => {}
         }
         Ok(())
     }
