@@ -74,10 +74,7 @@ fn by_hand(dir: &Path, pictures: &[&Path], text: &str) -> (usize, String) {
 
 #[test]
 fn a_picture_in_a_chat_turn_is_answered_as_the_ids_path_and_kept_warm() {
-    let dir = vision_fixture();
-    let picture = root().join("tests/fixtures/vision/e2b_style/a.png");
-    let h = engine(dir.path());
-    open(&h, 1);
+    let (dir, picture, h) = picture_engine(&[1]);
     let attach = vec![Attachment::image(picture.clone(), BUDGET)];
     let first = submit(&h, 1, "What is it?", attach);
     let (prompt_len, answer) = by_hand(dir.path(), &[&picture], "What is it?");
@@ -340,15 +337,24 @@ fn a_chat_whose_pictures_are_gone_comes_back_from_its_text_and_says_so() {
     );
 }
 
+/// The E2B-style image fixture served by an engine with tabs `tabs` open, and the path of one of
+/// its pictures.
+fn picture_engine(tabs: &[u64]) -> (tempfile::TempDir, std::path::PathBuf, EngineHandle) {
+    let dir = vision_fixture();
+    let picture = root().join("tests/fixtures/vision/e2b_style/a.png");
+    let h = engine(dir.path());
+    for &tab in tabs {
+        open(&h, tab);
+    }
+    (dir, picture, h)
+}
+
 /// Esc while a message's pictures are encoded stops before the next one: the turn fails with
 /// the reason, nothing is kept with the chat, and the tab takes the next message (probe
 /// 2026-12-06, F4).
 #[test]
 fn a_stop_while_pictures_encode_ends_the_turn_and_keeps_nothing() {
-    let dir = vision_fixture();
-    let picture = root().join("tests/fixtures/vision/e2b_style/a.png");
-    let h = engine(dir.path());
-    open(&h, 1);
+    let (dir, picture, h) = picture_engine(&[1]);
     let attach: Vec<Attachment> = (0..6)
         .map(|_| Attachment::image(picture.clone(), BUDGET))
         .collect();
@@ -382,11 +388,7 @@ fn a_stop_while_pictures_encode_ends_the_turn_and_keeps_nothing() {
 /// on between them and ends first (probe 2026-12-06, F4: every tab waited for the encoding).
 #[test]
 fn another_tabs_turn_goes_on_while_pictures_encode() {
-    let dir = vision_fixture();
-    let picture = root().join("tests/fixtures/vision/e2b_style/a.png");
-    let h = engine(dir.path());
-    open(&h, 1);
-    open(&h, 2);
+    let (_dir, picture, h) = picture_engine(&[1, 2]);
     // Tab 1's turn after its pictures is shorter than tab 2's (one token against six): only
     // the encoding, a step a picture, can make it end last.
     h.send(Command::SetSampling {
@@ -432,10 +434,7 @@ fn another_tabs_turn_goes_on_while_pictures_encode() {
 /// slides, with the picture as it was encoded the first time: the tower runs once.
 #[test]
 fn a_picture_sent_again_after_a_slide_is_not_encoded_again() {
-    let dir = vision_fixture();
-    let picture = root().join("tests/fixtures/vision/e2b_style/a.png");
-    let h = engine(dir.path());
-    open(&h, 1);
+    let (_dir, picture, h) = picture_engine(&[1]);
     h.send(Command::SetContext {
         tab: 1,
         tokens: 256,

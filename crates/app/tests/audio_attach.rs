@@ -41,6 +41,16 @@ fn tone(path: &std::path::Path, seconds: f32) {
     std::fs::write(path, clip.to_wav()).expect("write");
 }
 
+/// A ready app with a tone of `seconds` attached (the clip lives in the returned folder).
+fn with_clip(seconds: f32) -> (tempfile::TempDir, std::path::PathBuf, App) {
+    let dir = tempfile::tempdir().expect("dir");
+    let clip = dir.path().join("clip.wav");
+    tone(&clip, seconds);
+    let mut app = ready_app();
+    command(&mut app, &format!("/attach {}", clip.display()));
+    (dir, clip, app)
+}
+
 fn sent(app: &mut App, text: &str) -> Vec<Attachment> {
     type_text(app, text);
     match app.update(key(KeyCode::Enter)).as_slice() {
@@ -51,11 +61,7 @@ fn sent(app: &mut App, text: &str) -> Vec<Attachment> {
 
 #[test]
 fn an_attached_recording_shows_its_length_and_tokens_and_goes_as_audio() {
-    let dir = tempfile::tempdir().expect("dir");
-    let clip = dir.path().join("clip.wav");
-    tone(&clip, 2.5);
-    let mut app = ready_app();
-    command(&mut app, &format!("/attach {}", clip.display()));
+    let (_dir, clip, mut app) = with_clip(2.5);
     let tokens = gemma_media::audio::audio_tokens(40_000);
     let chip = format!("[audio clip.wav 2.5 s · {tokens} tok]");
     let shown = screen(&mut app);
@@ -182,11 +188,7 @@ fn push_to_talk_without_a_microphone_says_why() {
 /// (probe 2026-12-06, F4).
 #[test]
 fn a_message_that_cannot_fit_the_context_is_not_sent() {
-    let dir = tempfile::tempdir().expect("dir");
-    let clip = dir.path().join("clip.wav");
-    tone(&clip, 2.5);
-    let mut app = ready_app();
-    command(&mut app, &format!("/attach {}", clip.display()));
+    let (_dir, _clip, mut app) = with_clip(2.5);
     let tokens = gemma_media::audio::audio_tokens(40_000);
     app.tabs[0].context_limit = Some(tokens);
     type_text(&mut app, "What is this sound?");
