@@ -77,7 +77,7 @@ fn media(
     common: &ModelArgs,
     args: &ImageArgs,
     ids: &[u32],
-) -> anyhow::Result<Vec<gemma_engine::images::Image>> {
+) -> anyhow::Result<Vec<gemma_engine::images::MediaSpan>> {
     if args.images.is_empty() && args.audio.is_empty() {
         return Ok(Vec::new());
     }

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
-use gemma_engine::images::Image;
+use gemma_engine::images::MediaSpan;
 use gemma_engine::pictures::{self, Encoded};
 use gemma_engine::protocol::{Attachment, MediaKind};
 use gemma_engine::sounds;
@@ -102,7 +102,7 @@ impl Run {
 /// Places each encoded picture (or recording piece), in order, on the next run of `run`'s
 /// placeholders (between its begin and end ids) in `ids`; refused when the runs and the
 /// attachments do not match, naming both counts.
-pub fn place(ids: &[u32], run: &Run, encoded: Vec<Encoded>) -> anyhow::Result<Vec<Image>> {
+pub fn place(ids: &[u32], run: &Run, encoded: Vec<Encoded>) -> anyhow::Result<Vec<MediaSpan>> {
     let [begin, placeholder, end] = run.ids;
     let (tag, what) = run.names();
     let runs = placeholder_runs(ids, run.ids);
@@ -134,7 +134,7 @@ pub fn place(ids: &[u32], run: &Run, encoded: Vec<Encoded>) -> anyhow::Result<Ve
                 ))
                 .into());
             }
-            Ok(Image {
+            Ok(MediaSpan {
                 at,
                 rows: e.rows,
                 tokens: e.tokens,

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command as Process;
 
 use burn::tensor::Device;
-use gemma_engine::images::{Image, image_key};
+use gemma_engine::images::{MediaSpan, image_key};
 use gemma_engine::protocol::{Attachment, Command, Event, Exchange, MediaKind, Reuse};
 use gemma_engine::reply::{Piece, Reply};
 use gemma_engine::session::Session;
@@ -43,7 +43,7 @@ fn by_hand(dir: &Path, clips: &[&Path], text: &str) -> (usize, String) {
     for p in clips {
         for e in gemma_engine::sounds::encode(&tower, p, &|| false).expect("encodes") {
             prompt.push(s.boa_token_id);
-            images.push(Image {
+            images.push(MediaSpan {
                 at: prompt.len(),
                 rows: e.rows.clone(),
                 tokens: e.tokens,

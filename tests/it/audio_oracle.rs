@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use crate::common::{f32s, ids, max_abs_diff};
 
-use gemma_engine::images::{Image, image_key};
+use gemma_engine::images::{MediaSpan, image_key};
 use gemma_engine::session::Session;
 use gemma_engine::turn::{Turn, TurnOptions};
 use gemma_model::audio::{AudioTower, open, open_for, soft_tokens};
@@ -76,7 +76,7 @@ fn open_fixture() -> Fixture {
 }
 
 /// The clips' rows from `tower`, placed at the prompt's `<|audio|>` runs.
-fn placed(f: &Fixture, tower: &AudioTower) -> Vec<Image> {
+fn placed(f: &Fixture, tower: &AudioTower) -> Vec<MediaSpan> {
     let id = tower.spec().audio_token_id;
     let hidden = f.lm.model.config().hidden_size;
     let mut search = 0;
@@ -97,7 +97,7 @@ fn placed(f: &Fixture, tower: &AudioTower) -> Vec<Image> {
                 "{n} rows fill the run"
             );
             search = at + n;
-            Image {
+            MediaSpan {
                 at,
                 tokens: n,
                 rows: Arc::new(rows),
@@ -110,7 +110,7 @@ fn placed(f: &Fixture, tower: &AudioTower) -> Vec<Image> {
 }
 
 /// The logits of every prompt position, prefilled `chunk` ids at a time, and the greedy answer.
-fn run(f: &Fixture, pieces: Vec<Image>, chunk: usize) -> (Vec<f32>, Vec<u32>) {
+fn run(f: &Fixture, pieces: Vec<MediaSpan>, chunk: usize) -> (Vec<f32>, Vec<u32>) {
     let mut session = Session::new(&f.lm.model);
     let options = TurnOptions {
         chunk,
@@ -334,7 +334,7 @@ fn the_held_out_layout_matches_transformers_from_the_files() {
     let (prompt, greedy) = (ids(&st, "prompt_ids"), ids(&st, "greedy_ids"));
     let hidden = lm.model.config().hidden_size;
     let mut search = 0;
-    let pieces: Vec<Image> = (0..2)
+    let pieces: Vec<MediaSpan> = (0..2)
         .map(|i| {
             let wav = std::fs::read(dir.join(format!("clip_{i}.wav"))).expect("wav");
             let clip = gemma_media::Clip::decode(&wav, "clip.wav").expect("decodes");
@@ -349,7 +349,7 @@ fn the_held_out_layout_matches_transformers_from_the_files() {
                 "clip {i}: {n} rows"
             );
             search = at + n;
-            Image {
+            MediaSpan {
                 at,
                 tokens: n,
                 rows: Arc::new(rows),

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::Command as Process;
 
 use burn::tensor::Device;
-use gemma_engine::images::{Image, image_key};
+use gemma_engine::images::{MediaSpan, image_key};
 use gemma_engine::protocol::{Attachment, Command, Event, Exchange, Reuse, TurnStats};
 use gemma_engine::reply::{Piece, Reply};
 use gemma_engine::session::Session;
@@ -38,7 +38,7 @@ fn by_hand(dir: &Path, pictures: &[&Path], text: &str) -> (usize, String) {
     for p in pictures {
         let e = gemma_engine::pictures::encode(&tower, p, BUDGET).expect("encodes");
         prompt.push(500);
-        images.push(Image {
+        images.push(MediaSpan {
             at: prompt.len(),
             rows: e.rows.clone(),
             tokens: e.tokens,

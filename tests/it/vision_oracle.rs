@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use crate::common::{f32s, ids, max_abs_diff};
 
-use gemma_engine::images::{Image, image_key};
+use gemma_engine::images::{MediaSpan, image_key};
 use gemma_engine::protocol::Reuse;
 use gemma_engine::session::Session;
 use gemma_engine::turn::{Turn, TurnOptions};
@@ -48,7 +48,7 @@ struct Fixture {
     logits: Vec<f32>,
     prompt: Vec<u32>,
     greedy: Vec<u32>,
-    images: Vec<Image>,
+    images: Vec<MediaSpan>,
 }
 
 fn open(dir: &Path) -> Fixture {
@@ -90,7 +90,7 @@ fn open(dir: &Path) -> Fixture {
                 .position(|&t| t == spec.image_token_id)
                 .expect("placeholders");
         search = at + rows.len() / hidden;
-        images.push(Image {
+        images.push(MediaSpan {
             at,
             tokens: rows.len() / hidden,
             rows: Arc::new(rows),
@@ -142,7 +142,7 @@ fn image_prompts_match_transformers() {
         let window = f.lm.model.config().sliding_window;
         // Every picture is longer than the sliding window, but in the variant whose window is
         // longer than the whole prompt.
-        let longer = |i: &Image| i.rows.len() / f.lm.model.config().hidden_size > window;
+        let longer = |i: &MediaSpan| i.rows.len() / f.lm.model.config().hidden_size > window;
         if dir.ends_with("big_window_long") {
             assert!(f.prompt.len() < window);
         } else {
@@ -172,7 +172,7 @@ fn answer_turn(
     f: &Fixture,
     session: &mut Session,
     prompt: &[u32],
-    images: Vec<Image>,
+    images: Vec<MediaSpan>,
 ) -> (Vec<u32>, gemma_engine::protocol::TurnStats) {
     let mut t =
         Turn::start_with(session, prompt.to_vec(), images, options(64, false)).expect("starts");

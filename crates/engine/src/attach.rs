@@ -5,7 +5,7 @@
 
 use super::branch::{self, Held, Rendered, Setting};
 use super::convo_store::{self, ConvoStore, SavedConvo};
-use super::images::{Image, image_key, key_hex};
+use super::images::{MediaSpan, image_key, key_hex};
 use super::protocol::MediaKind;
 use super::protocol::{Exchange, LegacyConvo};
 use super::tabs::Stores;
@@ -120,7 +120,7 @@ fn conversation(
     history: &[Exchange],
     legacy: Option<LegacyConvo>,
     setting: &Setting,
-) -> Result<Option<(SavedConvo, Origin, Vec<Image>)>> {
+) -> Result<Option<(SavedConvo, Origin, Vec<MediaSpan>)>> {
     // A saved conversation's pictures are encoded again from their kept copies; one whose
     // pictures cannot be is rebuilt from its text, never fed placeholders without them.
     let saved = store.and_then(|s| s.load(chat)).filter(|c| fits(lm, c));
@@ -160,7 +160,7 @@ fn conversation(
 /// warm re-attach runs no tower. `None` when one cannot come back (no tower for its kind, its
 /// kept copy gone or changed, its run of placeholders not where it says) or when they do not
 /// cover every placeholder.
-fn pictures_of(c: &SavedConvo, store: &ConvoStore, towers: &Towers) -> Option<Vec<Image>> {
+fn pictures_of(c: &SavedConvo, store: &ConvoStore, towers: &Towers) -> Option<Vec<MediaSpan>> {
     let marks = towers.marks();
     // Placeholders of the kinds this model takes; a model without a tower held none of its kind.
     let placeholders: Vec<u32> = [marks.image, marks.audio]
@@ -193,7 +193,7 @@ fn pictures_of(c: &SavedConvo, store: &ConvoStore, towers: &Towers) -> Option<Ve
             .take_while(|&&i| i == placeholder)
             .count();
         (tokens > 0 && c.ids.get(p.at + tokens) == Some(&end)).then_some(())?;
-        images.push(Image {
+        images.push(MediaSpan {
             at: p.at,
             rows: Default::default(),
             tokens,

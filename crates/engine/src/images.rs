@@ -1,5 +1,5 @@
 //! Images (and pieces of recordings) in a conversation's ids: each one a run of placeholder ids
-//! whose embeddings its soft tokens replace ([`Image`]), identified by its content (the file's
+//! whose embeddings its soft tokens replace ([`MediaSpan`]), identified by its content (the file's
 //! bytes and the token budget) and not by those ids, which every image of the same size shares.
 //! A session keeps the identity of the images it holds, so that a follow-up reuses an image's
 //! keys and values only when it is the same picture at the same place ([`shared`]), and a turn
@@ -30,9 +30,9 @@ pub fn image_key(bytes: &[u8], budget: usize) -> ImageKey {
     h.finalize().into()
 }
 
-/// One image's soft tokens in a prompt.
+/// One picture's or one recording piece's soft tokens in a prompt: its span of placeholders.
 #[derive(Debug, Clone)]
-pub struct Image {
+pub struct MediaSpan {
     /// Position of its first placeholder in the prompt.
     pub at: usize,
     /// `tokens × H` values from the tower; empty until a prefill needs them (a conversation
@@ -49,7 +49,7 @@ pub struct Image {
     pub kind: MediaKind,
 }
 
-impl Image {
+impl MediaSpan {
     /// The positions it fills (`hidden`, the model's width, is kept for the callers' sake).
     pub fn span(&self, _hidden: usize) -> Range<usize> {
         self.at..self.at + self.tokens
@@ -67,7 +67,7 @@ pub type Held = (Range<usize>, ImageKey);
 /// How much of `common` (the ids the session and the prompt share) may be reused: up to the
 /// first image either side has there that the other lacks (another picture, or a different
 /// place), and never into the middle of an image.
-pub(crate) fn shared(held: &[Held], prompt: &[Image], hidden: usize, common: usize) -> usize {
+pub(crate) fn shared(held: &[Held], prompt: &[MediaSpan], hidden: usize, common: usize) -> usize {
     let mut keep = common;
     for (span, key) in held {
         let same = prompt
@@ -90,7 +90,7 @@ pub(crate) fn shared(held: &[Held], prompt: &[Image], hidden: usize, common: usi
 /// Where a forward step from `from` that would end at `to` ends instead so that no image is
 /// split: before the first image it would cut, or after it when the step starts there (an image
 /// longer than the chunk is one step).
-pub fn chunk_end(images: &[Image], hidden: usize, from: usize, to: usize) -> usize {
+pub fn chunk_end(images: &[MediaSpan], hidden: usize, from: usize, to: usize) -> usize {
     for i in images {
         let span = i.span(hidden);
         if span.start < to && to < span.end {
@@ -106,7 +106,7 @@ pub fn chunk_end(images: &[Image], hidden: usize, from: usize, to: usize) -> usi
 
 /// The soft tokens of the images in `from..to`, offsets relative to `from`.
 pub(crate) fn softs<'a>(
-    images: &'a [Image],
+    images: &'a [MediaSpan],
     hidden: usize,
     from: usize,
     to: usize,
@@ -129,8 +129,8 @@ pub(crate) fn softs<'a>(
 mod tests {
     use super::*;
 
-    fn image(at: usize, n: usize, key: u8) -> Image {
-        Image {
+    fn image(at: usize, n: usize, key: u8) -> MediaSpan {
+        MediaSpan {
             at,
             rows: Arc::new(vec![0.0; n * 2]),
             tokens: n,

@@ -7,7 +7,7 @@ use std::sync::mpsc::Sender;
 
 use super::branch::Held;
 use super::compact::Plan;
-use super::images::Image;
+use super::images::MediaSpan;
 use super::protocol::Attachment;
 use super::protocol::{Event, TabId, TurnEnd};
 use super::reply::{Piece, Reply};
@@ -36,7 +36,7 @@ pub(super) struct Job {
     /// The answer's text as the UI was sent it.
     pub answer_text: String,
     /// The pictures of the prompt: the tab's once the turn commits.
-    pub images: Vec<Image>,
+    pub images: Vec<MediaSpan>,
     /// The tools the turn declares and the calls it waits for.
     pub tools: Option<JobTools>,
     /// Where the answer's text starts after the last tool response (stop strings are looked

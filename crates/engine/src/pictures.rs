@@ -11,7 +11,7 @@ use gemma_media::{Picture, picture::MAX_FILE};
 use gemma_model::error::{Error, Result};
 use gemma_model::vision::{PatchInput, VisionTower};
 
-use super::images::{Image, ImageKey, image_key};
+use super::images::{ImageKey, MediaSpan, image_key};
 use super::protocol::MediaKind;
 
 /// One picture, encoded.
@@ -111,7 +111,7 @@ pub fn expand(
     from: usize,
     marks: &Marks,
     encoded: &[Encoded],
-) -> Result<(Vec<u32>, Vec<Image>)> {
+) -> Result<(Vec<u32>, Vec<MediaSpan>)> {
     let marker = |i: usize| (i >= from).then(|| marks.kind_of(ids[i])).flatten();
     for (kind, what) in [
         (MediaKind::Image, "picture"),
@@ -146,7 +146,7 @@ pub fn expand(
         let [begin, placeholder, end] = marks.of(kind).expect("a marker's kind has marks");
         let e = queues[kind as usize].next().expect("counted above");
         out.push(begin);
-        placed.push(Image {
+        placed.push(MediaSpan {
             at: out.len(),
             rows: e.rows.clone(),
             tokens: e.tokens,
@@ -164,11 +164,11 @@ pub fn expand(
 /// the header (`old_base`, `new_base` ids in) kept where it is the same: an image survives when
 /// its run, with the ids around it, is found unchanged at its new place.
 pub fn carry(
-    images: &[Image],
+    images: &[MediaSpan],
     hidden: usize,
     (old, old_base): (&[u32], usize),
     (new, new_base): (&[u32], usize),
-) -> Vec<Image> {
+) -> Vec<MediaSpan> {
     images
         .iter()
         .filter_map(|i| {
@@ -180,7 +180,7 @@ pub fn carry(
                     .map(<[u32]>::to_vec)
             };
             let same = around(&span, old).is_some() && around(&span, old) == around(&moved, new);
-            same.then(|| Image { at, ..i.clone() })
+            same.then(|| MediaSpan { at, ..i.clone() })
         })
         .collect()
 }
@@ -263,7 +263,7 @@ mod tests {
     #[test]
     fn images_move_with_their_ids() {
         let old = [2, 4, 8, 9, 9, 7, 5];
-        let images = [Image {
+        let images = [MediaSpan {
             at: 3,
             rows: Arc::new(vec![0.0; 2]),
             tokens: 2,

@@ -8,7 +8,7 @@
 
 use burn::tensor::{Device, Tensor};
 
-use super::images::{Held, Image, chunk_end, shared, softs};
+use super::images::{Held, MediaSpan, chunk_end, shared, softs};
 use super::protocol::{Reuse, Tier};
 
 use gemma_model::error::{Error, Result};
@@ -274,7 +274,7 @@ impl Session {
 
     /// [`Session::prepare`] for a prompt with `images`: what is kept stops before the first
     /// image that is not the one the session holds at the same place.
-    pub fn prepare_with(&mut self, prompt: &[u32], images: &[Image]) -> Result<Reuse> {
+    pub fn prepare_with(&mut self, prompt: &[u32], images: &[MediaSpan]) -> Result<Reuse> {
         if prompt.is_empty() {
             return Err(Error::Invalid("the prompt is empty".into()));
         }
@@ -335,7 +335,7 @@ impl Session {
         &mut self,
         model: &Gemma,
         ids: &[u32],
-        images: &[Image],
+        images: &[MediaSpan],
         chunk: usize,
     ) -> Result<NextLogits> {
         if ids.is_empty() {
@@ -375,7 +375,7 @@ impl Session {
         &mut self,
         model: &Gemma,
         ids: &[u32],
-        images: &[Image],
+        images: &[MediaSpan],
         mode: Logits,
     ) -> Result<Option<Tensor<2>>> {
         if ids.is_empty() {

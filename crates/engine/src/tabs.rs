@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use super::branch::Held;
 use super::convo_store::ConvoStore;
-use super::images::Image;
+use super::images::MediaSpan;
 use super::job::Job;
 use super::kv_store::KvStore;
 use super::protocol::{Overflow, TabId, Tier};
@@ -35,7 +35,7 @@ pub(super) struct TabState {
     /// The ids of the conversation header in `convo`, right after BOS.
     pub header: Vec<u32>,
     /// The pictures in `convo`, each on its run of placeholders.
-    pub images: Vec<Image>,
+    pub images: Vec<MediaSpan>,
     /// Where the last model answer starts in `convo`, for regenerate.
     pub last_answer: Option<usize>,
     /// The exchanges in `convo`, with their texts (`None`: not known, e.g. a conversation

@@ -22,7 +22,7 @@ use std::time::Instant;
 use burn::tensor::Tensor;
 
 use super::budget::{Nudge, ThoughtBudget};
-use super::images::{Image, chunk_end};
+use super::images::{MediaSpan, chunk_end};
 use super::protocol::{Reuse, TurnEnd, TurnStats};
 use super::session::Session;
 use gemma_model::error::{Error, Result};
@@ -92,7 +92,7 @@ pub struct Turn {
     /// The turn ended with its prompt in the session: snapshot the end at the next step.
     snapshot_end: bool,
     /// The prompt's images, by position.
-    images: Vec<Image>,
+    images: Vec<MediaSpan>,
 }
 
 impl Turn {
@@ -108,7 +108,7 @@ impl Turn {
     pub fn start_with(
         session: &mut Session,
         prompt: Vec<u32>,
-        images: Vec<Image>,
+        images: Vec<MediaSpan>,
         opts: TurnOptions,
     ) -> Result<Self> {
         let (needed, limit) = (prompt.len() + 1, opts.context);
@@ -154,7 +154,7 @@ impl Turn {
 
     /// Where its prefill starts (what the session kept), and the prompt's images: those it
     /// will prefill must hold their rows before its first step (`Worker::fill_rows`).
-    pub fn images_from(&mut self) -> (usize, &mut [Image]) {
+    pub fn images_from(&mut self) -> (usize, &mut [MediaSpan]) {
         (self.reused, &mut self.images)
     }
 

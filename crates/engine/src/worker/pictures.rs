@@ -6,7 +6,7 @@
 //! along.
 
 use super::Worker;
-use crate::images::{Image, key_hex};
+use crate::images::{MediaSpan, key_hex};
 use crate::pictures::{self, Encoded, Marks};
 use crate::protocol::{Attachment, Event, MediaKind, TabId};
 use crate::tabs::TabState;
@@ -132,7 +132,7 @@ pub(super) fn place(
     marks: &Marks,
     hidden: usize,
     encoded: &[Encoded],
-) -> Result<(Vec<u32>, Vec<Image>)> {
+) -> Result<(Vec<u32>, Vec<MediaSpan>)> {
     let (old_base, new_base) = (1 + t.header.len(), 1 + turn.header.len());
     let mut images = pictures::carry(
         &t.images,

@@ -8,7 +8,7 @@ use super::pictures::{media, place};
 use crate::branch::Held;
 use crate::budget::ThoughtLimit;
 use crate::compact::summary_tokens;
-use crate::images::Image;
+use crate::images::MediaSpan;
 use crate::job::{CHUNK, Job, JobKind, Pending, Resume};
 use crate::pictures::Encoded;
 use crate::protocol::{Attachment, Event, TabId};
@@ -129,7 +129,7 @@ impl Worker<'_> {
         prompt: Vec<u32>,
         header: Vec<u32>,
         exchange: Option<(Vec<Held>, String)>,
-        images: Vec<Image>,
+        images: Vec<MediaSpan>,
         declared: Vec<ToolSpec>,
         compaction: Option<Pending>,
     ) -> Result<()> {
