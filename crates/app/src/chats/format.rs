@@ -8,11 +8,13 @@ use serde::{Deserialize, Serialize};
 
 use gemma_protocol::SamplingLayer;
 
-/// The format's version: 4 adds tool calls and the tab's tools; 3 holds the conversation tree;
+/// The format's version: 5 names a message's pictures and recordings `media` (4 and earlier:
+/// `images`, still read) and may hold a message sent whose turn had not ended (`unsent`); 4 adds
+/// tool calls and the tab's tools; 3 holds the conversation tree;
 /// 2 held the transcript only; 1 also held the conversation in ids, which is read once, for the
 /// engine to take over. Every field a version added is optional, so that reading an older file
 /// is the migration.
-pub const VERSION: u32 = 4;
+pub const VERSION: u32 = 5;
 
 /// One saved tab.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -154,8 +156,14 @@ pub struct SavedMessage {
     /// What the answer cost, if it is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stats: Option<SavedStats>,
-    /// The pictures sent with it: where they were, their budget and size.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// The pictures and recordings sent with it: where they were, their budget and size, a
+    /// recording's length (`media`; files of format 4 and earlier say `images`).
+    #[serde(
+        default,
+        rename = "media",
+        alias = "images",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub images: Vec<SavedImage>,
     /// The text files sent with it, their contents as they were sent (absent in files written
     /// before `/attach` took text).
@@ -333,5 +341,34 @@ impl SavedSampling {
             min_p: self.min_p,
             seed: self.seed,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file of format 4 names a message's pictures `images`; today's says `media`, and reads
+    /// both.
+    #[test]
+    fn media_is_read_under_its_old_name_and_written_under_its_new_one() {
+        let v4 = r#"{"version":4,"order":0,"title":"t","model":"m","thinking":false,
+            "messages":[{"id":1,"role":"user","text":"what?","images":[
+              {"path":"/tmp/a.png","tokens":280,"size":[64,48]},
+              {"path":"/tmp/r.wav","tokens":0,"size":[0,0],"audio":{"ms":1200,"tokens":30,"pieces":1}}]}]}"#;
+        let chat: SavedChat = serde_json::from_str(v4).expect("format 4 reads");
+        assert_eq!(chat.messages[0].images.len(), 2);
+        assert!(chat.messages[0].images[1].audio.is_some());
+        let again = serde_json::to_value(SavedChat {
+            version: VERSION,
+            ..chat
+        })
+        .expect("json");
+        assert_eq!(again["version"], 5);
+        assert_eq!(
+            again["messages"][0]["media"].as_array().map(Vec::len),
+            Some(2)
+        );
+        assert!(again["messages"][0].get("images").is_none());
     }
 }
