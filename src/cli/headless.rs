@@ -10,12 +10,9 @@ use std::io::Write;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use gemma_app::app::TurnSettings;
-use gemma_app::config::sampling::SamplingLayer;
-use gemma_app::config::{Config, Thinking};
-use gemma_engine::protocol::{
-    Attachment, Command, Event, ProgressUnit, TabId, ToolChoice, ToolSelection, TurnEnd, TurnStats,
-};
+use gemma_app::app::{TabChoices, TurnSettings};
+use gemma_app::config::Config;
+use gemma_engine::protocol::{Attachment, Command, Event, ProgressUnit, TabId, TurnEnd, TurnStats};
 use gemma_engine::{EngineHandle, RemoteOptions};
 use gemma_model::demo::{self, Fetch};
 
@@ -47,9 +44,8 @@ pub struct Headless {
     engine: EngineHandle,
     tab: TabId,
     settings: TurnSettings,
-    overrides: SamplingLayer,
-    max_new: Option<usize>,
-    thinking: Thinking,
+    /// The tab's own settings over the app's (its preset's, its flags').
+    choices: TabChoices,
     system: Option<String>,
     /// The model has a thinking mode.
     can_think: bool,
@@ -61,8 +57,6 @@ pub struct Headless {
     raw: bool,
     /// The tools the engine runs, when the config names any.
     tools: Option<Tools>,
-    /// The tab's tool choice.
-    choice: ToolChoice,
     /// Approvals and what is said of calls.
     console: ToolConsole,
 }
@@ -84,32 +78,37 @@ impl Headless {
             ..r
         });
         let settings = turn_settings(&config, sampling, max_new);
-        let (overrides, preset_max, preset_thinking, preset_system) = preset(&config, tab)?;
         let choice = common.choice(&config)?;
         let is_remote = remote.is_some();
         let preset_name = preset_name(&config, tab);
         let (tools, tool_choice) = tools_for(&config, tab.tool_choice, preset_name.as_deref())?;
+        let mut choices = TabChoices::new(&settings, tool_choice);
+        let mut system = tab.system.clone();
+        if let Some(name) = &preset_name {
+            let p = config.preset(name).map_err(anyhow::Error::msg)?;
+            choices.take_preset(p, true);
+            // The flag's tool choice wins over the preset's.
+            choices.tool_choice = tool_choice;
+            system = system.or_else(|| p.system.clone());
+        }
+        if let Some(level) = tab.thinking {
+            choices.thinking = level;
+        }
         let mut options = engine_options(&config, None);
         options.tools = tools.as_ref().map(Tools::shared);
         let engine = spawn_engine(choice, remote, options);
         let mut me = Self {
             engine,
             tab: 1,
-            thinking: tab
-                .thinking
-                .or(preset_thinking)
-                .unwrap_or(settings.thinking),
             settings,
-            overrides,
-            max_new: preset_max,
-            system: tab.system.clone().or(preset_system),
+            choices,
+            system,
             can_think: false,
             context: (0, config.model.context_length),
             remote: is_remote,
             echo: true,
             raw,
             tools,
-            choice: tool_choice,
             console: ToolConsole::new(tab.yes),
         };
         me.wait_ready()?;
@@ -153,37 +152,16 @@ impl Headless {
         }
     }
 
-    /// The tab's settings, sent as the UI sends a new tab's.
+    /// The tab's settings, resolved as the UI resolves a tab's.
     fn set_up(&self) {
-        let tab = self.tab;
-        let max_new_tokens = self.max_new.unwrap_or(self.settings.max_new_tokens);
-        self.engine.send(Command::SetSampling {
-            tab,
-            sampling: self.settings.resolve(self.overrides).params,
-            max_new_tokens,
-            stop: self.settings.stop.clone(),
+        let mut settings = self
+            .settings
+            .tab_settings(&self.choices, self.system.as_deref());
+        settings.thinking &= self.can_think;
+        self.engine.send(Command::Configure {
+            tab: self.tab,
+            settings: Box::new(settings),
         });
-        if self.thinking.is_on() && self.can_think {
-            let budgets = &self.settings.thinking_budgets;
-            self.engine.send(self.thinking.command(tab, budgets));
-        }
-        self.engine.send(Command::SetOverflow {
-            tab,
-            overflow: self.settings.overflow.clone(),
-        });
-        if self.system.is_some() {
-            self.engine.send(Command::SetSystem {
-                tab,
-                text: self.system.clone(),
-            });
-        }
-        if self.tools.is_some() {
-            self.engine.send(Command::SetTools {
-                tab,
-                selection: ToolSelection::All,
-                choice: self.choice,
-            });
-        }
     }
 
     /// Starts a new conversation (the old tab is closed, its session freed).
@@ -292,26 +270,6 @@ impl Headless {
 
 /// The preset the tab takes (`--preset`, else `ui.default_preset`): its sampling layer, answer
 /// length, thinking and system prompt.
-type PresetParts = (
-    SamplingLayer,
-    Option<usize>,
-    Option<Thinking>,
-    Option<String>,
-);
-
-fn preset(config: &Config, tab: &TabArgs) -> anyhow::Result<PresetParts> {
-    let Some(name) = preset_name(config, tab) else {
-        return Ok((SamplingLayer::default(), None, None, None));
-    };
-    let p = config.preset(&name).map_err(anyhow::Error::msg)?;
-    Ok((
-        p.sampling_layer(),
-        p.max_new_tokens,
-        p.thinking,
-        p.system.clone(),
-    ))
-}
-
 /// The name of the preset the tab takes: `--preset`, else `ui.default_preset`.
 fn preset_name(config: &Config, tab: &TabArgs) -> Option<String> {
     tab.preset

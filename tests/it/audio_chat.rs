@@ -12,7 +12,7 @@ use std::process::Command as Process;
 
 use burn::tensor::Device;
 use gemma_engine::images::{MediaSpan, image_key};
-use gemma_engine::protocol::{Attachment, Command, Event, Exchange, MediaKind, Reuse};
+use gemma_engine::protocol::{Attachment, Command, Event, Exchange, MediaKind, Reuse, TabSettings};
 use gemma_engine::reply::{Piece, Reply};
 use gemma_engine::session::Session;
 use gemma_engine::turn::{Turn, TurnOptions};
@@ -20,7 +20,9 @@ use gemma_engine::{EngineHandle, EngineOptions, spawn};
 use gemma_model::checkpoint::load;
 use gemma_model::model::ComputeDtype;
 
-use crate::common::chat::{engine, first_after_loading, fixture_at, open, root, submit};
+use crate::common::chat::{
+    configure, engine, first_after_loading, fixture_at, open, root, short_answers, submit,
+};
 
 fn audio_fixture() -> tempfile::TempDir {
     fixture_at(&root().join("tests/fixtures/audio/e2b_style"), None)
@@ -193,10 +195,11 @@ fn a_recording_that_cannot_fit_is_refused_before_it_is_encoded() {
     std::fs::write(&long, wav).expect("wav");
     let h = engine(dir.path());
     open(&h, 1);
-    h.send(Command::SetContext {
-        tab: 1,
-        tokens: 512,
-    });
+    let settings = TabSettings {
+        context: Some(512),
+        ..short_answers()
+    };
+    configure(&h, 1, settings);
     h.send(Command::Submit {
         tab: 1,
         text: "Hear this".into(),
@@ -373,12 +376,7 @@ fn a_restart_brings_a_chat_back_with_its_recording() {
         }],
         legacy: None,
     });
-    h.send(Command::SetSampling {
-        tab: 1,
-        sampling: gemma_model::sampling::SamplingParams::greedy(),
-        max_new_tokens: 6,
-        stop: Vec::new(),
-    });
+    configure(&h, 1, short_answers());
     // From the kept copy, the original gone: the whole chat prefilled once, the same answer.
     let again = submit(&h, 1, "And?", Vec::new());
     h.send(Command::Shutdown);

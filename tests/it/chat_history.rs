@@ -13,12 +13,14 @@ use std::time::Duration;
 
 use gemma_engine::EngineHandle;
 use gemma_engine::protocol::Reuse;
-use gemma_engine::protocol::{Command, Event, Exchange, LegacyConvo, TabId};
+use gemma_engine::protocol::{Command, Event, Exchange, LegacyConvo, TabId, TabSettings};
 use gemma_model::tokenizer::Tokenizer;
 use gemma_model::tokenizer::template::{ChatTemplate, TemplateSource};
 use serde_json::json;
 
-use crate::common::chat::{chat, convos, engine, fixture, open, root, store};
+use crate::common::chat::{
+    chat, configure, convos, engine, fixture, open, root, short_answers, store,
+};
 
 const PRIMER: &str = "<|channel>thought\n<channel|>";
 const OFFICIAL: &str = "tests/fixtures/templates/official/gemma4-31b-it.jinja";
@@ -72,15 +74,12 @@ fn turn(h: &EngineHandle, dir: &Path, tab: TabId, text: &str) -> Turn {
 
 fn setup(h: &EngineHandle, tab: TabId, system: Option<&str>, thinking: bool) {
     open(h, tab);
-    h.send(Command::SetSystem {
-        tab,
-        text: system.map(str::to_string),
-    });
-    h.send(Command::SetThinking {
-        tab,
-        on: thinking,
-        budget: None,
-    });
+    let settings = TabSettings {
+        system: system.map(str::to_string),
+        thinking,
+        ..short_answers()
+    };
+    configure(h, tab, settings);
 }
 
 /// The ids the template writes for `users` (each with the thinking setting it was sent with)
@@ -300,15 +299,12 @@ fn a_restored_tab_holds_what_a_warm_tab_holds() {
         })
         .collect();
     for tab in [2, 3, 4] {
-        h.send(Command::SetSystem {
-            tab,
-            text: system.map(str::to_string),
-        });
-        h.send(Command::SetThinking {
-            tab,
-            on: true,
-            budget: None,
-        });
+        let settings = TabSettings {
+            system: system.map(str::to_string),
+            thinking: true,
+            ..TabSettings::default()
+        };
+        configure(&h, tab, settings);
         h.send(Command::Attach {
             tab,
             chat: chat(tab),

@@ -8,12 +8,12 @@ use std::time::Duration;
 
 use gemma_engine::EngineHandle;
 use gemma_engine::protocol::{
-    Command, Compaction, Event, Overflow, OverflowMode, Reuse, SUMMARY_LEAD, TabId, TurnEnd,
-    TurnStats,
+    Command, Compaction, Event, Overflow, OverflowMode, Reuse, SUMMARY_LEAD, TabId, TabSettings,
+    TurnEnd, TurnStats,
 };
 use gemma_model::tokenizer::Tokenizer;
 
-use crate::common::chat::{chat, engine, fixture, open, store};
+use crate::common::chat::{chat, configure, engine, fixture, open, short_answers, store};
 
 const CONTEXT: usize = 512;
 
@@ -68,15 +68,17 @@ fn set_up(h: &EngineHandle, tab: TabId, mode: OverflowMode) {
 
 fn set_up_with(h: &EngineHandle, tab: TabId, mode: OverflowMode, tokens: usize, prompt: &str) {
     open(h, tab);
-    h.send(Command::SetContext { tab, tokens });
-    h.send(Command::SetOverflow {
-        tab,
-        overflow: Overflow {
-            mode,
-            at: 0.9,
-            prompt: prompt.into(),
-        },
-    });
+    let overflow = Overflow {
+        mode,
+        at: 0.9,
+        prompt: prompt.into(),
+    };
+    let settings = TabSettings {
+        context: Some(tokens),
+        overflow,
+        ..short_answers()
+    };
+    configure(h, tab, settings);
 }
 
 /// What `/compact` in `tab` brought: the report, or the reason it was refused.

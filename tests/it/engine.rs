@@ -6,15 +6,14 @@ use std::sync::mpsc::RecvTimeoutError;
 use std::time::Duration;
 
 use burn::tensor::Device;
-use gemma_engine::protocol::{Command, Event, TabId};
+use gemma_engine::protocol::{Command, Event, TabId, TabSettings};
 use gemma_engine::protocol::{Reuse, Tier, TurnEnd, TurnStats};
 use gemma_engine::{EngineHandle, EngineOptions, spawn};
 use gemma_model::checkpoint::load;
 use gemma_model::demo;
 use gemma_model::model::ComputeDtype;
-use gemma_model::sampling::SamplingParams;
 
-use crate::common::chat::first_after_loading;
+use crate::common::chat::{configure, first_after_loading};
 
 fn engine() -> EngineHandle {
     engine_with(EngineOptions::default())
@@ -39,12 +38,11 @@ fn start(options: EngineOptions) -> EngineHandle {
 }
 
 fn greedy(h: &EngineHandle, tab: TabId, max_new_tokens: usize) {
-    h.send(Command::SetSampling {
-        tab,
-        sampling: SamplingParams::greedy(),
+    let settings = TabSettings {
         max_new_tokens,
-        stop: Vec::new(),
-    });
+        ..TabSettings::default()
+    };
+    configure(h, tab, settings);
 }
 
 /// Collects events until every tab in `tabs` has finished; returns each tab's text and stats.
@@ -237,12 +235,12 @@ fn a_stop_string_ends_the_answer_and_never_shows() {
         .map(|i| &full[..i])
         .unwrap_or(&before)
         .to_string();
-    h.send(Command::SetSampling {
-        tab: 2,
-        sampling: SamplingParams::greedy(),
+    let settings = TabSettings {
         max_new_tokens: 12,
         stop: vec![stop.clone()],
-    });
+        ..TabSettings::default()
+    };
+    configure(&h, 2, settings);
     h.send(Command::Submit {
         tab: 2,
         text: "Write a short poem about the sea.".into(),
@@ -378,10 +376,11 @@ fn a_failed_turn_is_reported_and_the_next_one_starts_over_from_intact_history() 
 
     // A tab's own context limit: over the model's maximum it is refused; a small one refuses a
     // turn that does not fit, and changes nothing.
-    h.send(Command::SetContext {
-        tab: 9,
-        tokens: 1 << 20,
-    });
+    let context = |tokens| TabSettings {
+        context: Some(tokens),
+        ..TabSettings::default()
+    };
+    configure(&h, 9, context(1 << 20));
     match h
         .events
         .recv_timeout(Duration::from_secs(10))
@@ -390,7 +389,7 @@ fn a_failed_turn_is_reported_and_the_next_one_starts_over_from_intact_history() 
         Event::Failed { tab: 9, error } => assert!(error.contains("allowed 1 to 32768"), "{error}"),
         other => panic!("unexpected {other:?}"),
     }
-    h.send(Command::SetContext { tab: 9, tokens: 8 });
+    configure(&h, 9, context(8));
     h.send(Command::Submit {
         tab: 9,
         text: "A message longer than eight tokens, surely.".into(),
@@ -408,11 +407,11 @@ fn a_failed_turn_is_reported_and_the_next_one_starts_over_from_intact_history() 
     }
 
     // Gemma 3 has no thinking mode: asking for it says so and changes nothing.
-    h.send(Command::SetThinking {
-        tab: 3,
-        on: true,
-        budget: None,
-    });
+    let thinking = TabSettings {
+        thinking: true,
+        ..TabSettings::default()
+    };
+    configure(&h, 3, thinking);
     match h
         .events
         .recv_timeout(Duration::from_secs(10))

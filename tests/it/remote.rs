@@ -8,10 +8,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::common::llama::{Proc, free_port, llama_bin, llama_server, wait_healthy};
+use gemma_engine::protocol::TabSettings;
 use gemma_engine::protocol::{Attachment, Command, Event, Reuse, TabId, TurnEnd, TurnStats};
 use gemma_engine::{EngineHandle, RemoteOptions, spawn_remote};
 use gemma_model::demo;
-use gemma_model::sampling::SamplingParams;
 
 fn demo_model() -> PathBuf {
     demo::ensure(&mut demo::print_progress()).expect("the demo model")
@@ -68,15 +68,11 @@ fn ready(port: u16) -> (EngineHandle, String, usize) {
 /// `tabs` set up greedy, answers of at most `max` tokens.
 fn greedy(h: &EngineHandle, tabs: &[TabId], max: usize) {
     for &tab in tabs {
-        h.send(Command::SetSampling {
-            tab,
-            sampling: SamplingParams {
-                temperature: 0.0,
-                ..SamplingParams::greedy()
-            },
+        let settings = TabSettings {
             max_new_tokens: max,
-            stop: Vec::new(),
-        });
+            ..TabSettings::default()
+        };
+        crate::common::chat::configure(h, tab, settings);
     }
 }
 

@@ -366,12 +366,12 @@ fn a_regenerate_sends_a_new_seed() {
     ready(&h);
     let mut sampling = gemma_engine::protocol::SamplingParams::greedy();
     sampling.seed = u64::MAX;
-    h.send(Command::SetSampling {
-        tab: 1,
+    let settings = gemma_engine::protocol::TabSettings {
         sampling,
         max_new_tokens: 16,
-        stop: Vec::new(),
-    });
+        ..Default::default()
+    };
+    crate::common::chat::configure(&h, 1, settings);
     let first: u64 = answer_of(&turn(&h, "seed")).parse().expect("a seed");
     h.send(Command::Regenerate { tab: 1 });
     let mut seen = Vec::new();

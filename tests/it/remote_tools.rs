@@ -330,11 +330,14 @@ fn llama_server_with_jinja_makes_a_required_call_that_runs_and_goes_back() {
         host(&log, 1),
         ToolChoice::Required,
     );
-    h.send(Command::SetTools {
-        tab: 1,
-        selection: ToolSelection::Only(vec!["test.forecast".into()]),
-        choice: ToolChoice::Required,
-    });
+    // The engine's settings (64 tokens an answer), the one tool declared.
+    let settings = gemma_engine::protocol::TabSettings {
+        max_new_tokens: 64,
+        tools: ToolSelection::Only(vec!["test.forecast".into()]),
+        tool_choice: ToolChoice::Required,
+        ..Default::default()
+    };
+    crate::common::chat::configure(&h, 1, settings);
     // A base model copies: the message shows it the call.
     let ask = "Reply with exactly this call: call:forecast{city:<|\"|>Paris<|\"|>,days:2}";
     let seen = turn(&h, ask, &mut decide(1, ToolDecision::Once));

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use burn::tensor::Device;
 use gemma_engine::budget::{LINE_GRACE, SOFT_SHARE, ThoughtLimit, ThoughtVocab};
+use gemma_engine::protocol::TabSettings;
 use gemma_engine::protocol::{Command, Event, ToolChoice, TurnEnd, TurnStats};
 use gemma_engine::reply::{Piece, Reply};
 use gemma_engine::session::Session;
@@ -409,17 +410,13 @@ fn the_engine_streams_the_count_and_reports_it() {
     });
     assert!(matches!(first_after_loading(&h), Event::Ready { .. }));
     open(&h, 1);
-    h.send(Command::SetSampling {
-        tab: 1,
-        sampling: SamplingParams::greedy(),
+    let settings = TabSettings {
         max_new_tokens: 100,
-        stop: Vec::new(),
-    });
-    h.send(Command::SetThinking {
-        tab: 1,
-        on: true,
-        budget: Some(budget),
-    });
+        thinking: true,
+        thought_budget: Some(budget),
+        ..TabSettings::default()
+    };
+    crate::common::chat::configure(&h, 1, settings);
     h.send(Command::Submit {
         tab: 1,
         text: "Why is the sky blue?".into(),

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use burn::tensor::Device;
+use gemma_engine::protocol::TabSettings;
 use gemma_engine::protocol::{
     Command, Event, Reuse, TabId, ToolCall, ToolChoice, ToolDecision, ToolOutcome, ToolSelection,
     TurnEnd, TurnStats,
@@ -61,17 +62,13 @@ fn engine(dir: &Path, host: Arc<ToolHost>, tool: &str) -> EngineHandle {
         }
     }
     open(&h, 1);
-    h.send(Command::SetSampling {
-        tab: 1,
-        sampling: gemma_model::sampling::SamplingParams::greedy(),
+    let settings = TabSettings {
         max_new_tokens: 48,
-        stop: Vec::new(),
-    });
-    h.send(Command::SetTools {
-        tab: 1,
-        selection: ToolSelection::Only(vec![format!("test.{tool}")]),
-        choice: ToolChoice::Required,
-    });
+        tools: ToolSelection::Only(vec![format!("test.{tool}")]),
+        tool_choice: ToolChoice::Required,
+        ..TabSettings::default()
+    };
+    crate::common::chat::configure(&h, 1, settings);
     h
 }
 

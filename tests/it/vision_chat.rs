@@ -10,7 +10,7 @@ use std::process::Command as Process;
 
 use burn::tensor::Device;
 use gemma_engine::images::{MediaSpan, image_key};
-use gemma_engine::protocol::{Attachment, Command, Event, Exchange, Reuse, TurnStats};
+use gemma_engine::protocol::{Attachment, Command, Event, Exchange, Reuse, TabSettings, TurnStats};
 use gemma_engine::reply::{Piece, Reply};
 use gemma_engine::session::Session;
 use gemma_engine::turn::{Turn, TurnOptions};
@@ -18,7 +18,9 @@ use gemma_engine::{EngineHandle, EngineOptions, spawn};
 use gemma_model::checkpoint::load;
 use gemma_model::model::ComputeDtype;
 
-use crate::common::chat::{Done, engine, first_after_loading, fixture_at, open, root, submit};
+use crate::common::chat::{
+    Done, configure, engine, first_after_loading, fixture_at, open, root, short_answers, submit,
+};
 
 const BUDGET: usize = 70;
 
@@ -266,12 +268,7 @@ fn restart_with_pictures(n: usize, kv: bool, lose_copies: bool) -> (Done, bool, 
         }],
         legacy: None,
     });
-    h.send(Command::SetSampling {
-        tab: 1,
-        sampling: gemma_model::sampling::SamplingParams::greedy(),
-        max_new_tokens: 6,
-        stop: Vec::new(),
-    });
+    configure(&h, 1, short_answers());
     let again = submit(&h, 1, "And?", Vec::new());
     h.send(Command::Shutdown);
     let same = again.answer == warm.answer;
@@ -391,12 +388,11 @@ fn another_tabs_turn_goes_on_while_pictures_encode() {
     let (_dir, picture, h) = picture_engine(&[1, 2]);
     // Tab 1's turn after its pictures is shorter than tab 2's (one token against six): only
     // the encoding, a step a picture, can make it end last.
-    h.send(Command::SetSampling {
-        tab: 1,
-        sampling: gemma_engine::protocol::SamplingParams::greedy(),
+    let settings = TabSettings {
         max_new_tokens: 1,
-        stop: Vec::new(),
-    });
+        ..short_answers()
+    };
+    configure(&h, 1, settings);
     let attach: Vec<Attachment> = (0..8)
         .map(|_| Attachment::image(picture.clone(), BUDGET))
         .collect();
@@ -435,18 +431,17 @@ fn another_tabs_turn_goes_on_while_pictures_encode() {
 #[test]
 fn a_picture_sent_again_after_a_slide_is_not_encoded_again() {
     let (_dir, picture, h) = picture_engine(&[1]);
-    h.send(Command::SetContext {
-        tab: 1,
-        tokens: 256,
-    });
-    h.send(Command::SetOverflow {
-        tab: 1,
-        overflow: gemma_engine::protocol::Overflow {
-            mode: gemma_engine::protocol::OverflowMode::Slide,
-            at: 0.9,
-            prompt: "Summarize.".into(),
-        },
-    });
+    let overflow = gemma_engine::protocol::Overflow {
+        mode: gemma_engine::protocol::OverflowMode::Slide,
+        at: 0.9,
+        prompt: "Summarize.".into(),
+    };
+    let settings = TabSettings {
+        context: Some(256),
+        overflow,
+        ..short_answers()
+    };
+    configure(&h, 1, settings);
     let mut used = 0;
     for i in 0.. {
         let done = submit(

@@ -190,7 +190,7 @@ fn push_to_talk_without_a_microphone_says_why() {
 fn a_message_that_cannot_fit_the_context_is_not_sent() {
     let (_dir, _clip, mut app) = with_clip(2.5);
     let tokens = gemma_media::audio::audio_tokens(40_000);
-    app.tabs[0].context_limit = Some(tokens);
+    app.tabs[0].choices.context = Some(tokens);
     type_text(&mut app, "What is this sound?");
     assert!(app.update(key(KeyCode::Enter)).is_empty(), "nothing sent");
     let flash = app.flash.clone().unwrap_or_default();
@@ -200,6 +200,6 @@ fn a_message_that_cannot_fit_the_context_is_not_sent() {
     assert_eq!(t.attachments.len(), 1);
     assert!(t.messages.is_empty());
     // With room, it goes.
-    app.tabs[0].context_limit = Some(tokens + 64);
+    app.tabs[0].choices.context = Some(tokens + 64);
     assert_eq!(app.update(key(KeyCode::Enter)).len(), 1);
 }

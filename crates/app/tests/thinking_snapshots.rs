@@ -44,10 +44,10 @@ fn draw(app: &mut App, w: u16, h: u16, now: Instant) -> Terminal<TestBackend> {
     t
 }
 
-/// The `SetThinking` among `cmds`: (on, budget).
+/// The thinking the last settings among `cmds` give: (on, budget).
 fn set_thinking(cmds: &[Command]) -> Option<(bool, Option<usize>)> {
-    cmds.iter().find_map(|c| match c {
-        Command::SetThinking { on, budget, .. } => Some((*on, *budget)),
+    cmds.iter().rev().find_map(|c| match c {
+        Command::Configure { settings, .. } => Some((settings.thinking, settings.turn_budget())),
         _ => None,
     })
 }
@@ -78,7 +78,10 @@ fn f3_and_think_set_the_level_and_its_budget() {
         set_thinking(&think(&mut app, "1500")),
         Some((true, Some(1500)))
     );
-    assert_eq!(app.tab().expect("tab").thinking, Thinking::Tokens(1500));
+    assert_eq!(
+        app.tab().expect("tab").choices.thinking,
+        Thinking::Tokens(1500)
+    );
     assert_eq!(
         set_thinking(&think(&mut app, "on")),
         Some((true, Some(2048)))
@@ -169,5 +172,5 @@ fn the_chat_file_keeps_the_level_and_reads_the_old_switch() {
     let mut app = thinking_app();
     let cmds = app.restore(vec![("chat-old".into(), old)], Vec::new());
     assert_eq!(set_thinking(&cmds), Some((true, Some(2048))), "{cmds:?}");
-    assert_eq!(app.tab().expect("tab").thinking, Thinking::Medium);
+    assert_eq!(app.tab().expect("tab").choices.thinking, Thinking::Medium);
 }

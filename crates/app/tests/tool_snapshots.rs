@@ -371,38 +371,30 @@ fn tools_are_listed_and_chosen_per_tab() {
     app.tabs[0].editor.take();
     type_text(&mut app, "/tools only files");
     let tab = app.tabs[0].id;
+    let cmds = app.update(key(KeyCode::Enter));
+    let s = common::configured(&cmds, tab).expect("told");
+    assert_eq!(cmds.len(), 1);
     assert_eq!(
-        app.update(key(KeyCode::Enter)),
-        [Command::SetTools {
-            tab,
-            selection: ToolSelection::Only(vec!["files".into()]),
-            choice: ToolChoice::Auto
-        }]
+        (&s.tools, s.tool_choice),
+        (&ToolSelection::Only(vec!["files".into()]), ToolChoice::Auto)
     );
     type_text(&mut app, "/tool-choice required");
+    let cmds = app.update(key(KeyCode::Enter));
+    let s = common::configured(&cmds, tab).expect("told");
     assert_eq!(
-        app.update(key(KeyCode::Enter)),
-        [Command::SetTools {
-            tab,
-            selection: ToolSelection::Only(vec!["files".into()]),
-            choice: ToolChoice::Required
-        }]
+        (&s.tools, s.tool_choice),
+        (
+            &ToolSelection::Only(vec!["files".into()]),
+            ToolChoice::Required
+        )
     );
     // Kept with the chat, and told to the engine when it comes back.
     let saved = app.saved(0);
     let mut again = new_app();
     let cmds = again.restore(vec![("c".into(), saved)], Vec::new());
-    assert!(
-        cmds.iter().any(|c| matches!(
-            c,
-            Command::SetTools {
-                choice: ToolChoice::Required,
-                selection: ToolSelection::Only(_),
-                ..
-            }
-        )),
-        "{cmds:?}"
-    );
+    let s = common::configured(&cmds, again.tab().expect("tab").id).expect("told");
+    assert_eq!(s.tool_choice, ToolChoice::Required, "{cmds:?}");
+    assert!(matches!(s.tools, ToolSelection::Only(_)), "{cmds:?}");
 }
 
 #[test]
@@ -417,13 +409,11 @@ fn the_first_tab_takes_the_configured_tool_choice() {
     app.config = Some(Box::new(config));
     let cmds = app.apply_default_tools();
     let tab = app.tab().expect("a tab").id;
+    assert_eq!(cmds.len(), 1, "{cmds:?}");
+    let s = common::configured(&cmds, tab).expect("told");
     assert_eq!(
-        cmds,
-        vec![Command::SetTools {
-            tab,
-            selection: ToolSelection::All,
-            choice: ToolChoice::Required,
-        }]
+        (&s.tools, s.tool_choice),
+        (&ToolSelection::All, ToolChoice::Required)
     );
     assert!(app.apply_default_tools().is_empty(), "once");
 }

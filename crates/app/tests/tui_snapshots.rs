@@ -80,7 +80,7 @@ fn send(app: &mut App, text: &str) -> u64 {
 #[test]
 fn start_up_shows_loading_progress() {
     let (mut app, cmds) = new_app();
-    assert!(matches!(cmds[0], Command::SetSampling { tab: 1, .. }));
+    assert!(matches!(cmds[0], Command::Configure { tab: 1, .. }));
     app.update(Msg::Engine(Event::Loading {
         stage: "loading weights".into(),
         done: 9,
@@ -127,7 +127,7 @@ fn two_tabs_with_their_states() {
     }));
     finish(&mut app, first, TurnEnd::EndOfTurn(106), stats(0, 12, 7));
     let cmds = app.update(ctrl('t'));
-    assert!(matches!(cmds[0], Command::SetSampling { tab: 2, .. }));
+    assert!(matches!(cmds[0], Command::Configure { tab: 2, .. }));
     let second = send(&mut app, "Tell me a story");
     app.update(Msg::Engine(Event::Prefill {
         tab: second,
@@ -301,11 +301,8 @@ fn per_tab_settings_show_their_source_and_reach_the_engine() {
     app.update(key(KeyCode::Left));
     let cmds = app.update(key(KeyCode::Enter));
     match cmds.as_slice() {
-        [
-            Command::SetSampling {
-                tab: 1, sampling, ..
-            },
-        ] => {
+        [Command::Configure { tab: 1, settings }] => {
+            let sampling = &settings.sampling;
             assert!((sampling.temperature - 0.6).abs() < 1e-6, "{sampling:?}");
             assert!((sampling.top_p - 0.9).abs() < 1e-6, "{sampling:?}");
             assert_eq!(sampling.top_k, 64, "top_k still from the model");
@@ -326,7 +323,7 @@ fn per_tab_settings_show_their_source_and_reach_the_engine() {
         thinking: false,
         generation: SamplingLayer::default(),
     }));
-    assert!(matches!(cmds.first(), Some(Command::SetSampling { .. })));
+    assert!(matches!(cmds.first(), Some(Command::Configure { .. })));
     assert!(matches!(cmds.last(), Some(Command::Submit { tab: 1, .. })));
 }
 
@@ -339,12 +336,10 @@ fn a_reloaded_config_applies_to_the_next_turn_and_a_bad_one_is_shown() {
     let c = Config::from_layers(Some((std::path::Path::new("c.toml"), text))).expect("valid");
     let cmds = app.update(Msg::Config(Ok(Box::new(c))));
     match cmds.as_slice() {
-        [
-            Command::SetSampling { sampling, .. },
-            Command::SetOverflow { overflow, .. },
-        ] => {
-            assert!((sampling.temperature - 0.3).abs() < 1e-6);
-            assert_eq!(overflow.mode, gemma_protocol::OverflowMode::Compact);
+        [Command::Configure { settings, .. }] => {
+            assert!((settings.sampling.temperature - 0.3).abs() < 1e-6);
+            let mode = settings.overflow.mode;
+            assert_eq!(mode, gemma_protocol::OverflowMode::Compact);
         }
         other => panic!("expected new settings, got {other:?}"),
     }
@@ -355,13 +350,8 @@ fn a_reloaded_config_applies_to_the_next_turn_and_a_bad_one_is_shown() {
     );
     // A new tab gets the new context length; the open one keeps its own.
     let cmds = app.update(ctrl('t'));
-    assert!(
-        cmds.contains(&Command::SetContext {
-            tab: 2,
-            tokens: 4096
-        }),
-        "{cmds:?}"
-    );
+    let context = common::configured(&cmds, 2).and_then(|s| s.context);
+    assert_eq!(context, Some(4096), "{cmds:?}");
     app.update(Msg::Key(KeyEvent::new(
         KeyCode::Char('1'),
         KeyModifiers::ALT,
@@ -642,13 +632,9 @@ fn the_system_prompt_is_shown_first_sent_and_saved() {
     }));
     type_text(&mut app, "/system You are a terse pirate.");
     let cmds = app.update(key(KeyCode::Enter));
-    assert_eq!(
-        cmds,
-        [Command::SetSystem {
-            tab,
-            text: Some("You are a terse pirate.".into())
-        }]
-    );
+    assert_eq!(cmds.len(), 1, "{cmds:?}");
+    let system = common::configured(&cmds, tab).and_then(|s| s.system.clone());
+    assert_eq!(system.as_deref(), Some("You are a terse pirate."));
     insta::assert_snapshot!(draw(&mut app, 80, 20).backend());
     let saved = app.saved(0);
     assert_eq!(saved.messages[0].role, "system");
@@ -657,7 +643,7 @@ fn the_system_prompt_is_shown_first_sent_and_saved() {
     let cmds = again.restore(vec![("chat-1".into(), saved)], Vec::new());
     let set = cmds
         .iter()
-        .position(|c| matches!(c, Command::SetSystem { text: Some(t), .. } if t == "You are a terse pirate."))
+        .position(|c| matches!(c, Command::Configure { settings, .. } if settings.system.as_deref() == Some("You are a terse pirate.")))
         .expect("the prompt is sent");
     let attach = cmds
         .iter()
@@ -666,7 +652,11 @@ fn the_system_prompt_is_shown_first_sent_and_saved() {
     assert!(set < attach, "{cmds:?}");
     type_text(&mut app, "/system");
     let cmds = app.update(key(KeyCode::Enter));
-    assert_eq!(cmds, [Command::SetSystem { tab, text: None }]);
+    assert_eq!(cmds.len(), 1, "{cmds:?}");
+    assert_eq!(
+        common::configured(&cmds, tab).map(|s| s.system.clone()),
+        Some(None)
+    );
     assert_eq!(app.tab().and_then(|t| t.system()), None);
 }
 
@@ -741,24 +731,11 @@ fn presets_set_a_tab_up_at_once() {
     app.config = Some(Box::new(config.clone()));
     type_text(&mut app, "/preset coder");
     let cmds = app.update(key(KeyCode::Enter));
-    assert!(
-        cmds.contains(&Command::SetSystem {
-            tab: 1,
-            text: Some("Answer with code first.".into())
-        }),
-        "{cmds:?}"
-    );
-    match cmds.last() {
-        Some(Command::SetSampling {
-            sampling,
-            max_new_tokens,
-            ..
-        }) => {
-            assert_eq!(sampling.temperature, 0.2);
-            assert_eq!(*max_new_tokens, 2048);
-        }
-        other => panic!("{other:?}"),
-    }
+    assert_eq!(cmds.len(), 1, "one command: {cmds:?}");
+    let s = common::configured(&cmds, 1).expect("told");
+    assert_eq!(s.system.as_deref(), Some("Answer with code first."));
+    assert_eq!(s.sampling.temperature, 0.2);
+    assert_eq!(s.max_new_tokens, 2048);
     app.update(key(KeyCode::F(4)));
     insta::assert_snapshot!(draw(&mut app, 80, 20).backend());
     app.update(key(KeyCode::Esc));
@@ -772,16 +749,8 @@ fn presets_set_a_tab_up_at_once() {
         KeyCode::Char('t'),
         KeyModifiers::CONTROL,
     )));
-    assert!(
-        cmds.iter().any(|c| matches!(
-            c,
-            Command::SetSystem {
-                tab: 2,
-                text: Some(_)
-            }
-        )),
-        "{cmds:?}"
-    );
+    let system = common::configured(&cmds, 2).and_then(|s| s.system.clone());
+    assert!(system.is_some(), "{cmds:?}");
     let t = app.tab().expect("tab");
     assert_eq!(t.preset.as_deref(), Some("coder"));
     assert_eq!(t.messages.len(), 1, "the system prompt, no notice");

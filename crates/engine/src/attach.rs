@@ -59,8 +59,8 @@ pub(super) fn attach(
     t.chat = Some(r.chat.clone());
     let legacy_ids = r.legacy.as_ref().map(|l| l.ids.clone());
     let setting = Setting {
-        system: t.system.as_deref(),
-        thinking: t.thinking,
+        system: t.settings.system_prompt(),
+        thinking: t.settings.thinking,
     };
     let store = stores.convos.as_ref();
     let sources = (store, &r.towers);

@@ -9,6 +9,7 @@
 //! | change the thought budget (bias, forced close) | `budget.rs` |
 //! | fix history reuse, rewinds or memory across tabs | `session.rs`, `tabs.rs`, the model crate's `model/kv_cache/` |
 //! | fix streaming, cancel or tab scheduling | `worker.rs`, `job.rs` |
+//! | use a new tab setting (a field of `gemma_protocol::TabSettings`) | `worker.rs` `configure`, `remote/serve.rs` `configure`, where the turn reads it |
 //! | change the engine's limits and policies | `options.rs` |
 //! | change how a turn calls tools (guide, approvals, responses) | `tools/`, `worker/tool_calls.rs` |
 

@@ -10,11 +10,10 @@ use super::convo_store::ConvoStore;
 use super::images::MediaSpan;
 use super::job::Job;
 use super::kv_store::KvStore;
-use super::protocol::{Overflow, TabId, Tier};
+use super::protocol::{TabId, TabSettings, Tier};
 use super::session::Session;
 use super::tools::TabTools;
 use gemma_model::model::Gemma;
-use gemma_model::sampling::SamplingParams;
 
 /// What the engine keeps on disk.
 pub(super) struct Stores {
@@ -41,15 +40,8 @@ pub(super) struct TabState {
     /// The exchanges in `convo`, with their texts (`None`: not known, e.g. a conversation
     /// saved by an earlier release).
     pub held: Option<Vec<Held>>,
-    pub sampling: SamplingParams,
-    pub max_new_tokens: usize,
-    pub stop_strings: Vec<String>,
-    /// Gemma 4 thinking for the next turns.
-    pub thinking: bool,
-    /// Most thought tokens per turn while thinking (`None`: unbounded).
-    pub thought_budget: Option<usize>,
-    /// The system prompt for the next turns.
-    pub system: Option<String>,
+    /// Its settings for the next turns, as the front end sent them.
+    pub settings: TabSettings,
     pub job: Option<Job>,
     /// A message whose pictures and recordings are being encoded before its turn starts.
     pub encoding: Option<crate::worker::Encoding>,
@@ -57,12 +49,11 @@ pub(super) struct TabState {
     pub last_used: u64,
     /// The tier last reported to the UI.
     pub tier: Tier,
-    /// Its context limit in tokens.
+    /// Its context limit in tokens: `settings.context` where the model takes it, else the
+    /// engine's.
     pub context: usize,
-    /// What it declares, may call, and what the user approved.
+    /// The tools the user approved for it.
     pub tools: TabTools,
-    /// What it does when its context fills up.
-    pub overflow: Overflow,
 }
 
 impl TabState {
@@ -90,19 +81,13 @@ impl Tabs {
             images: Vec::new(),
             last_answer: None,
             held: Some(Vec::new()),
-            sampling: SamplingParams::greedy(),
-            max_new_tokens: 512,
-            stop_strings: Vec::new(),
-            thinking: false,
-            thought_budget: None,
-            system: None,
+            settings: TabSettings::default(),
             job: None,
             encoding: None,
             last_used: 0,
             context,
             tier: Tier::Device,
             tools: TabTools::default(),
-            overflow: Overflow::default(),
         })
     }
 

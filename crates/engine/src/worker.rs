@@ -14,7 +14,9 @@ use super::convo_store::ConvoStore;
 use super::job::{CHUNK, Ctx, Job, JobKind};
 use super::kv_store::KvStore;
 use super::options::EngineOptions;
-use super::protocol::{Command, Event, Interrupts, TabId, TurnEnd};
+use super::protocol::{
+    Capabilities, Command, Event, Interrupts, Refusal, TabId, TabSettings, TurnEnd,
+};
 use super::reply::Reply;
 use super::tabs::{Stores, TabState, Tabs};
 use super::thinking::{self, Channels, ThinkingPolicy};
@@ -229,76 +231,32 @@ impl<'a> Worker<'a> {
                 self.set_path(tab, &history)?;
             }
             Command::Shutdown => {}
-            // Listed, so that a new command is a compile error here rather than ignored.
-            c @ (Command::SetOverflow { .. }
-            | Command::SetTools { .. }
-            | Command::SetSampling { .. }
-            | Command::SetThinking { .. }
-            | Command::SetSystem { .. }
-            | Command::SetContext { .. }) => self.apply_setting(c)?,
+            Command::Configure { tab, settings } => self.configure(tab, *settings),
         }
         Ok(())
     }
 
-    /// A tab's setting for its next turns (`Set*`): kept in its state; one this model or this
-    /// engine cannot honour is kept and said.
-    fn apply_setting(&mut self, c: Command) -> Result<()> {
-        match c {
-            Command::SetOverflow { tab, overflow } => self.tab(tab).overflow = overflow,
-            Command::SetTools {
-                tab,
-                selection,
-                choice,
-            } => {
-                let t = self.tab(tab);
-                t.tools.selection = selection;
-                t.tools.choice = choice;
-                if self.tools.is_none() && choice == crate::protocol::ToolChoice::Required {
-                    return Err(Error::Invalid(
-                        "tool_choice = \"required\", but no tools are configured ([mcp.servers] \
-                         or [tools] in the config)"
-                            .into(),
-                    ));
-                }
-            }
-            Command::SetSampling {
-                tab,
-                sampling,
-                max_new_tokens,
-                stop,
-            } => {
-                let t = self.tab(tab);
-                t.sampling = sampling;
-                t.max_new_tokens = max_new_tokens;
-                t.stop_strings = stop;
-            }
-            Command::SetThinking { tab, on, budget } => {
-                let t = self.tab(tab);
-                t.thinking = on;
-                t.thought_budget = budget;
-                if on && !self.lm.supports_thinking() {
-                    return Err(Error::Invalid(
-                        "this model has no thinking mode; the setting has no effect".into(),
-                    ));
-                }
-            }
-            Command::SetSystem { tab, text } => {
-                self.tab(tab).system = text.filter(|s| !s.trim().is_empty());
-            }
-            Command::SetContext { tab, tokens } => {
-                let max = self.lm.model.config().max_position_embeddings;
-                if tokens == 0 || tokens > max {
-                    return Err(Error::Invalid(format!(
-                        "model.context_length = {tokens} does not fit this model: allowed 1 to \
-                         {max}"
-                    )));
-                }
-                self.tab(tab).context = tokens;
-            }
-            // Not a setting: `apply` serves the others.
-            _ => {}
+    /// A tab's settings for its next turns: kept whole; what this model or this engine cannot
+    /// honour is said, one `Failed` each (a refused context keeps the one the tab had).
+    fn configure(&mut self, tab: TabId, settings: TabSettings) {
+        let caps = Capabilities {
+            thinking: self.lm.supports_thinking(),
+            tools: self.tools.is_some(),
+            max_context: Some(self.lm.model.config().max_position_embeddings),
+        };
+        let refused = settings.check(caps);
+        let default = self.context;
+        let t = self.tab(tab);
+        if !refused.iter().any(|r| matches!(r, Refusal::Context { .. })) {
+            t.context = settings.context.unwrap_or(default);
         }
-        Ok(())
+        t.settings = settings;
+        for r in refused {
+            self.emit(Event::Failed {
+                tab,
+                error: r.to_string(),
+            });
+        }
     }
 
     /// The tab's job, unless a turn is running: a quiet re-prefill gives way to a new turn.

@@ -2,11 +2,10 @@
 //! sides share: why a turn reused what it did, its stats and end, a tab's tier, exchanges and
 //! attachments. The engine's answers are in [`crate::events`].
 
-use crate::context::Overflow;
 #[cfg(doc)]
 use crate::events::Event;
-use crate::sampling::SamplingParams;
-use crate::tools::{ToolChoice, ToolDecision, ToolSelection};
+use crate::tab_settings::TabSettings;
+use crate::tools::ToolDecision;
 
 /// Why a turn prefilled what it did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -238,45 +237,18 @@ pub enum Command {
         /// The tab.
         tab: TabId,
     },
-    /// Sampling for the tab's next turns.
-    SetSampling {
+    /// The tab's settings for its next turns, whole ([`TabSettings`]): a front end resolves
+    /// them once (config layers, preset, the tab's own choices) and sends them again on every
+    /// change. A changed system prompt, thinking or declared tools change the conversation's
+    /// header, so the next turn rewinds to it; the rest applies to the next turn as it is. What
+    /// the engine cannot honour (a context past the model's, thinking without a thinking mode,
+    /// a required tool with none configured) is answered with `Failed`, naming it; the other
+    /// settings still apply.
+    Configure {
         /// The tab.
         tab: TabId,
-        /// The settings.
-        sampling: SamplingParams,
-        /// Most tokens per answer.
-        max_new_tokens: usize,
-        /// Texts that end an answer; they are never shown.
-        stop: Vec<String>,
-    },
-    /// Gemma 4 thinking on or off for the tab's next turns, and how many thought tokens a turn
-    /// may spend. Turning it on or off mid-conversation changes the conversation's header, so
-    /// the next turn re-prefills the history (`rewind`).
-    SetThinking {
-        /// The tab.
-        tab: TabId,
-        /// Thinking on.
-        on: bool,
-        /// Most thought tokens per turn, over all its thought blocks (`None`: unbounded);
-        /// ignored when thinking is off.
-        budget: Option<usize>,
-    },
-    /// The system prompt for the tab's next turns (`None` or blank: none), rendered as the chat
-    /// template renders a system message (Gemma 4: a system turn; Gemma 3: the start of the
-    /// first user turn). A change rewinds the next turn to the header.
-    SetSystem {
-        /// The tab.
-        tab: TabId,
-        /// The prompt.
-        text: Option<String>,
-    },
-    /// The context limit for the tab, in tokens (new tabs after a config change); over the
-    /// model's maximum it is refused with `Failed`.
-    SetContext {
-        /// The tab.
-        tab: TabId,
-        /// Tokens.
-        tokens: usize,
+        /// Its settings.
+        settings: Box<TabSettings>,
     },
     /// Ties the tab to the chat the UI saves under `chat` (letters, digits, `-`, `_`): the
     /// engine keeps that conversation (its ids, its KV state) and brings it back here. When the
@@ -319,17 +291,6 @@ pub enum Command {
         /// Its exchanges, oldest first.
         history: Vec<Exchange>,
     },
-    /// Which tools the tab declares to the model, and whether it may, must or must not call
-    /// them. A change of the declared tools changes the conversation's header (the system
-    /// turn), so the next turn rewinds to it; a change of `choice` alone does not.
-    SetTools {
-        /// The tab.
-        tab: TabId,
-        /// The tools declared.
-        selection: ToolSelection,
-        /// `auto`, `required` or `none`.
-        choice: ToolChoice,
-    },
     /// The user's answer to [`Event::ToolCall`] `call` of the tab (one that needed approval).
     DecideTool {
         /// The tab.
@@ -338,13 +299,6 @@ pub enum Command {
         call: u64,
         /// Run it (once, for the tab, always) or deny it with a note.
         decision: ToolDecision,
-    },
-    /// What the tab does when its context fills up (see [`Overflow`]).
-    SetOverflow {
-        /// The tab.
-        tab: TabId,
-        /// The policy.
-        overflow: Overflow,
     },
     /// Compact the tab's conversation now (`/compact`): the model summarizes the older
     /// exchanges whatever the context's fill, answered with [`Event::Compacted`] (or `Failed`
@@ -365,16 +319,11 @@ impl Command {
             | Command::Cancel { tab }
             | Command::Regenerate { tab }
             | Command::CloseTab { tab }
-            | Command::SetSampling { tab, .. }
-            | Command::SetThinking { tab, .. }
-            | Command::SetSystem { tab, .. }
-            | Command::SetContext { tab, .. }
+            | Command::Configure { tab, .. }
             | Command::Attach { tab, .. }
             | Command::SetPath { tab, .. }
             | Command::Fork { tab, .. }
-            | Command::SetTools { tab, .. }
             | Command::DecideTool { tab, .. }
-            | Command::SetOverflow { tab, .. }
             | Command::Compact { tab } => Some(*tab),
             Command::Shutdown => None,
         }

@@ -60,7 +60,8 @@ impl TabArgs {
             );
         }
         if let Some(name) = &self.preset {
-            super::preset(config, self)?;
+            // An unknown name is refused here, before the app starts.
+            config.preset(name).map_err(anyhow::Error::msg)?;
             config.ui.default_preset = name.clone();
         }
         if let Some(choice) = self.tool_choice {

@@ -7,11 +7,10 @@ use std::time::Duration;
 use burn::tensor::Device;
 use gemma_engine::convo_store::ConvoStore;
 use gemma_engine::kv_store::fingerprint;
-use gemma_engine::protocol::{Attachment, Command, Event, TabId};
+use gemma_engine::protocol::{Attachment, Command, Event, TabId, TabSettings};
 use gemma_engine::{EngineHandle, EngineOptions, spawn};
 use gemma_model::checkpoint::load;
 use gemma_model::model::ComputeDtype;
-use gemma_model::sampling::SamplingParams;
 
 /// The repository root.
 pub fn root() -> &'static Path {
@@ -106,11 +105,22 @@ pub fn open(h: &EngineHandle, tab: TabId) {
         history: Vec::new(),
         legacy: None,
     });
-    h.send(Command::SetSampling {
-        tab,
-        sampling: SamplingParams::greedy(),
+    configure(h, tab, short_answers());
+}
+
+/// What [`open`] gives a tab: greedy, answers of at most 6 tokens, the rest as a new tab's.
+pub fn short_answers() -> TabSettings {
+    TabSettings {
         max_new_tokens: 6,
-        stop: Vec::new(),
+        ..TabSettings::default()
+    }
+}
+
+/// Gives `tab` these settings, whole.
+pub fn configure(h: &EngineHandle, tab: TabId, settings: TabSettings) {
+    h.send(Command::Configure {
+        tab,
+        settings: Box::new(settings),
     });
 }
 

@@ -6,9 +6,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use gemma_engine::protocol::TabSettings;
 use gemma_engine::protocol::{
-    Command, Event, TabId, ToolCall, ToolChoice, ToolDecision, ToolOutcome, ToolSelection, TurnEnd,
-    TurnStats,
+    Command, Event, TabId, ToolCall, ToolChoice, ToolDecision, ToolOutcome, TurnEnd, TurnStats,
 };
 use gemma_engine::{EngineHandle, RemoteOptions, SharedTools, spawn_remote};
 use gemma_tools::config::Limits;
@@ -50,17 +50,12 @@ pub fn engine(port: u16, model: &str, host: Arc<ToolHost>, choice: ToolChoice) -
             other => panic!("unexpected {other:?}"),
         }
     }
-    h.send(Command::SetSampling {
-        tab: 1,
-        sampling: gemma_model::sampling::SamplingParams::greedy(),
+    let settings = TabSettings {
         max_new_tokens: 64,
-        stop: Vec::new(),
-    });
-    h.send(Command::SetTools {
-        tab: 1,
-        selection: ToolSelection::All,
-        choice,
-    });
+        tool_choice: choice,
+        ..TabSettings::default()
+    };
+    super::chat::configure(&h, 1, settings);
     h
 }
 

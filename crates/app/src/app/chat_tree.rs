@@ -114,7 +114,7 @@ fn tool_run(t: SavedTool) -> ToolRun {
 
 /// The tab's tools as saved, when they are not the defaults.
 fn saved_tools(t: &Tab) -> Option<SavedTools> {
-    let (selection, only) = match &t.tools {
+    let (selection, only) = match &t.choices.tools {
         ToolSelection::All => ("all", Vec::new()),
         ToolSelection::Off => ("off", Vec::new()),
         ToolSelection::Only(names) => ("only", names.clone()),
@@ -122,9 +122,10 @@ fn saved_tools(t: &Tab) -> Option<SavedTools> {
     let saved = SavedTools {
         selection: selection.into(),
         only,
-        choice: t.tool_choice.as_str().into(),
+        choice: t.choices.tool_choice.as_str().into(),
     };
-    (t.tools != ToolSelection::All || t.tool_choice != ToolChoice::Auto).then_some(saved)
+    (t.choices.tools != ToolSelection::All || t.choices.tool_choice != ToolChoice::Auto)
+        .then_some(saved)
 }
 
 /// The tools and tool choice a saved tab declares (what a file does not name: the defaults).
@@ -195,7 +196,11 @@ fn chain(messages: &[Message], mut parent: u64) -> Vec<SavedMessage> {
 
 /// The tab's tree and sampling as saved (title, model and order are the caller's).
 pub fn saved_tree(t: &Tab) -> SavedChat {
-    let sampling = SavedSampling::new(t.overrides, t.max_new_tokens, t.preset.clone());
+    let sampling = SavedSampling::new(
+        t.choices.sampling,
+        t.choices.max_new_tokens,
+        t.preset.clone(),
+    );
     SavedChat {
         version: VERSION,
         messages: chain(&t.messages, 0),

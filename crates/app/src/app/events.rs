@@ -29,7 +29,7 @@ impl App {
         self.model.thinking = thinking;
         self.model.ready = true;
         self.settings.model = generation;
-        let mut cmds = self.resend_sampling();
+        let mut cmds = self.configure_all();
         cmds.append(&mut self.pending);
         cmds
     }

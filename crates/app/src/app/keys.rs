@@ -153,11 +153,11 @@ impl App {
             Action::CopyAnswer => self.copy(None),
             Action::ToggleThoughts => self.show_thoughts = !self.show_thoughts,
             Action::ToggleThinking => {
-                let on = self.tab().is_some_and(|t| t.thinking.is_on());
+                let on = self.tab().is_some_and(|t| t.choices.thinking.is_on());
                 return self.set_thinking(if on { Thinking::Off } else { Thinking::Medium });
             }
             Action::CycleThinking => {
-                let level = self.tab().map_or(Thinking::Off, |t| t.thinking);
+                let level = self.tab().map_or(Thinking::Off, |t| t.choices.thinking);
                 return self.set_thinking(level.next(&self.settings.thinking_budgets));
             }
             Action::Record => self.toggle_recording(),
@@ -170,7 +170,7 @@ impl App {
                 if let Some(t) = self.tab() {
                     self.overlay = Overlay::Settings(super::settings::SettingsEdit {
                         field: 0,
-                        layer: t.overrides,
+                        layer: t.choices.sampling,
                     });
                 }
             }

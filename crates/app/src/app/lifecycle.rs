@@ -5,6 +5,7 @@
 
 use super::attachments::Chip;
 use super::tab::{Message, Phase, Role, Tab};
+use super::tab_choices::TabChoices;
 use super::{App, chat_tree, persist};
 use gemma_protocol::{Command, TabId};
 
@@ -13,43 +14,25 @@ impl App {
         let id = self.next_id;
         self.next_id += 1;
         let title = format!("chat {id}");
-        let mut tab = Tab::new(id, title, self.settings.thinking);
+        let choices = TabChoices::new(&self.settings, self.configured_choice(None));
+        let mut tab = Tab::new(id, title, choices);
         tab.uid = Tab::new_uid(id);
         self.tabs.push(tab);
         self.active = self.tabs.len() - 1;
-        let mut cmds = vec![
-            self.sampling_command(&self.tabs[self.active]),
-            Command::SetOverflow {
-                tab: id,
-                overflow: self.settings.overflow.clone(),
-            },
-        ];
-        cmds.push(Command::Attach {
-            tab: id,
-            chat: self.tabs[self.active].uid.clone(),
-            history: Vec::new(),
-            legacy: None,
-        });
-        if let Some(tokens) = self.settings.context_length {
-            self.tabs[self.active].context_limit = Some(tokens);
-            cmds.push(Command::SetContext { tab: id, tokens });
-        }
-        if self.settings.thinking.is_on() {
-            cmds.push(
-                self.settings
-                    .thinking
-                    .command(id, &self.settings.thinking_budgets),
-            );
-        }
-        let choice = self.configured_choice(None);
-        if choice != gemma_protocol::ToolChoice::Auto {
-            self.tabs[self.active].tool_choice = choice;
-            cmds.push(super::tool_cmds::set_tools(&self.tabs[self.active]));
-        }
         if let Some(p) = self.default_preset() {
-            cmds.extend(self.apply_preset(&p, true));
+            // Its settings are sent below, with the preset's.
+            self.apply_preset(&p, true);
         }
-        cmds
+        let t = &self.tabs[self.active];
+        vec![
+            self.configure(t),
+            Command::Attach {
+                tab: id,
+                chat: t.uid.clone(),
+                history: Vec::new(),
+                legacy: None,
+            },
+        ]
     }
 
     pub(super) fn close_tab(&mut self, id: TabId) -> Vec<Command> {
@@ -80,7 +63,7 @@ impl App {
     /// context (the engine would refuse it; encoding the media first would only cost minutes).
     fn too_big(&self, text: &str) -> Option<String> {
         let t = self.tab()?;
-        let limit = t.context_limit.unwrap_or(self.model.context_limit);
+        let limit = t.choices.context.unwrap_or(self.model.context_limit);
         let needed = t.pending_tokens() + crate::attach::estimate_tokens(text);
         (limit > 0 && t.pending_tokens() > 0 && needed > limit).then(|| {
             format!(

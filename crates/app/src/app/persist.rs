@@ -40,7 +40,7 @@ impl App {
         chat.order = i;
         chat.title = t.title.clone();
         chat.model = self.model.name.clone();
-        chat.set_level(t.thinking);
+        chat.set_level(t.choices.thinking);
         chat
     }
 
@@ -107,24 +107,18 @@ impl App {
         let t = self.tabs.last_mut().expect("just opened");
         t.uid = uid;
         t.title = chat.title;
-        if t.thinking != level {
-            t.thinking = level;
-            cmds.push(t.thinking.command(t.id, &self.settings.thinking_budgets));
-        }
+        t.choices.thinking = level;
         let (messages, branches) = chat_tree::tree(chat.messages, chat.branches);
         t.messages = messages;
         t.branches = branches;
         t.next_msg = t.all_messages().map(|m| m.id).max().unwrap_or(0) + 1;
         if let Some(s) = chat.sampling {
-            t.overrides = s.layer();
-            t.max_new_tokens = s.max_new_tokens;
+            t.choices.sampling = s.layer();
+            t.choices.max_new_tokens = s.max_new_tokens;
             t.preset = s.preset;
-            cmds.push(self.sampling_command(&self.tabs[self.tabs.len() - 1]));
         }
-        let t = self.tabs.last_mut().expect("just opened");
         if let Some(saved) = &chat.tools {
-            (t.tools, t.tool_choice) = chat_tree::tools_of(saved);
-            cmds.push(super::tool_cmds::set_tools(t));
+            (t.choices.tools, t.choices.tool_choice) = chat_tree::tools_of(saved);
         }
         for i in 0..t.messages.len() {
             t.touched(i);
@@ -142,12 +136,8 @@ impl App {
         if let Some(u) = chat.unsent {
             back_to_editor(t, u);
         }
-        if let Some(system) = t.system() {
-            cmds.push(Command::SetSystem {
-                tab: t.id,
-                text: Some(system.to_string()),
-            });
-        }
+        cmds.push(self.configure(&self.tabs[self.tabs.len() - 1]));
+        let t = self.tabs.last_mut().expect("just opened");
         // The engine brings the conversation back: its own saved ids, else (a chat of an
         // earlier release) the ids the file held, else the transcript's text.
         let legacy = (same_model && !chat.ids.is_empty()).then(|| LegacyConvo {

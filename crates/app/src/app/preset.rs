@@ -75,43 +75,25 @@ impl App {
             self.flash = Some("stop the answer first (Esc), then change the preset".into());
             return Vec::new();
         }
-        let mut cmds = Vec::new();
+        let can_think = self.model.thinking || !self.model.ready;
         let t = &mut self.tabs[i];
         t.preset = Some(name.to_string());
-        t.overrides = p.sampling_layer();
-        t.max_new_tokens = p.max_new_tokens;
+        t.choices.take_preset(&p, can_think);
         if let Some(n) = p.image_tokens {
             t.image_tokens = n;
-        }
-        if let Some(level) = p
-            .thinking
-            .filter(|_| self.model.thinking || !self.model.ready)
-        {
-            t.thinking = level;
-            cmds.push(level.command(t.id, &self.settings.thinking_budgets));
         }
         if let Some(system) = &p.system
             && t.system() != Some(system.as_str())
         {
             t.set_system(Some(system.clone()));
-            cmds.push(Command::SetSystem {
-                tab: t.id,
-                text: Some(system.clone()),
-            });
-        }
-        if let Some(choice) = p.tool_choice
-            && t.tool_choice != choice
-        {
-            t.tool_choice = choice;
-            cmds.push(super::tool_cmds::set_tools(t));
         }
         if !quiet {
             let note = format!("preset {name}: {}", describe(&p));
             t.push(Message::new(Role::Notice, note));
         }
-        cmds.push(self.sampling_command(&self.tabs[i]));
+        let cmd = self.configure(&self.tabs[i]);
         self.save(i);
-        cmds
+        vec![cmd]
     }
 }
 

@@ -80,17 +80,8 @@ impl App {
         self.settings.stop = c.sampling.stop.clone();
         self.settings.thinking = c.model.thinking;
         self.settings.overflow = c.sessions.overflow();
-        let budgets = std::mem::replace(
-            &mut self.settings.thinking_budgets,
-            c.model.thinking_budgets,
-        );
         // Tabs at a named level take its new budget.
-        let mut cmds: Vec<Command> = self
-            .tabs
-            .iter()
-            .filter(|t| budgets != c.model.thinking_budgets && t.thinking.is_on())
-            .map(|t| t.thinking.command(t.id, &c.model.thinking_budgets))
-            .collect();
+        self.settings.thinking_budgets = c.model.thinking_budgets;
         let old = self.config.as_ref().map(|o| o.model.clone());
         let restart = old.as_ref().is_some_and(|a| {
             let b = &c.model;
@@ -115,40 +106,35 @@ impl App {
             self.last_error = None;
         }
         self.config = Some(Box::new(c));
-        cmds.extend(self.resend_sampling());
-        cmds
+        self.configure_all()
     }
 
     /// A tab's sampling with the source of each value.
     pub fn tab_sampling(&self, tab: &Tab) -> Resolved {
-        self.sampling_with(tab.overrides)
+        self.sampling_with(tab.choices.sampling)
     }
 
     fn sampling_with(&self, overrides: SamplingLayer) -> Resolved {
         self.settings.resolve(overrides)
     }
 
-    /// The command that gives the engine a tab's settings.
-    pub(super) fn sampling_command(&self, tab: &Tab) -> Command {
-        Command::SetSampling {
+    /// The command that gives the engine a tab's settings, whole: its choices over the app's
+    /// layers ([`TurnSettings::tab_settings`]), its first message as its system prompt. Every
+    /// change of a tab's settings is told with it.
+    pub(super) fn configure(&self, tab: &Tab) -> Command {
+        let mut settings = self.settings.tab_settings(&tab.choices, tab.system());
+        // A model without a thinking mode was told so once (the engine refuses it); the tab
+        // keeps its level for a model that has one.
+        settings.thinking &= self.model.thinking || !self.model.ready;
+        Command::Configure {
             tab: tab.id,
-            sampling: self.tab_sampling(tab).params,
-            max_new_tokens: tab.max_new_tokens.unwrap_or(self.settings.max_new_tokens),
-            stop: self.settings.stop.clone(),
+            settings: Box::new(settings),
         }
     }
 
-    /// Settings for every tab again (after the model's defaults or the config changed): its
-    /// sampling and what it does when its context fills up.
-    pub(super) fn resend_sampling(&self) -> Vec<Command> {
-        let overflow = |t: &Tab| Command::SetOverflow {
-            tab: t.id,
-            overflow: self.settings.overflow.clone(),
-        };
-        self.tabs
-            .iter()
-            .flat_map(|t| [self.sampling_command(t), overflow(t)])
-            .collect()
+    /// Every tab's settings again (after the model's defaults or the config changed).
+    pub(super) fn configure_all(&self) -> Vec<Command> {
+        self.tabs.iter().map(|t| self.configure(t)).collect()
     }
 
     /// Rows for the popup: name, value and where it comes from.
@@ -198,9 +184,9 @@ impl App {
                 let Some(i) = (self.active < self.tabs.len()).then_some(self.active) else {
                     return Vec::new();
                 };
-                self.tabs[i].overrides = e.layer;
+                self.tabs[i].choices.sampling = e.layer;
                 self.flash = Some("settings apply to this tab's next turn".into());
-                return vec![self.sampling_command(&self.tabs[i])];
+                return vec![self.configure(&self.tabs[i])];
             }
             KeyCode::Esc => return Vec::new(),
             _ => {}

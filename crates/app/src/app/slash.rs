@@ -69,7 +69,7 @@ pub const COMMANDS: &[Slash] = &[
         args: "off|low|medium|high|unbounded|N",
         about: "",
         run: |app, arg| {
-            let on = app.tab().is_some_and(|t| t.thinking.is_on());
+            let on = app.tab().is_some_and(|t| t.choices.thinking.is_on());
             let level = match arg {
                 "" if on => Ok(Thinking::Off),
                 "" => Ok(Thinking::Medium),
@@ -222,12 +222,11 @@ impl App {
             (Some(_), false) => "system prompt set",
             (None, false) => "system prompt removed",
         };
-        t.set_system(text.clone());
+        t.set_system(text);
         t.push(Message::new(Role::Notice, note));
-        let id = t.id;
         let i = self.active;
         self.save(i);
-        vec![Command::SetSystem { tab: id, text }]
+        vec![self.configure(&self.tabs[i])]
     }
 
     /// `/export [md|json] [PATH]`: the tab's chat written to PATH (default: its title in the
@@ -288,14 +287,15 @@ impl App {
             self.flash = Some("this model has no thinking mode".into());
             return Vec::new();
         }
-        t.thinking = level;
+        t.choices.thinking = level;
         let note = match level {
             Thinking::Off => "thinking off".to_string(),
             Thinking::Unbounded => "thinking unbounded".to_string(),
             l => format!("thinking {} a turn", l.describe(&budgets)),
         };
         t.push(Message::new(Role::Notice, note));
-        vec![level.command(t.id, &budgets)]
+        let i = self.active;
+        vec![self.configure(&self.tabs[i])]
     }
 
     /// Copies the last answer, or code block `n` of the tab.

@@ -6,11 +6,11 @@ use std::time::Instant;
 
 use super::chip::Chip;
 use super::editor::Editor;
+use super::tab_choices::TabChoices;
 use super::tools::ToolRun;
 use crate::attach::{TextFile, compose};
-use crate::config::sampling::SamplingLayer;
-use crate::config::{Budgets, Thinking};
-use gemma_protocol::{TabId, Tier, ToolCall, ToolChoice, ToolSelection, TurnStats};
+use crate::config::Budgets;
+use gemma_protocol::{TabId, Tier, ToolCall, TurnStats};
 
 /// Who wrote a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,23 +155,18 @@ pub struct Tab {
     pub pin: Option<usize>,
     /// Output arrived below a pinned view.
     pub new_output: bool,
-    /// Gemma 4 thinking for its next turns.
-    pub thinking: Thinking,
+    /// Its own settings over the app's (sampling, answer length, thinking, tools, context);
+    /// its system prompt is its first message.
+    pub choices: TabChoices,
     /// The thought budget of its running (or last) turn (`None`: unbounded, or thinking off).
     pub turn_budget: Option<usize>,
     /// Thought tokens of its running (or last) turn so far.
     pub thought_tokens: usize,
-    /// Its own sampling settings, over the app's.
-    pub overrides: SamplingLayer,
-    /// Its own context limit, when it differs from the model's (set at its opening).
-    pub context_limit: Option<usize>,
     /// A message found by search: shown at the top of the view and highlighted until the next
     /// message is sent.
     pub focus: Option<usize>,
     /// The preset it took last (`/preset NAME`, or the default for new tabs).
     pub preset: Option<String>,
-    /// Its own answer length, over the app's (from a preset).
-    pub max_new_tokens: Option<usize>,
     /// Its file name in the chats directory, and the name the engine keeps its conversation
     /// under.
     pub uid: String,
@@ -198,17 +193,13 @@ pub struct Tab {
     pub approvals: std::collections::VecDeque<ToolCall>,
     /// The note being typed to deny the first waiting call with (`n` on the approval).
     pub note: Option<Editor>,
-    /// The tools it declares to the model (`/tools`).
-    pub tools: ToolSelection,
-    /// Whether the model may, must or must not call them (`/tool-choice`).
-    pub tool_choice: ToolChoice,
     /// Edits so far: a changed message takes the next number as its revision.
     edits: u64,
 }
 
 impl Tab {
     /// An empty tab.
-    pub fn new(id: TabId, title: String, thinking: Thinking) -> Self {
+    pub fn new(id: TabId, title: String, choices: TabChoices) -> Self {
         Self {
             id,
             title,
@@ -223,14 +214,11 @@ impl Tab {
             context_used: 0,
             pin: None,
             new_output: false,
-            thinking,
+            choices,
             turn_budget: None,
             thought_tokens: 0,
-            overrides: SamplingLayer::default(),
-            context_limit: None,
             focus: None,
             preset: None,
-            max_new_tokens: None,
             uid: String::new(),
             lines: 0,
             starts: Vec::new(),
@@ -243,15 +231,13 @@ impl Tab {
             next_msg: 1,
             approvals: std::collections::VecDeque::new(),
             note: None,
-            tools: ToolSelection::All,
-            tool_choice: ToolChoice::Auto,
             edits: 0,
         }
     }
 
     /// A turn was sent: its thought is counted from 0 against the budget of the tab's level.
     pub fn turn_started(&mut self, budgets: &Budgets) {
-        self.turn_budget = self.thinking.budget(budgets);
+        self.turn_budget = self.choices.thinking.budget(budgets);
         self.thought_tokens = 0;
     }
 

@@ -1,21 +1,12 @@
 //! `/tools` (the engine's servers, with their errors, and tools, marked where the tab declares
 //! them; `/tools on|off|only NAME…` chooses them for the tab) and `/tool-choice
-//! auto|required|none`, each told to the engine with [`Command::SetTools`].
+//! auto|required|none`, each told to the engine with the tab's settings.
 
 use super::App;
-use super::tab::{Message, Role, Tab};
+use super::tab::{Message, Role};
 use super::tools::Catalogue;
 use gemma_protocol::text::{one_line, short};
 use gemma_protocol::{Command, ToolChoice, ToolSelection};
-
-/// The command that tells the engine `t`'s tools.
-pub fn set_tools(t: &Tab) -> Command {
-    Command::SetTools {
-        tab: t.id,
-        selection: t.tools.clone(),
-        choice: t.tool_choice,
-    }
-}
 
 /// What the tab declares, in words.
 fn selection_text(s: &ToolSelection) -> String {
@@ -87,9 +78,13 @@ impl App {
         let mut words = arg.split_whitespace();
         let selection = match words.next() {
             None => {
-                let text = self
-                    .tab()
-                    .map(|t| listing(self.catalogue.as_ref(), &t.tools, t.tool_choice));
+                let text = self.tab().map(|t| {
+                    listing(
+                        self.catalogue.as_ref(),
+                        &t.choices.tools,
+                        t.choices.tool_choice,
+                    )
+                });
                 if let (Some(text), Some(t)) = (text, self.tab_mut()) {
                     t.push(Message::new(Role::Notice, text));
                 }
@@ -136,7 +131,9 @@ impl App {
         match ToolChoice::parse(arg) {
             Some(choice) => self.change_tools(None, Some(choice)),
             None => {
-                let now = self.tab().map_or("auto", |t| t.tool_choice.as_str());
+                let now = self
+                    .tab()
+                    .map_or("auto", |t| t.choices.tool_choice.as_str());
                 self.flash = Some(format!(
                     "tool choice {now}; /tool-choice auto|required|none changes it"
                 ));
@@ -161,17 +158,17 @@ impl App {
             return Vec::new();
         }
         if let Some(s) = selection {
-            t.tools = s;
+            t.choices.tools = s;
         }
         if let Some(c) = choice {
-            t.tool_choice = c;
+            t.choices.tool_choice = c;
         }
         self.flash = Some(format!(
             "tools: {} · tool choice {}",
-            selection_text(&t.tools),
-            t.tool_choice.as_str()
+            selection_text(&t.choices.tools),
+            t.choices.tool_choice.as_str()
         ));
-        let cmd = set_tools(t);
+        let cmd = self.configure(&self.tabs[i]);
         self.save(i);
         vec![cmd]
     }
@@ -180,12 +177,17 @@ impl App {
     /// `[tools] choice` where it is not `auto` (a default preset applied after wins).
     pub fn apply_default_tools(&mut self) -> Vec<Command> {
         let choice = self.configured_choice(None);
-        let mut cmds = Vec::new();
-        for t in self.tabs.iter_mut().filter(|t| t.tool_choice != choice) {
-            t.tool_choice = choice;
-            cmds.push(set_tools(t));
+        let mut changed = Vec::new();
+        for (i, t) in self.tabs.iter_mut().enumerate() {
+            if t.choices.tool_choice != choice {
+                t.choices.tool_choice = choice;
+                changed.push(i);
+            }
         }
-        cmds
+        changed
+            .into_iter()
+            .map(|i| self.configure(&self.tabs[i]))
+            .collect()
     }
 
     /// The tool choice a new tab (or one taking `preset`) starts with, from the config.

@@ -208,10 +208,8 @@ impl App {
             None => src.messages.len(),
         };
         let copy = src.messages[..upto].to_vec();
-        let (from, title, thinking) = (src.id, format!("{} (branch)", src.title), src.thinking);
-        let (overrides, max_new_tokens, preset) =
-            (src.overrides, src.max_new_tokens, src.preset.clone());
-        let (tools, tool_choice) = (src.tools.clone(), src.tool_choice);
+        let (from, title) = (src.id, format!("{} (branch)", src.title));
+        let (choices, preset) = (src.choices.clone(), src.preset.clone());
         let mut cmds = self.open_tab();
         let t = &mut self.tabs[self.active];
         t.title = title;
@@ -225,24 +223,9 @@ impl App {
             t.editor.set(&text);
             (t.attachments, t.files) = (images, files);
         }
-        t.overrides = overrides;
-        t.max_new_tokens = max_new_tokens;
-        t.preset = preset;
-        if (&tools, tool_choice) != (&t.tools, t.tool_choice) {
-            t.tools = tools;
-            t.tool_choice = tool_choice;
-            cmds.push(super::tool_cmds::set_tools(t));
-        }
-        cmds.push(self.sampling_command(&self.tabs[self.active]));
-        let t = &mut self.tabs[self.active];
-        if t.thinking != thinking {
-            t.thinking = thinking;
-            cmds.push(thinking.command(t.id, &self.settings.thinking_budgets));
-        }
-        cmds.push(Command::SetSystem {
-            tab: t.id,
-            text: t.system().map(String::from),
-        });
+        (t.choices, t.preset) = (choices, preset);
+        cmds.push(self.configure(&self.tabs[self.active]));
+        let t = &self.tabs[self.active];
         cmds.push(Command::Fork {
             tab: t.id,
             from,

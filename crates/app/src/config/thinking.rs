@@ -5,8 +5,6 @@
 
 use serde::{Deserialize, Deserializer};
 
-use gemma_protocol::{Command, TabId};
-
 /// How much a tab thinks per turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Thinking {
@@ -145,15 +143,6 @@ impl Thinking {
             (l, None) => l.name(),
         }
     }
-
-    /// The command that gives the engine this level for `tab`.
-    pub fn command(self, tab: TabId, b: &Budgets) -> Command {
-        Command::SetThinking {
-            tab,
-            on: self.is_on(),
-            budget: self.budget(b),
-        }
-    }
 }
 
 /// `n` with a comma every three digits (`1,984`).
@@ -274,14 +263,7 @@ mod tests {
         assert_eq!(Thinking::Tokens(9000).next(&b), Thinking::Unbounded);
         assert_eq!(Thinking::Medium.budget(&b), Some(2048));
         assert_eq!(Thinking::Unbounded.budget(&b), None);
-        assert_eq!(
-            Thinking::High.command(3, &b),
-            Command::SetThinking {
-                tab: 3,
-                on: true,
-                budget: Some(8192)
-            }
-        );
+        assert_eq!(Thinking::High.budget(&b), Some(8192));
         assert_eq!(Thinking::Medium.describe(&b), "medium, 2,048 tokens");
         assert_eq!(Thinking::Tokens(300).describe(&b), "300 tokens");
     }

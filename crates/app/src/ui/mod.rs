@@ -219,7 +219,7 @@ fn input(f: &mut Frame, area: Rect, app: &App) {
         Some(_) => " Editing: Enter sends a new version, Esc cancels ".to_string(),
         None => " Message ".to_string(),
     };
-    match t.thinking {
+    match t.choices.thinking {
         Thinking::Off => {}
         Thinking::Tokens(n) => title.push_str(&format!("· thinking {} ", grouped(n))),
         level => title.push_str(&format!("· thinking {} ", level.name())),
@@ -256,7 +256,7 @@ fn status(f: &mut Frame, area: Rect, app: &App) {
         theme.status,
     ));
     if let Some(t) = app.tab() {
-        let limit = t.context_limit.unwrap_or(app.model.context_limit).max(1);
+        let limit = t.choices.context.unwrap_or(app.model.context_limit).max(1);
         // What waits to be sent counts too, estimated (`~`) until the engine counts it.
         let pending = t.pending_tokens();
         let pct = (t.context_used + pending) * 100 / limit;

@@ -8,7 +8,7 @@ use gemma_app::app::{App, Loading, ModelState, Msg, TurnSettings};
 use gemma_app::config::Config;
 use gemma_app::config::keymap::Keymap;
 use gemma_app::config::sampling::{SamplingLayer, Source};
-use gemma_protocol::Command;
+use gemma_protocol::{Command, TabSettings};
 
 /// A new app (dark theme, 8192-token context, 256-token answers) whose config file's sampling
 /// is `file`, with the commands its first tab sends.
@@ -96,4 +96,12 @@ pub fn draw_at(
 /// [`draw_at`] now.
 pub fn draw(app: &mut App, w: u16, h: u16) -> ratatui::Terminal<ratatui::backend::TestBackend> {
     draw_at(app, w, h, std::time::Instant::now())
+}
+
+/// The settings `cmds` give `tab` (the last `Configure` for it), if any.
+pub fn configured(cmds: &[Command], tab: gemma_protocol::TabId) -> Option<&TabSettings> {
+    cmds.iter().rev().find_map(|c| match c {
+        Command::Configure { tab: t, settings } if *t == tab => Some(&**settings),
+        _ => None,
+    })
 }

@@ -21,7 +21,7 @@ use super::tab::RemoteTab;
 use super::tooling::{ToolTurn, bound_calls};
 use super::turn::{TurnDone, TurnJob, estimate, run, stats};
 use super::wire::{self, ServerKind, TurnRequest};
-use crate::protocol::{Command, Event, Exchange, TabId, ToolChoice, TurnStats};
+use crate::protocol::{Capabilities, Command, Event, Exchange, TabId, TabSettings, TurnStats};
 use crate::tools::{TOOL_POLL, declarations};
 use gemma_model::sampling::SamplingParams;
 use gemma_tools::host::ToolHost;
@@ -146,25 +146,7 @@ impl Server {
                     }
                 }
             }
-            Command::SetSampling {
-                tab,
-                sampling,
-                max_new_tokens,
-                stop,
-            } => {
-                let t = self.tabs.entry(tab).or_default();
-                t.sampling = sampling;
-                t.max_new_tokens = max_new_tokens;
-                t.stop = stop;
-            }
-            Command::SetThinking { tab, on, budget } => {
-                let t = self.tabs.entry(tab).or_default();
-                t.thinking = on;
-                t.thought_budget = budget;
-            }
-            Command::SetSystem { tab, text } => self.tabs.entry(tab).or_default().system = text,
-            // The server's context is its own: nothing to change here.
-            Command::SetContext { .. } | Command::SetOverflow { .. } => {}
+            Command::Configure { tab, settings } => self.configure(tab, *settings),
             Command::Compact { tab } => self.fail(
                 tab,
                 "compaction runs on the model in this process; a server keeps its own context",
@@ -178,7 +160,7 @@ impl Server {
                     t.pictures = vec![Vec::new(); history.len()];
                     t.replies = vec![Vec::new(); history.len()];
                     t.history = history;
-                    wire::messages(t.system.as_deref(), &t.history, &[], &[], None)
+                    wire::messages(t.settings.system_prompt(), &t.history, &[], &[], None)
                 };
                 let tokens = if messages.is_empty() {
                     Some(0)
@@ -192,22 +174,6 @@ impl Server {
                     tokens: t.tokens,
                 });
             }
-            Command::SetTools {
-                tab,
-                selection,
-                choice,
-            } => {
-                let t = self.tabs.entry(tab).or_default();
-                t.tools.selection = selection;
-                t.tools.choice = choice;
-                if self.host.is_none() && choice == ToolChoice::Required {
-                    self.fail(
-                        tab,
-                        "tool_choice = \"required\", but no tools are configured ([mcp.servers] \
-                         or [tools] in the config)",
-                    );
-                }
-            }
             Command::DecideTool {
                 tab,
                 call,
@@ -215,6 +181,20 @@ impl Server {
             } => self.decide(tab, call, decision),
             Command::Shutdown => {}
         }
+    }
+
+    /// A tab's settings, kept whole; what the server cannot honour is said. The server keeps
+    /// its own context, and its template decides thinking (its switch is a guess from outside).
+    fn configure(&mut self, tab: TabId, settings: TabSettings) {
+        let caps = Capabilities {
+            thinking: true,
+            tools: self.host.is_some(),
+            max_context: None,
+        };
+        for r in settings.check(caps) {
+            self.fail(tab, &r.to_string());
+        }
+        self.tabs.entry(tab).or_default().settings = settings;
     }
 
     pub(super) fn fail(&self, tab: TabId, error: &str) {
@@ -260,28 +240,28 @@ impl Server {
         // A new seed each turn (from the tab's, as the local engine does), so that a regenerate
         // answers differently; within 31 bits, which every server takes.
         let sampling = SamplingParams {
-            seed: t.sampling.seed.wrapping_add(self.turns) & 0x7fff_ffff,
-            ..t.sampling.clone()
+            seed: t.settings.sampling.seed.wrapping_add(self.turns) & 0x7fff_ffff,
+            ..t.settings.sampling.clone()
         };
         let mut body = wire::body(&TurnRequest {
             model: &self.info.model,
-            system: t.system.as_deref(),
+            system: t.settings.system_prompt(),
             history: &t.history,
             pictures: &t.pictures,
             replies: &t.replies,
             tools: tools.as_ref(),
-            tool_choice: t.tools.choice.as_str(),
+            tool_choice: t.settings.tool_choice.as_str(),
             user: (&text, &urls),
             sampling: &sampling,
-            max_tokens: t.max_new_tokens,
-            stop: &t.stop,
-            thinking: t.thinking,
-            thought_budget: (t.thought_budget, self.thinking_message.as_deref()),
+            max_tokens: t.settings.max_new_tokens,
+            stop: &t.settings.stop,
+            thinking: t.settings.thinking,
+            thought_budget: (t.settings.thought_budget, self.thinking_message.as_deref()),
             slot,
             kind: self.info.kind,
         });
-        if t.thinking
-            && t.thought_budget.is_some()
+        if t.settings.thinking
+            && t.settings.thought_budget.is_some()
             && self.info.kind != ServerKind::LlamaServer
             && !std::mem::replace(&mut t.budget_told, true)
         {
@@ -297,12 +277,12 @@ impl Server {
         }
         let messages_after = after(&body);
         t.pending = urls;
-        let budget = Budget::for_tokens(t.max_new_tokens);
+        let budget = Budget::for_tokens(t.settings.max_new_tokens);
         if tools.is_some() {
             let had_history = !t.history.is_empty();
             t.turn = Some(ToolTurn::new(
                 declared,
-                t.tools.choice,
+                t.settings.tool_choice,
                 slot,
                 budget,
                 t.tokens,

@@ -5,11 +5,11 @@
 use serde_json::Value;
 
 use super::tooling::ToolTurn;
-use crate::protocol::Exchange;
+use crate::protocol::{Exchange, TabSettings};
 use crate::tools::TabTools;
-use gemma_model::sampling::SamplingParams;
 
 /// A tab as the remote engine keeps it.
+#[derive(Default)]
 pub(super) struct RemoteTab {
     pub history: Vec<Exchange>,
     /// Each exchange's pictures, as data URLs, one entry per `history` entry (none for a history
@@ -20,20 +20,16 @@ pub(super) struct RemoteTab {
     pub replies: Vec<Vec<Value>>,
     /// The running turn's pictures, which join `pictures` when it ends.
     pub pending: Vec<String>,
-    pub system: Option<String>,
-    pub thinking: bool,
-    /// Most thought tokens per turn while thinking (`None`: unbounded).
-    pub thought_budget: Option<usize>,
+    /// Its settings for the next turns, as the front end sent them (the server keeps its own
+    /// context and overflow).
+    pub settings: TabSettings,
     /// The user was told that the server does not enforce a thought budget.
     pub budget_told: bool,
-    pub sampling: SamplingParams,
-    pub max_new_tokens: usize,
-    pub stop: Vec<String>,
     /// Tokens of the conversation by the server's count (0: none yet).
     pub tokens: usize,
     /// The running request's cancel switch.
     pub running: Option<tokio::sync::oneshot::Sender<()>>,
-    /// The tab's tool settings and approvals.
+    /// The tools the user approved for it.
     pub tools: TabTools,
     /// The running turn's tool rounds, when it declares tools.
     pub turn: Option<ToolTurn>,
@@ -43,27 +39,5 @@ impl RemoteTab {
     /// Whether a turn runs (a request, or calls between two).
     pub fn busy(&self) -> bool {
         self.running.is_some() || self.turn.is_some()
-    }
-}
-
-impl Default for RemoteTab {
-    fn default() -> Self {
-        Self {
-            history: Vec::new(),
-            pictures: Vec::new(),
-            replies: Vec::new(),
-            pending: Vec::new(),
-            system: None,
-            thinking: false,
-            thought_budget: None,
-            budget_told: false,
-            sampling: SamplingParams::greedy(),
-            max_new_tokens: 512,
-            stop: Vec::new(),
-            tokens: 0,
-            running: None,
-            tools: TabTools::default(),
-            turn: None,
-        }
     }
 }

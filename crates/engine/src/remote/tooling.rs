@@ -167,7 +167,7 @@ impl Server {
         let mut tools: Vec<ToolSpec> = host
             .tools()
             .into_iter()
-            .filter(|s| t.tools.selection.includes(&s.server, &s.name))
+            .filter(|s| t.settings.tools.includes(&s.server, &s.name))
             .collect();
         tools.sort_by(|a, b| a.name.cmp(&b.name));
         tools

@@ -14,7 +14,7 @@ use gemma_model::tokenizer::Tokenizer;
 use gemma_tools::host::{ToolHost, ToolSpec};
 use gemma_tools::syntax::{CallGrammar, Vocab};
 
-use super::protocol::{ToolChoice, ToolSelection};
+use super::protocol::ToolSelection;
 
 /// How often an engine whose turns wait only for their tools looks for the results (both
 /// engines: the local one and the remote one).
@@ -67,13 +67,9 @@ impl ToolIds {
     }
 }
 
-/// A tab's tool settings and approvals.
+/// A tab's tool approvals (what it declares and may call are its `TabSettings`).
 #[derive(Debug, Clone, Default)]
 pub struct TabTools {
-    /// What it declares.
-    pub selection: ToolSelection,
-    /// Whether it may, must or must not call.
-    pub choice: ToolChoice,
     /// Tools the user approved for the tab ("t").
     pub approved: BTreeSet<String>,
     /// The last call's id.
@@ -137,13 +133,13 @@ impl EngineTools {
         out
     }
 
-    /// The tools `tab` declares, by name.
-    pub fn declared(&self, tab: &TabTools) -> Vec<ToolSpec> {
+    /// The tools a tab with `selection` declares, by name.
+    pub fn declared(&self, selection: &ToolSelection) -> Vec<ToolSpec> {
         let mut tools: Vec<ToolSpec> = self
             .host
             .tools()
             .into_iter()
-            .filter(|t| tab.selection.includes(&t.server, &t.name))
+            .filter(|t| selection.includes(&t.server, &t.name))
             .collect();
         tools.sort_by(|a, b| a.name.cmp(&b.name));
         tools

@@ -56,8 +56,12 @@ impl Worker<'_> {
     /// of the context, or (the last round) past the context.
     pub(super) fn overflowing(&mut self, tab: TabId, len: usize, rounds: u8) -> bool {
         let t = self.tab(tab);
-        let at = if rounds > 1 { t.overflow.at } else { 1.0 };
-        t.overflow.mode != OverflowMode::Stop
+        let at = if rounds > 1 {
+            t.settings.overflow.at
+        } else {
+            1.0
+        };
+        t.settings.overflow.mode != OverflowMode::Stop
             && t.held.as_ref().is_some_and(|h| !h.is_empty())
             && overflows(len, t.context, at)
     }
@@ -86,7 +90,7 @@ impl Worker<'_> {
         let tok = self.tok;
         let t = self.idle_tab(tab)?;
         let mode = match &resume {
-            Some(r) if r.rounds > 0 => t.overflow.mode,
+            Some(r) if r.rounds > 0 => t.settings.overflow.mode,
             Some(_) => OverflowMode::Slide,
             None => OverflowMode::Compact,
         };
@@ -98,7 +102,7 @@ impl Worker<'_> {
             ends: held.iter().map(|h| h.end).collect(),
             next,
             context: t.context,
-            at: t.overflow.at,
+            at: t.settings.overflow.at,
         };
         let before = t.convo.len();
         match mode {
@@ -112,7 +116,7 @@ impl Worker<'_> {
             }
             OverflowMode::Compact => {
                 // The request's own turn: its text and the turn markers around it.
-                let ask = tok.encode(&t.overflow.prompt)?.len() + 8;
+                let ask = tok.encode(&t.settings.overflow.prompt)?.len() + 8;
                 let context = t.context;
                 match plan_compact(&sizes, ask) {
                     Some(plan) if plan.from == plan.keep_from => {
@@ -195,8 +199,8 @@ impl Worker<'_> {
         let held = t.held.clone().unwrap_or_default();
         let covered: Vec<Exchange> = held[..plan.keep_from].iter().map(exchange_of).collect();
         let setting = Setting {
-            system: t.system.as_deref(),
-            thinking: t.thinking,
+            system: t.settings.system_prompt(),
+            thinking: t.settings.thinking,
         };
         let base = 1 + t.header.len();
         let room = t.context.saturating_sub(least_summary_tokens(t.context));
@@ -212,9 +216,9 @@ impl Worker<'_> {
             let turn = lm.user_turn(
                 &r.ids,
                 r.header,
-                t.system.as_deref(),
-                t.thinking,
-                &t.overflow.prompt,
+                t.settings.system_prompt(),
+                t.settings.thinking,
+                &t.settings.overflow.prompt,
                 &[],
                 decl.as_ref(),
             )?;
@@ -238,7 +242,7 @@ impl Worker<'_> {
                 "the conversation ({} of {} tokens) and the new message pass {}% of the context",
                 t.convo.len(),
                 t.context,
-                (t.overflow.at * 100.0).round()
+                (t.settings.overflow.at * 100.0).round()
             ),
             None => "/compact".to_string(),
         };
@@ -344,8 +348,8 @@ impl Worker<'_> {
         history.extend(held[from..].iter().map(exchange_of));
         let pictures = t.images.len();
         let setting = Setting {
-            system: t.system.as_deref(),
-            thinking: t.thinking,
+            system: t.settings.system_prompt(),
+            thinking: t.settings.thinking,
         };
         // The summary keeps the ids it was sampled in (its text may take more tokens
         // written again); the kept exchanges are rendered after it.

@@ -121,8 +121,8 @@ impl Worker<'_> {
         let lm = self.lm;
         let t = self.idle_tab(tab)?;
         let setting = Setting {
-            system: t.system.as_deref(),
-            thinking: t.thinking,
+            system: t.settings.system_prompt(),
+            thinking: t.settings.thinking,
         };
         let r = branch::rebase(
             lm,

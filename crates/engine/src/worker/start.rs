@@ -59,8 +59,8 @@ impl Worker<'_> {
         let turn = lm.user_turn(
             &t.convo,
             t.header.len(),
-            t.system.as_deref(),
-            t.thinking,
+            t.settings.system_prompt(),
+            t.settings.thinking,
             text,
             &media(&encoded),
             decl.as_ref(),
@@ -143,17 +143,17 @@ impl Worker<'_> {
         let now = self.tabs.touch(tab);
         let t = self.tab(tab);
         // A new seed per turn (from the tab's), so that a regenerate can answer differently.
-        let mut sampling = t.sampling.clone();
+        let mut sampling = t.settings.sampling.clone();
         sampling.seed = sampling.seed.wrapping_add(now);
         let summary = compaction.is_some();
         // Thinking off allows no thought: one opened anyway is closed at once. A summary may
         // think for half of its tokens at most.
         let half = summary_tokens(t.context) / 2;
         let thinking = thoughts.map(|vocab| ThoughtLimit {
-            budget: match (t.thinking, summary) {
+            budget: match (t.settings.thinking, summary) {
                 (false, _) => Some(0),
-                (true, false) => t.thought_budget,
-                (true, true) => Some(t.thought_budget.map_or(half, |b| b.min(half))),
+                (true, false) => t.settings.thought_budget,
+                (true, true) => Some(t.settings.thought_budget.map_or(half, |b| b.min(half))),
             },
             vocab,
         });
@@ -162,7 +162,7 @@ impl Worker<'_> {
             // A summary gets what its turn leaves, up to its share.
             max_new_tokens: match summary {
                 true => summary_tokens(t.context).min(t.context.saturating_sub(prompt.len() + 1)),
-                false => t.max_new_tokens,
+                false => t.settings.max_new_tokens,
             },
             end_ids,
             context: t.context,
@@ -179,7 +179,7 @@ impl Worker<'_> {
         let stops = if summary {
             Vec::new()
         } else {
-            t.stop_strings.clone()
+            t.settings.stop.clone()
         };
         let mut turn = turn;
         self.fill_rows(tab, &mut turn)?;

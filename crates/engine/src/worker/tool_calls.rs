@@ -27,7 +27,7 @@ impl Worker<'_> {
         let t = self.tabs.get_or_insert(tab, &self.lm.model, self.context);
         let mut ok = Vec::new();
         let mut refused = Vec::new();
-        for spec in tools.declared(&t.tools) {
+        for spec in tools.declared(&t.settings.tools) {
             match EngineTools::grammar(std::slice::from_ref(&spec)) {
                 Ok(_) => ok.push(spec),
                 Err(e) => refused.push(format!("{} ({e})", spec.name)),
@@ -68,7 +68,7 @@ impl Worker<'_> {
         let grammar = EngineTools::grammar(&declared).map_err(Error::Invalid)?;
         let choice = match no_calls {
             true => ToolChoice::None,
-            false => t.tools.choice,
+            false => t.settings.tool_choice,
         };
         // The guide forces a call at the turn's first token only where one fits: said, not
         // silently dropped.

@@ -1,0 +1,198 @@
+//! A tab's settings as one piece of plain data ([`TabSettings`]): everything a front end decides
+//! for a tab's next turns, resolved (its config's layers, its preset, its own choices), sent whole
+//! with [`crate::Command::Configure`] and kept whole by every engine. What an engine can refuse
+//! of it, and the one sentence that says why, is [`TabSettings::check`] against the engine's
+//! [`Capabilities`].
+
+use crate::context::Overflow;
+use crate::sampling::SamplingParams;
+use crate::tools::{ToolChoice, ToolSelection};
+
+/// A tab's settings for its next turns.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TabSettings {
+    /// The system prompt (`None`: none; a blank one counts as none). A change rewinds the next
+    /// turn to the conversation's header.
+    pub system: Option<String>,
+    /// How tokens are picked.
+    pub sampling: SamplingParams,
+    /// Most tokens per answer.
+    pub max_new_tokens: usize,
+    /// Texts that end an answer; they are never shown.
+    pub stop: Vec<String>,
+    /// Gemma 4 thinking. Turning it on or off changes the conversation's header, so the next
+    /// turn re-prefills the history (`rewind`).
+    pub thinking: bool,
+    /// Most thought tokens per turn, over all its thought blocks (`None`: unbounded); ignored
+    /// when thinking is off.
+    pub thought_budget: Option<usize>,
+    /// The context limit in tokens (`None`: the engine's, from its config); over the model's
+    /// maximum it is refused.
+    pub context: Option<usize>,
+    /// What the tab does when its context fills up.
+    pub overflow: Overflow,
+    /// The tools declared to the model. A change of them changes the header (a rewind); a
+    /// change of `tool_choice` alone does not.
+    pub tools: ToolSelection,
+    /// Whether the model may, must or must not call them.
+    pub tool_choice: ToolChoice,
+}
+
+impl Default for TabSettings {
+    /// What a tab that was given no settings uses: greedy, 512 tokens an answer, no system
+    /// prompt, no thinking, the engine's context, stop when it is full, every tool on `auto`.
+    fn default() -> Self {
+        Self {
+            system: None,
+            sampling: SamplingParams::greedy(),
+            max_new_tokens: 512,
+            stop: Vec::new(),
+            thinking: false,
+            thought_budget: None,
+            context: None,
+            overflow: Overflow::default(),
+            tools: ToolSelection::All,
+            tool_choice: ToolChoice::Auto,
+        }
+    }
+}
+
+/// What an engine can honour of a tab's settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capabilities {
+    /// The model has a thinking mode.
+    pub thinking: bool,
+    /// The engine has tools configured.
+    pub tools: bool,
+    /// The longest context the model takes (`None`: the engine does not choose it, a server
+    /// keeps its own).
+    pub max_context: Option<usize>,
+}
+
+/// A setting the engine cannot honour; the rest of the settings still apply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// A context of `asked` tokens, where the model takes 1 to `max`.
+    Context {
+        /// The limit asked for.
+        asked: usize,
+        /// The model's maximum.
+        max: usize,
+    },
+    /// Thinking asked of a model without a thinking mode.
+    NoThinking,
+    /// `tool_choice = "required"` with no tools configured.
+    NoTools,
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::Context { asked, max } => write!(
+                f,
+                "model.context_length = {asked} does not fit this model: allowed 1 to {max}"
+            ),
+            Refusal::NoThinking => {
+                f.write_str("this model has no thinking mode; the setting has no effect")
+            }
+            Refusal::NoTools => f.write_str(
+                "tool_choice = \"required\", but no tools are configured ([mcp.servers] or \
+                 [tools] in the config)",
+            ),
+        }
+    }
+}
+
+impl TabSettings {
+    /// The system prompt, unless it is blank.
+    pub fn system_prompt(&self) -> Option<&str> {
+        self.system.as_deref().filter(|s| !s.trim().is_empty())
+    }
+
+    /// The thought budget of a turn (`None` while thinking is off or unbounded).
+    pub fn turn_budget(&self) -> Option<usize> {
+        self.thought_budget.filter(|_| self.thinking)
+    }
+
+    /// What of these settings an engine with `caps` cannot honour, in the order a user would
+    /// fix them. The engine applies the settings all the same (a refused context keeps the one
+    /// it had) and tells the front end each refusal.
+    pub fn check(&self, caps: Capabilities) -> Vec<Refusal> {
+        let mut out = Vec::new();
+        if let (Some(asked), Some(max)) = (self.context, caps.max_context)
+            && (asked == 0 || asked > max)
+        {
+            out.push(Refusal::Context { asked, max });
+        }
+        if self.thinking && !caps.thinking {
+            out.push(Refusal::NoThinking);
+        }
+        if self.tool_choice == ToolChoice::Required && !caps.tools {
+            out.push(Refusal::NoTools);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn caps() -> Capabilities {
+        Capabilities {
+            thinking: false,
+            tools: false,
+            max_context: Some(8192),
+        }
+    }
+
+    #[test]
+    fn the_defaults_fit_any_engine() {
+        assert!(TabSettings::default().check(caps()).is_empty());
+    }
+
+    #[test]
+    fn each_refusal_is_named_once_and_in_order() {
+        let s = TabSettings {
+            context: Some(9000),
+            thinking: true,
+            tool_choice: ToolChoice::Required,
+            ..TabSettings::default()
+        };
+        let r = s.check(caps());
+        assert_eq!(
+            r,
+            vec![
+                Refusal::Context {
+                    asked: 9000,
+                    max: 8192
+                },
+                Refusal::NoThinking,
+                Refusal::NoTools
+            ]
+        );
+        assert!(r[0].to_string().contains("allowed 1 to 8192"), "{}", r[0]);
+        let zero = TabSettings {
+            context: Some(0),
+            ..TabSettings::default()
+        };
+        assert_eq!(zero.check(caps()).len(), 1);
+        // A server keeps its own context: nothing to refuse.
+        let server = Capabilities {
+            max_context: None,
+            ..caps()
+        };
+        assert!(zero.check(server).is_empty());
+    }
+
+    #[test]
+    fn the_budget_counts_only_while_thinking() {
+        let mut s = TabSettings {
+            thought_budget: Some(100),
+            ..TabSettings::default()
+        };
+        assert_eq!(s.turn_budget(), None);
+        s.thinking = true;
+        assert_eq!(s.turn_budget(), Some(100));
+    }
+}
