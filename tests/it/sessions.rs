@@ -4,10 +4,10 @@
 use std::path::{Path, PathBuf};
 
 use burn::tensor::Device;
+use gemma_engine::error::Result;
 use gemma_engine::protocol::{Reuse, TurnEnd};
 use gemma_engine::session::Session;
 use gemma_engine::turn::{Step, Turn, TurnOptions};
-use gemma_model::Result;
 use gemma_model::checkpoint::{LoadedModel, load};
 use gemma_model::model::{ComputeDtype, Gemma};
 

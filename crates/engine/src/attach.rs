@@ -11,8 +11,8 @@ use super::protocol::{Exchange, LegacyConvo};
 use super::tabs::Stores;
 use super::tabs::TabState;
 use super::worker::Towers;
+use crate::error::{Error, Result};
 use gemma_model::checkpoint::LoadedModel;
-use gemma_model::error::{Error, Result};
 
 /// Where a conversation came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,8 +5,8 @@
 //! next turn rewinds it to the longest common prefix.
 
 use super::protocol::Exchange;
+use crate::error::Result;
 use gemma_model::checkpoint::LoadedModel;
-use gemma_model::error::Result;
 
 /// One exchange the engine holds: its texts as the UI shows them, and where its answer starts and
 /// ends in the conversation's ids, counted from the first exchange (after BOS and the header, so

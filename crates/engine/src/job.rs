@@ -14,7 +14,7 @@ use super::reply::{Piece, Reply};
 use super::session::Session;
 use super::tools::run::ToolRun;
 use super::turn::{Step, Turn};
-use gemma_model::error::Result;
+use crate::error::Result;
 use gemma_model::model::Gemma;
 use gemma_model::tokenizer::Tokenizer;
 use gemma_tools::host::ToolSpec;

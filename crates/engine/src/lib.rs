@@ -11,6 +11,7 @@
 //! | fix streaming, cancel or tab scheduling | `worker.rs`, `job.rs` |
 //! | use a new tab setting (a field of `gemma_protocol::TabSettings`) | `worker.rs` `configure`, `remote/serve.rs` `configure`, where the turn reads it |
 //! | change the engine's limits and policies | `options.rs` |
+//! | change what a failed command or turn says, or add a kind of failure | `error.rs` |
 //! | change how a turn calls tools (guide, approvals, responses) | `tools/`, `worker/tool_calls.rs` |
 
 mod attach;
@@ -18,6 +19,7 @@ mod branch;
 pub mod budget;
 mod compact;
 pub mod convo_store;
+pub mod error;
 pub mod handle;
 pub mod images;
 mod job;

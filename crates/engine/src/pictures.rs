@@ -7,8 +7,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::error::{Error, Result};
 use gemma_media::{Picture, picture::MAX_FILE};
-use gemma_model::error::{Error, Result};
 use gemma_model::vision::{PatchInput, VisionTower};
 
 use super::images::{ImageKey, MediaSpan, image_key};
@@ -56,7 +56,7 @@ pub fn encode_bytes(
     name: &str,
     budget: usize,
 ) -> Result<Encoded> {
-    let picture = Picture::decode(&bytes, name).map_err(|e| Error::Invalid(e.to_string()))?;
+    let picture = Picture::decode(&bytes, name)?;
     let spec = tower.spec();
     let patches = gemma_media::patches_of(&picture.rgb, budget, spec.input_side() as u32)
         .map_err(|e| Error::Invalid(format!("{name}: {e}")))?;

@@ -5,7 +5,7 @@
 
 use super::stop_strings;
 use super::thinking::{self, Channels, Route, Router};
-use gemma_model::error::Result;
+use crate::error::Result;
 use gemma_model::tokenizer::Tokenizer;
 use gemma_model::tokenizer::stream::TextStream;
 

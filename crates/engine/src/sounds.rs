@@ -8,9 +8,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::error::{Error, Result};
 use gemma_media::audio::{self, Clip};
 use gemma_model::audio::AudioTower;
-use gemma_model::error::{Error, Result};
 
 use super::images::image_key;
 use super::pictures::Encoded;
@@ -33,12 +33,12 @@ pub fn encode(tower: &AudioTower, path: &Path, stopped: &dyn Fn() -> bool) -> Re
 /// The recording at `path` decoded, resampled and cut into 30-second pieces, each as the WAV
 /// file of its 16 kHz samples (what [`encode_from`] takes and the conversation keeps).
 pub fn pieces(path: &Path) -> Result<Vec<Vec<u8>>> {
-    let clip = Clip::open(path).map_err(|e| Error::Invalid(e.to_string()))?;
+    let clip = Clip::open(path)?;
     clip.pieces()
         .map(|piece| {
             Clip::from_samples(piece, audio::SAMPLE_RATE, 1)
                 .map(|c| c.to_wav())
-                .map_err(|e| Error::Invalid(e.to_string()))
+                .map_err(Error::from)
         })
         .collect()
 }
@@ -57,7 +57,7 @@ pub const STOPPED: &str = "stopped while its pictures or recordings were encoded
 /// One piece, given as the WAV file of its 16 kHz samples (as [`encode`] keeps it); `name`
 /// names it in errors.
 pub fn encode_piece(tower: &AudioTower, wav: Vec<u8>, name: &str) -> Result<Encoded> {
-    let clip = Clip::decode(&wav, name).map_err(|e| Error::Invalid(e.to_string()))?;
+    let clip = Clip::decode(&wav, name)?;
     let samples = clip.samples();
     if samples.len() > audio::PIECE_SAMPLES {
         return Err(Error::Invalid(format!(

@@ -25,7 +25,8 @@ use super::budget::{Nudge, ThoughtBudget};
 use super::images::{MediaSpan, chunk_end};
 use super::protocol::{Reuse, TurnEnd, TurnStats};
 use super::session::Session;
-use gemma_model::error::{Error, Result};
+use crate::error::{Error, Result};
+use gemma_model::error::Error as ModelError;
 use gemma_model::model::{Gemma, Logits};
 use gemma_model::sampling::{NextLogits, Sampler};
 
@@ -113,7 +114,7 @@ impl Turn {
     ) -> Result<Self> {
         let (needed, limit) = (prompt.len() + 1, opts.context);
         if needed > limit {
-            return Err(Error::ContextLengthExceeded { needed, limit });
+            return Err(Error::ContextFull { needed, limit });
         }
         let started = Instant::now();
         let reuse = session.prepare_with(&prompt, &images)?;
@@ -323,7 +324,7 @@ impl Turn {
         let logits = self
             .logits
             .take()
-            .ok_or_else(|| Error::Backend("no logits to sample from".into()))?;
+            .ok_or_else(|| ModelError::Backend("no logits to sample from".into()))?;
         let room = self.opts.context.saturating_sub(session.position());
         let id = self
             .choose(logits, room)
@@ -379,10 +380,10 @@ impl Turn {
             Nudge::None => (logits, None),
         };
         match mask {
-            Mask::Any => self.sampler.pick(logits.without(banned.as_slice())),
+            Mask::Any => Ok(self.sampler.pick(logits.without(banned.as_slice()))?),
             Mask::Not(mut ids) => {
                 ids.extend(banned);
-                self.sampler.pick(logits.without(&ids))
+                Ok(self.sampler.pick(logits.without(&ids))?)
             }
             Mask::Only(ids) if ids.len() == 1 => Ok(ids[0]),
             Mask::Only(ids) => {
@@ -422,8 +423,9 @@ impl Turn {
         }
         self.prefilled += to - from;
         if to == end {
-            let last =
-                out.ok_or_else(|| Error::Backend("the last prefill chunk gave no logits".into()))?;
+            let last = out.ok_or_else(|| {
+                ModelError::Backend("the last prefill chunk gave no logits".into())
+            })?;
             self.logits = Some(NextLogits::last_of(last));
             self.prefill_s = Some(self.seconds());
         }
@@ -441,7 +443,7 @@ impl Turn {
         let to = (self.fed + self.opts.chunk.max(1)).min(self.answer.len());
         let out = session.feed(model, &self.answer[self.fed..to], Logits::Last)?;
         self.fed = to;
-        let last = out.ok_or_else(|| Error::Backend("a decode step gave no logits".into()))?;
+        let last = out.ok_or_else(|| ModelError::Backend("a decode step gave no logits".into()))?;
         self.logits = Some(NextLogits::last_of(last));
         Ok(())
     }
@@ -495,5 +497,5 @@ impl Turn {
 fn to_vec(t: Tensor<2>) -> Result<Vec<f32>> {
     t.into_data()
         .try_to_vec::<f32>()
-        .map_err(|e| Error::Backend(format!("cannot read logits: {e:?}")))
+        .map_err(|e| ModelError::Backend(format!("cannot read logits: {e:?}")).into())
 }

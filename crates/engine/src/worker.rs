@@ -22,8 +22,8 @@ use super::tabs::{Stores, TabState, Tabs};
 use super::thinking::{self, Channels, ThinkingPolicy};
 use super::tools::{EngineTools, TOOL_POLL};
 use super::turn::{Turn, TurnOptions};
+use crate::error::{Error, Result};
 use gemma_model::checkpoint::LoadedModel;
-use gemma_model::error::{Error, Result};
 use gemma_model::tokenizer::Tokenizer;
 use gemma_model::tokenizer::template::sandbox::Interrupt;
 
@@ -266,9 +266,7 @@ impl<'a> Worker<'a> {
             t.job = None;
         }
         if t.job.is_some() || t.encoding.is_some() {
-            return Err(Error::Invalid(
-                "a turn is still running in this tab; stop it first".into(),
-            ));
+            return Err(Error::Busy);
         }
         Ok(t)
     }

@@ -118,7 +118,7 @@ pub fn turn(
     session: &mut gemma_engine::session::Session,
     prompt: &[u32],
     opts: gemma_engine::turn::TurnOptions,
-) -> gemma_model::Result<TurnResult> {
+) -> gemma_engine::error::Result<TurnResult> {
     let mut t = gemma_engine::turn::Turn::start(session, prompt.to_vec(), opts)?;
     let end = t.run(&lm.model, session, &mut |_| true)?;
     Ok((end, t.stats(), t.answer().to_vec()))

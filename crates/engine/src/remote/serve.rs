@@ -21,6 +21,7 @@ use super::tab::RemoteTab;
 use super::tooling::{ToolTurn, bound_calls};
 use super::turn::{TurnDone, TurnJob, estimate, run, stats};
 use super::wire::{self, ServerKind, TurnRequest};
+use crate::error::Error;
 use crate::protocol::{Capabilities, Command, Event, Exchange, TabId, TabSettings, TurnStats};
 use crate::tools::{TOOL_POLL, declarations};
 use gemma_model::sampling::SamplingParams;
@@ -120,7 +121,7 @@ impl Server {
                     }
                     Some(last) => {
                         t.history.push(last);
-                        self.fail(tab, "a turn is still running in this tab; stop it first");
+                        self.fail(tab, &Error::Busy.to_string());
                     }
                     None => self.fail(tab, "there is no answer to regenerate in this tab"),
                 }
@@ -227,7 +228,7 @@ impl Server {
 
     fn submit(&mut self, tab: TabId, text: String, urls: Vec<String>) {
         if self.tabs.get(&tab).is_some_and(RemoteTab::busy) {
-            return self.fail(tab, "a turn is still running in this tab; stop it first");
+            return self.fail(tab, &Error::Busy.to_string());
         }
         let slot = match self.info.kind {
             ServerKind::LlamaServer => self.slot_for(tab),

@@ -9,11 +9,11 @@ use crate::branch::{self, Held, Setting};
 use crate::compact::{
     Plan, Sizes, least_summary_tokens, overflows, plan_compact, plan_slide, summary_tokens,
 };
+use crate::error::{Error, Result};
 use crate::job::{Job, Pending, Resume};
 use crate::protocol::{
     Compaction, Event, Exchange, OverflowMode, SUMMARY_LEAD, TabId, TurnEnd, TurnStats,
 };
-use gemma_model::error::{Error, Result};
 
 fn exchange_of(h: &Held) -> Exchange {
     Exchange {

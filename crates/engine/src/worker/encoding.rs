@@ -7,10 +7,10 @@
 use std::collections::VecDeque;
 
 use super::Worker;
+use crate::error::{Error, Result};
 use crate::pictures::{self, Encoded};
 use crate::protocol::{Attachment, Event, MediaKind, TabId};
 use crate::sounds;
-use gemma_model::error::{Error, Result};
 
 /// A message waiting for its media: what it will send, and how far the encoding is.
 pub(crate) struct Encoding {
@@ -92,7 +92,7 @@ impl Worker<'_> {
                 .towers
                 .audio
                 .as_ref()
-                .map_err(|w| Error::Invalid(w.clone()))?;
+                .map_err(no_tower(MediaKind::Audio))?;
             enc.done.push(sounds::encode_from(tower, wav, path)?);
             return Ok(());
         }
@@ -101,19 +101,15 @@ impl Worker<'_> {
         let name = a.path.file_name().unwrap_or(a.path.as_os_str()).display();
         match a.kind {
             MediaKind::Image => {
-                let tower = self.towers.vision.as_ref().map_err(|why| {
-                    Error::Invalid(format!("this model cannot take pictures: {why}"))
-                })?;
+                let tower = self.towers.vision.as_ref();
+                let tower = tower.map_err(no_tower(MediaKind::Image))?;
                 let text = format!("encoding {name} ({} image tokens at most)", a.tokens);
                 self.emit(Event::Notice { tab, text });
                 enc.done.push(pictures::encode(tower, &a.path, a.tokens)?);
             }
             MediaKind::Audio => {
-                self.towers.audio.as_ref().map_err(|why| {
-                    Error::Invalid(format!(
-                        "this model cannot hear recordings (Gemma 4 E2B and E4B can): {why}"
-                    ))
-                })?;
+                let tower = self.towers.audio.as_ref();
+                tower.map_err(no_tower(MediaKind::Audio))?;
                 let text = format!("encoding the recording {name}");
                 self.emit(Event::Notice { tab, text });
                 enc.pieces = sounds::pieces(&a.path)?.into();
@@ -163,19 +159,13 @@ impl Worker<'_> {
             let bytes = copy.ok_or_else(gone)?;
             let e = match image.kind {
                 MediaKind::Image => {
-                    let tower = self
-                        .towers
-                        .vision
-                        .as_ref()
-                        .map_err(|w| Error::Invalid(w.clone()))?;
+                    let tower = self.towers.vision.as_ref();
+                    let tower = tower.map_err(no_tower(MediaKind::Image))?;
                     pictures::encode_bytes(tower, bytes, "a kept picture", image.budget)?
                 }
                 MediaKind::Audio => {
-                    let tower = self
-                        .towers
-                        .audio
-                        .as_ref()
-                        .map_err(|w| Error::Invalid(w.clone()))?;
+                    let tower = self.towers.audio.as_ref();
+                    let tower = tower.map_err(no_tower(MediaKind::Audio))?;
                     sounds::encode_piece(tower, bytes, "a kept recording")?
                 }
             };
@@ -202,5 +192,13 @@ impl Worker<'_> {
             }
         }
         Ok(())
+    }
+}
+
+/// The error for media of `kind` on a model without that tower (`why`: why there is none).
+fn no_tower(kind: MediaKind) -> impl Fn(&String) -> Error {
+    move |why| Error::NoTower {
+        kind,
+        why: why.clone(),
     }
 }

@@ -7,10 +7,10 @@ use super::Worker;
 use crate::attach;
 use crate::branch::{self, Setting};
 use crate::convo_store::{SavedConvo, SavedPicture};
+use crate::error::Result;
 use crate::images::key_hex;
 use crate::protocol::{Event, Exchange, LegacyConvo, TabId};
 use crate::tabs::Stores;
-use gemma_model::error::Result;
 
 impl Worker<'_> {
     /// Ties `tab` to `chat` and brings its conversation back (see [`attach::attach`]).

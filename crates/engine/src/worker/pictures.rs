@@ -6,13 +6,13 @@
 //! along.
 
 use super::Worker;
+use crate::error::{Error, Result};
 use crate::images::{MediaSpan, key_hex};
 use crate::pictures::{self, Encoded, Marks};
 use crate::protocol::{Attachment, Event, MediaKind, TabId};
 use crate::tabs::TabState;
 use gemma_model::audio::AudioTower;
 use gemma_model::checkpoint::UserTurn;
-use gemma_model::error::{Error, Result};
 use gemma_model::tokenizer::template::Media;
 use gemma_model::vision::VisionTower;
 

@@ -8,13 +8,13 @@ use super::pictures::{media, place};
 use crate::branch::Held;
 use crate::budget::ThoughtLimit;
 use crate::compact::summary_tokens;
+use crate::error::{Error, Result};
 use crate::images::MediaSpan;
 use crate::job::{CHUNK, Job, JobKind, Pending, Resume};
 use crate::pictures::Encoded;
 use crate::protocol::{Attachment, Event, TabId};
 use crate::reply::Reply;
 use crate::turn::{Turn, TurnOptions};
-use gemma_model::error::{Error, Result};
 use gemma_model::tokenizer::template::TemplateError;
 use gemma_tools::host::ToolSpec;
 

@@ -5,13 +5,13 @@
 use std::sync::Arc;
 
 use super::Worker;
+use crate::error::{Error, Result};
 use crate::job::JobTools;
 use crate::protocol::{Event, TabId, ToolChoice, ToolDecision};
 use crate::tools::guide::{CallGuide, RESERVE};
 use crate::tools::run::{ToolRun, calls_in};
 use crate::tools::{EngineTools, declarations};
 use crate::turn::Turn;
-use gemma_model::error::{Error, Result};
 use gemma_tools::host::ToolSpec;
 
 /// Tokens kept free for the answer after the tools' responses.
