@@ -135,6 +135,7 @@ pub fn place(ids: &[u32], run: &Run, encoded: Vec<Encoded>) -> anyhow::Result<Ve
                 .into());
             }
             Ok(MediaSpan {
+                source: None,
                 at,
                 rows: e.rows,
                 tokens: e.tokens,

@@ -46,6 +46,7 @@ fn by_hand(dir: &Path, clips: &[&Path], text: &str) -> (usize, String) {
         for e in gemma_engine::sounds::encode(&tower, p, &|| false).expect("encodes") {
             prompt.push(s.boa_token_id);
             images.push(MediaSpan {
+                source: None,
                 at: prompt.len(),
                 rows: e.rows.clone(),
                 tokens: e.tokens,
@@ -371,6 +372,7 @@ fn a_restart_brings_a_chat_back_with_its_recording() {
         tab: 1,
         chat: crate::common::chat::chat(1),
         history: vec![Exchange {
+            media: Vec::new(),
             user: "What is it?".into(),
             answer: first.answer.clone(),
         }],

@@ -98,6 +98,7 @@ fn placed(f: &Fixture, tower: &AudioTower) -> Vec<MediaSpan> {
             );
             search = at + n;
             MediaSpan {
+                source: None,
                 at,
                 tokens: n,
                 rows: Arc::new(rows),
@@ -350,6 +351,7 @@ fn the_held_out_layout_matches_transformers_from_the_files() {
             );
             search = at + n;
             MediaSpan {
+                source: None,
                 at,
                 tokens: n,
                 rows: Arc::new(rows),

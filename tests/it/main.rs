@@ -26,6 +26,7 @@ mod loader_errors;
 mod oracle;
 mod quant_blocks;
 mod quant_types;
+mod rebuilt_media;
 mod remote;
 mod remote_faults;
 mod remote_hostile;

@@ -22,9 +22,9 @@ use crate::common::chat::{
     Done, configure, engine, first_after_loading, fixture_at, open, root, short_answers, submit,
 };
 
-const BUDGET: usize = 70;
+pub(crate) const BUDGET: usize = 70;
 
-fn vision_fixture() -> tempfile::TempDir {
+pub(crate) fn vision_fixture() -> tempfile::TempDir {
     fixture_at(&root().join("tests/fixtures/vision/e2b_style"), None)
 }
 
@@ -41,6 +41,7 @@ fn by_hand(dir: &Path, pictures: &[&Path], text: &str) -> (usize, String) {
         let e = gemma_engine::pictures::encode(&tower, p, BUDGET).expect("encodes");
         prompt.push(500);
         images.push(MediaSpan {
+            source: None,
             at: prompt.len(),
             rows: e.rows.clone(),
             tokens: e.tokens,
@@ -263,6 +264,7 @@ fn restart_with_pictures(n: usize, kv: bool, lose_copies: bool) -> (Done, bool, 
         tab: 1,
         chat: crate::common::chat::chat(1),
         history: vec![Exchange {
+            media: Vec::new(),
             user: "What is it?".into(),
             answer: first.answer.clone(),
         }],

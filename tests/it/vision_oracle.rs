@@ -91,6 +91,7 @@ fn open(dir: &Path) -> Fixture {
                 .expect("placeholders");
         search = at + rows.len() / hidden;
         images.push(MediaSpan {
+            source: None,
             at,
             tokens: rows.len() / hidden,
             rows: Arc::new(rows),

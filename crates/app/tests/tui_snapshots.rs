@@ -487,10 +487,12 @@ fn restored_chats_attach_to_the_engines_conversations() {
         history,
         &[
             Exchange {
+                media: Vec::new(),
                 user: "Hi".into(),
                 answer: "Hello!".into()
             },
             Exchange {
+                media: Vec::new(),
                 user: "Bye".into(),
                 answer: String::new()
             },
@@ -816,6 +818,7 @@ fn answer(app: &mut App, tab: TabId, text: &str, stats: TurnStats) {
 
 fn exchange(user: &str, answer: &str) -> gemma_protocol::Exchange {
     gemma_protocol::Exchange {
+        media: Vec::new(),
         user: user.into(),
         answer: answer.into(),
     }

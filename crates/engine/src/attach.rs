@@ -61,6 +61,7 @@ pub(super) fn attach(
     let setting = Setting {
         system: t.settings.system_prompt(),
         thinking: t.settings.thinking,
+        marks: r.towers.marks(),
     };
     let store = stores.convos.as_ref();
     let sources = (store, &r.towers);
@@ -88,6 +89,7 @@ pub(super) fn attach(
             .zip(&convo.exchanges)
             .map(|(ex, &[answer_start, end])| Held {
                 user: ex.user.clone(),
+                media: ex.media.clone(),
                 answer: ex.answer.clone(),
                 answer_start,
                 end,
@@ -147,12 +149,13 @@ fn conversation(
         header: r.header,
         pictures: Vec::new(),
     };
-    let origin = if had_pictures {
+    // The transcript's media come back from its files; only those that cannot are missed.
+    let origin = if r.left_out > 0 || (had_pictures && r.images.is_empty()) {
         Origin::WithoutPictures
     } else {
         Origin::Rebuilt
     };
-    Ok(fits(lm, &convo).then_some((convo, origin, Vec::new())))
+    Ok(fits(lm, &convo).then_some((convo, origin, r.images)))
 }
 
 /// The pictures and recordings of a saved conversation, in their places but not encoded: their
@@ -200,6 +203,7 @@ fn pictures_of(c: &SavedConvo, store: &ConvoStore, towers: &Towers) -> Option<Ve
             key,
             budget: p.budget,
             kind,
+            source: None,
         });
     }
     let covered: usize = images.iter().map(|i| i.tokens).sum();

@@ -1,10 +1,13 @@
 //! A tab's conversation as a list of exchanges in ids ([`Held`]), and moving it to another path of
 //! the UI's conversation tree ([`rebase`]): the exchanges the new path shares with the one held
 //! keep their ids exactly (the sampled answers included), the rest are rendered turn by turn with
-//! the chat template the way they were first sent ([`render`]). The session is left alone: the
-//! next turn rewinds it to the longest common prefix.
+//! the chat template the way they were first sent, their pictures and recordings in their places
+//! ([`render`]). The session is left alone: the next turn rewinds it to the longest common
+//! prefix.
 
-use super::protocol::Exchange;
+use super::images::MediaSpan;
+use super::pictures::{Encoded, Marks, expand};
+use super::protocol::{Attachment, Exchange};
 use crate::error::Result;
 use gemma_model::checkpoint::LoadedModel;
 
@@ -14,6 +17,8 @@ use gemma_model::checkpoint::LoadedModel;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Held {
     pub user: String,
+    /// The pictures and recordings sent with it.
+    pub media: Vec<Attachment>,
     pub answer: String,
     pub answer_start: usize,
     pub end: usize,
@@ -22,7 +27,18 @@ pub(super) struct Held {
 impl Held {
     /// Whether `ex` is this exchange (the UI keeps the user's text without trailing blanks).
     fn is(&self, ex: &Exchange) -> bool {
-        self.user.trim_end() == ex.user.trim_end() && self.answer == ex.answer
+        self.user.trim_end() == ex.user.trim_end()
+            && self.answer == ex.answer
+            && self.media == ex.media
+    }
+
+    /// The exchange it holds.
+    pub fn exchange(&self) -> Exchange {
+        Exchange {
+            user: self.user.clone(),
+            media: self.media.clone(),
+            answer: self.answer.clone(),
+        }
     }
 }
 
@@ -30,6 +46,8 @@ impl Held {
 pub(super) struct Setting<'a> {
     pub system: Option<&'a str>,
     pub thinking: bool,
+    /// The marks of the media this model takes (none of a kind: no tower for it).
+    pub marks: Marks,
 }
 
 /// A conversation in ids with its exchanges.
@@ -39,6 +57,10 @@ pub(super) struct Rendered {
     /// Header ids after BOS.
     pub header: usize,
     pub held: Vec<Held>,
+    /// The pictures and recording pieces rendered here, in their places, their rows pending.
+    pub images: Vec<MediaSpan>,
+    /// Pictures and recordings left out: no tower for their kind, or their file unreadable.
+    pub left_out: usize,
     /// Set when the checkpoint's template failed and the built-in layout stood in.
     pub template_error: Option<gemma_model::tokenizer::template::TemplateError>,
 }
@@ -51,7 +73,8 @@ impl Rendered {
 }
 
 /// Appends `exchanges` to `into`, each user turn rendered with the chat template after what is
-/// there and its answer tokenized.
+/// there, its pictures and recordings in their places (see [`crate::unencoded`]), and its
+/// answer tokenized.
 pub(super) fn render(
     lm: &LoadedModel,
     into: &mut Rendered,
@@ -60,19 +83,23 @@ pub(super) fn render(
 ) -> Result<()> {
     let tok = lm.tokenizer.as_ref();
     for ex in exchanges {
+        let placed = placeable(ex, setting.marks, &mut into.left_out);
         let turn = lm.user_turn(
             &into.ids,
             into.header,
             setting.system,
             setting.thinking,
             &ex.user,
-            &[],
+            &super::pictures::media(&placed),
             None,
         )?;
         if into.template_error.is_none() {
             into.template_error = turn.template_error;
         }
-        into.ids = turn.prompt;
+        let from = 1 + turn.header.len() + into.ids.len().saturating_sub(1 + into.header);
+        let (ids, spans) = expand(&turn.prompt, from, &setting.marks, &placed)?;
+        into.ids = ids;
+        into.images.extend(spans);
         into.header = turn.header.len();
         let base = 1 + into.header;
         let answer_start = into.ids.len() - base;
@@ -81,12 +108,26 @@ pub(super) fn render(
         }
         into.held.push(Held {
             user: ex.user.clone(),
+            media: ex.media.clone(),
             answer: ex.answer.clone(),
             answer_start,
             end: into.ids.len() - base,
         });
     }
     Ok(())
+}
+
+/// The pictures and recording pieces of `ex` this model can place, counting in `left_out` those
+/// it cannot (no tower for their kind, a file gone or unreadable).
+fn placeable(ex: &Exchange, marks: Marks, left_out: &mut usize) -> Vec<Encoded> {
+    let mut out = Vec::new();
+    for a in &ex.media {
+        match marks.of(a.kind).map(|_| crate::unencoded::unencoded(a)) {
+            Some(Ok(pieces)) => out.extend(pieces),
+            _ => *left_out += 1,
+        }
+    }
+    out
 }
 
 /// The conversation that follows `path`, from the one held (`ids` with a header of `header`

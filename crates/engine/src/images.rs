@@ -47,6 +47,9 @@ pub struct MediaSpan {
     pub budget: usize,
     /// A picture or a piece of a recording.
     pub kind: MediaKind,
+    /// The file its rows are to be encoded from, while they are pending and the conversation's
+    /// store may not hold it (a conversation rebuilt from a transcript's pictures).
+    pub source: Option<Arc<Vec<u8>>>,
 }
 
 impl MediaSpan {
@@ -131,6 +134,7 @@ mod tests {
 
     fn image(at: usize, n: usize, key: u8) -> MediaSpan {
         MediaSpan {
+            source: None,
             at,
             rows: Arc::new(vec![0.0; n * 2]),
             tokens: n,

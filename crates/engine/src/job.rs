@@ -32,7 +32,7 @@ pub(super) struct Job {
     pub kind: JobKind,
     /// The exchanges before this turn's and its user text, when known: the tab's exchanges
     /// once the turn commits.
-    pub exchange: Option<(Vec<Held>, String)>,
+    pub exchange: Option<(Vec<Held>, crate::protocol::Exchange)>,
     /// The answer's text as the UI was sent it.
     pub answer_text: String,
     /// The pictures of the prompt: the tab's once the turn commits.

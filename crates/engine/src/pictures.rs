@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use gemma_media::{Picture, picture::MAX_FILE};
+use gemma_model::tokenizer::template::Media;
 use gemma_model::vision::{PatchInput, VisionTower};
 
 use super::images::{ImageKey, MediaSpan, image_key};
@@ -153,11 +154,36 @@ pub fn expand(
             key: e.key,
             budget: e.budget,
             kind,
+            source: e.rows.is_empty().then(|| e.bytes.clone()),
         });
         out.extend(std::iter::repeat_n(placeholder, e.tokens));
         out.push(end);
     }
     Ok((out, placed))
+}
+
+/// The template's content items for `encoded`: one per picture and one per recording's piece.
+pub fn media(encoded: &[Encoded]) -> Vec<Media> {
+    encoded
+        .iter()
+        .map(|e| match e.kind {
+            MediaKind::Image => Media::Image,
+            MediaKind::Audio => Media::Audio,
+        })
+        .collect()
+}
+
+/// The spans `carried` from an earlier conversation, with those `placed` anew where none was
+/// carried (a carried span keeps its rows), in prompt order.
+pub fn merge(carried: Vec<MediaSpan>, placed: Vec<MediaSpan>) -> Vec<MediaSpan> {
+    let mut out = carried;
+    for p in placed {
+        if !out.iter().any(|c| c.at == p.at) {
+            out.push(p);
+        }
+    }
+    out.sort_by_key(|s| s.at);
+    out
 }
 
 /// The images of a conversation whose ids were `old` and are now `new`, the part after BOS and
@@ -264,6 +290,7 @@ mod tests {
     fn images_move_with_their_ids() {
         let old = [2, 4, 8, 9, 9, 7, 5];
         let images = [MediaSpan {
+            source: None,
             at: 3,
             rows: Arc::new(vec![0.0; 2]),
             tokens: 2,

@@ -348,9 +348,10 @@ impl<'a> Worker<'a> {
             }
             t.header = std::mem::take(&mut job.header);
             let base = 1 + t.header.len();
-            t.held = job.exchange.take().map(|(mut held, user)| {
+            t.held = job.exchange.take().map(|(mut held, sent)| {
                 held.push(Held {
-                    user,
+                    user: sent.user,
+                    media: sent.media,
                     answer: std::mem::take(&mut job.answer_text),
                     answer_start: at - base,
                     end: convo.len() - base,

@@ -132,10 +132,14 @@ pub enum Tier {
 
 /// One exchange of a transcript: what the user sent and what the model answered (its thought
 /// left out, as chat templates render history).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Exchange {
     /// The user's message.
     pub user: String,
+    /// The pictures and recordings sent with it, in order: a conversation rebuilt from the
+    /// transcript places them where they were sent (their towers run only when a prefill
+    /// reaches them), so the model sees what the user sees.
+    pub media: Vec<Attachment>,
     /// The model's answer (empty when it gave none).
     pub answer: String,
 }

@@ -19,6 +19,7 @@ pub fn exchanges(messages: &[Message]) -> Vec<Exchange> {
             // As it was sent: its files' blocks before its text.
             Role::User => out.push(Exchange {
                 user: m.sent(),
+                media: m.images.iter().map(|c| c.attachment()).collect(),
                 answer: String::new(),
             }),
             Role::Model => {

@@ -158,7 +158,15 @@ impl Server {
             | Command::Fork { tab, history, .. } => {
                 let messages = {
                     let t = self.tabs.entry(tab).or_default();
-                    t.pictures = vec![Vec::new(); history.len()];
+                    // Each exchange's pictures and recordings go with it again (one whose file
+                    // is gone goes without it).
+                    t.pictures = history
+                        .iter()
+                        .map(|ex| {
+                            let urls = ex.media.iter().map(wire::attachment_url);
+                            urls.filter_map(std::result::Result::ok).collect()
+                        })
+                        .collect();
                     t.replies = vec![Vec::new(); history.len()];
                     t.history = history;
                     wire::messages(t.settings.system_prompt(), &t.history, &[], &[], None)
@@ -342,6 +350,7 @@ impl Server {
         t.history.push(Exchange {
             user: d.user.clone(),
             answer: d.answer.clone(),
+            ..Exchange::default()
         });
         let counted = d
             .usage

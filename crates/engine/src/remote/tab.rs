@@ -12,8 +12,7 @@ use crate::tools::TabTools;
 #[derive(Default)]
 pub(super) struct RemoteTab {
     pub history: Vec<Exchange>,
-    /// Each exchange's pictures, as data URLs, one entry per `history` entry (none for a history
-    /// the UI sent).
+    /// Each exchange's pictures and recordings, as data URLs, one entry per `history` entry.
     pub pictures: Vec<Vec<String>>,
     /// Each exchange's assistant-side messages when it called tools (empty: its answer alone),
     /// one entry per `history` entry.

@@ -3,6 +3,7 @@ use super::*;
 #[test]
 fn a_turn_resends_the_conversation_with_the_tabs_settings() {
     let history = [Exchange {
+        media: Vec::new(),
         user: "Hi".into(),
         answer: " Hello! ".into(),
     }];
@@ -78,10 +79,12 @@ fn a_turn_resends_the_conversation_with_the_tabs_settings() {
 fn tools_and_earlier_round_trips_go_as_the_chat_api_says() {
     let history = [
         Exchange {
+            media: Vec::new(),
             user: "Weather?".into(),
             answer: "Let me look. Sunny.".into(),
         },
         Exchange {
+            media: Vec::new(),
             user: "Thanks".into(),
             answer: "You're welcome.".into(),
         },
@@ -239,6 +242,7 @@ fn an_error_mid_stream_and_nonsense_are_errors() {
 #[test]
 fn pictures_go_before_their_message_text_as_data_urls() {
     let history = [Exchange {
+        media: Vec::new(),
         user: "What is it?".into(),
         answer: "A square.".into(),
     }];

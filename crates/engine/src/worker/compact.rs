@@ -15,13 +15,6 @@ use crate::protocol::{
     Compaction, Event, Exchange, OverflowMode, SUMMARY_LEAD, TabId, TurnEnd, TurnStats,
 };
 
-fn exchange_of(h: &Held) -> Exchange {
-    Exchange {
-        user: h.user.clone(),
-        answer: h.answer.clone(),
-    }
-}
-
 /// What a compaction or slide did, before the figures of the new path are known.
 struct Outcome {
     mode: OverflowMode,
@@ -191,20 +184,21 @@ impl Worker<'_> {
         before: usize,
         resume: Option<Resume>,
     ) -> Result<()> {
-        let lm = self.lm;
+        let (lm, marks) = (self.lm, self.towers.marks());
         let hidden = lm.model.config().hidden_size;
         let declared = self.declared(tab);
         let decl = Self::declarations(&declared);
         let t = self.idle_tab(tab)?;
         let held = t.held.clone().unwrap_or_default();
-        let covered: Vec<Exchange> = held[..plan.keep_from].iter().map(exchange_of).collect();
+        let covered: Vec<Exchange> = held[..plan.keep_from].iter().map(Held::exchange).collect();
         let setting = Setting {
             system: t.settings.system_prompt(),
             thinking: t.settings.thinking,
+            marks,
         };
         let base = 1 + t.header.len();
         let room = t.context.saturating_sub(least_summary_tokens(t.context));
-        let turn = loop {
+        let (turn, rendered) = loop {
             let r = branch::rebase(
                 lm,
                 &t.convo,
@@ -223,20 +217,22 @@ impl Worker<'_> {
                 decl.as_ref(),
             )?;
             if turn.prompt.len() <= room {
-                break turn;
+                break (turn, r.images);
             }
             plan.from += 1;
             if plan.from == plan.keep_from {
                 return self.reshape(tab, Outcome::slide(plan.keep_from, before, resume));
             }
         };
-        // The pictures of the covered exchanges keep their place where the ids do.
-        let images = crate::pictures::carry(
+        // The pictures of the covered exchanges keep their place where the ids do; those
+        // rendered again are encoded when the summary's prefill reaches them.
+        let carried = crate::pictures::carry(
             &t.images,
             hidden,
             (&t.convo, base),
             (&turn.prompt, 1 + turn.header.len()),
         );
+        let images = crate::pictures::merge(carried, rendered);
         let why = match &resume {
             Some(_) => format!(
                 "the conversation ({} of {} tokens) and the new message pass {}% of the context",
@@ -331,7 +327,7 @@ impl Worker<'_> {
     /// Moves the tab to its shorter path (the summary, if any, then the exchanges after the
     /// dropped and summarized ones), reports it and sends the waiting message again.
     fn reshape(&mut self, tab: TabId, o: Outcome) -> Result<()> {
-        let lm = self.lm;
+        let (lm, marks) = (self.lm, self.towers.marks());
         let t = self.idle_tab(tab)?;
         let held = t.held.clone().unwrap_or_default();
         // The summary answers a short question in the new path, not the request it was made for.
@@ -343,13 +339,14 @@ impl Worker<'_> {
             .map(|s| Exchange {
                 user: prompt.clone(),
                 answer: s.clone(),
+                ..Exchange::default()
             })
             .collect();
-        history.extend(held[from..].iter().map(exchange_of));
-        let pictures = t.images.len();
+        history.extend(held[from..].iter().map(Held::exchange));
         let setting = Setting {
             system: t.settings.system_prompt(),
             thinking: t.settings.thinking,
+            marks,
         };
         // The summary keeps the ids it was sampled in (its text may take more tokens
         // written again); the kept exchanges are rendered after it.
@@ -366,15 +363,17 @@ impl Worker<'_> {
         if o.mode == OverflowMode::Compact && r.ids.len() >= o.before {
             return self.not_shorter(tab, o, r.ids.len());
         }
+        let left_out = r.left_out;
         self.adopt(tab, r)?;
-        let t = self.idle_tab(tab)?;
-        let (after, kept_pictures) = (t.convo.len(), t.images.len());
-        if kept_pictures < pictures {
+        let after = self.idle_tab(tab)?.convo.len();
+        if left_out > 0 {
             self.emit(Event::Notice {
                 tab,
-                text: "the pictures and recordings of the kept exchanges are left out of \
-                       the shorter conversation (their text stays)"
-                    .into(),
+                text: format!(
+                    "{left_out} picture(s) or recording(s) of the kept exchanges could not be \
+                     placed again (their files are gone or unreadable): the shorter \
+                     conversation keeps their text"
+                ),
             });
         }
         let report = Compaction {

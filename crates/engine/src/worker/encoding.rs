@@ -145,10 +145,12 @@ impl Worker<'_> {
             .iter_mut()
             .filter(|i| i.pending() && i.at + i.tokens > from)
         {
-            let copy = self
-                .convos
-                .as_ref()
-                .and_then(|store| store.picture(&crate::images::key_hex(&image.key)));
+            let key = crate::images::key_hex(&image.key);
+            // A rebuilt conversation's media carry their file; a saved one's are in its store.
+            let copy = match &image.source {
+                Some(bytes) => Some(bytes.to_vec()),
+                None => self.convos.as_ref().and_then(|store| store.picture(&key)),
+            };
             let gone = || {
                 Error::Invalid(
                     "a picture or recording of this conversation is no longer kept with it: \
@@ -172,7 +174,12 @@ impl Worker<'_> {
             if e.tokens != image.tokens || e.key != image.key {
                 return Err(gone());
             }
+            if let (Some(store), Some(_)) = (&self.convos, &image.source) {
+                // Kept with the conversation, so that a restart finds it as a sent one's.
+                let _ = store.keep_picture(&key, &e.bytes);
+            }
             image.rows = e.rows;
+            image.source = None;
             filled.push((image.at, image.key, image.rows.clone()));
             let what = match image.kind {
                 MediaKind::Image => "picture",
@@ -188,6 +195,7 @@ impl Worker<'_> {
                     filled.iter().find(|(at, k, _)| *at == i.at && *k == i.key)
                 {
                     i.rows = rows.clone();
+                    i.source = None;
                 }
             }
         }

@@ -118,11 +118,12 @@ impl Worker<'_> {
     /// Moves the tab's conversation to another path of the UI's tree (see
     /// [`branch::rebase`]); the next turn rewinds the session to what the two share.
     pub(super) fn set_path(&mut self, tab: TabId, history: &[Exchange]) -> Result<()> {
-        let lm = self.lm;
+        let (lm, marks) = (self.lm, self.towers.marks());
         let t = self.idle_tab(tab)?;
         let setting = Setting {
             system: t.settings.system_prompt(),
             thinking: t.settings.thinking,
+            marks,
         };
         let r = branch::rebase(
             lm,
@@ -141,13 +142,15 @@ impl Worker<'_> {
         let lm = self.lm;
         let t = self.idle_tab(tab)?;
         t.last_answer = r.last_answer();
-        // The pictures of the exchanges the two paths share keep their place.
-        t.images = crate::pictures::carry(
+        // The pictures of the exchanges the two paths share keep their place (and their rows);
+        // those rendered here join them, to be encoded when a prefill reaches them.
+        let carried = crate::pictures::carry(
             &t.images,
             lm.model.config().hidden_size,
             (&t.convo, 1 + t.header.len()),
             (&r.ids, 1 + r.header),
         );
+        t.images = crate::pictures::merge(carried, r.images);
         t.header = r.ids.get(1..1 + r.header).unwrap_or_default().to_vec();
         t.convo = r.ids;
         t.held = Some(r.held);

@@ -13,7 +13,6 @@ use crate::protocol::{Attachment, Event, MediaKind, TabId};
 use crate::tabs::TabState;
 use gemma_model::audio::AudioTower;
 use gemma_model::checkpoint::UserTurn;
-use gemma_model::tokenizer::template::Media;
 use gemma_model::vision::VisionTower;
 
 /// Bytes of a picture read to count its soft tokens before it is encoded.
@@ -110,17 +109,6 @@ impl Worker<'_> {
             });
         }
     }
-}
-
-/// The template's content items for `encoded`: one per picture and one per recording's piece.
-pub(super) fn media(encoded: &[Encoded]) -> Vec<Media> {
-    encoded
-        .iter()
-        .map(|e| match e.kind {
-            MediaKind::Image => Media::Image,
-            MediaKind::Audio => Media::Audio,
-        })
-        .collect()
 }
 
 /// The ids of the turn `turn` of tab `t` with `encoded` in place of the template's markers, and

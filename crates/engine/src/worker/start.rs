@@ -4,7 +4,7 @@
 
 use super::Worker;
 use super::encoding::Encoding;
-use super::pictures::{media, place};
+use super::pictures::place;
 use crate::branch::Held;
 use crate::budget::ThoughtLimit;
 use crate::compact::summary_tokens;
@@ -12,6 +12,7 @@ use crate::error::{Error, Result};
 use crate::images::MediaSpan;
 use crate::job::{CHUNK, Job, JobKind, Pending, Resume};
 use crate::pictures::Encoded;
+use crate::pictures::media;
 use crate::protocol::{Attachment, Event, TabId};
 use crate::reply::Reply;
 use crate::turn::{Turn, TurnOptions};
@@ -79,7 +80,12 @@ impl Worker<'_> {
             }
         }
         let t = self.idle_tab(tab)?;
-        let exchange = t.held.clone().map(|h| (h, text.to_string()));
+        let sent = crate::protocol::Exchange {
+            user: text.to_string(),
+            media: attachments.to_vec(),
+            answer: String::new(),
+        };
+        let exchange = t.held.clone().map(|h| (h, sent));
         if let Some(e) = turn.template_error {
             self.template_failed(tab, e);
         }
@@ -113,7 +119,7 @@ impl Worker<'_> {
         // The last exchange is answered again.
         let exchange = t.held.clone().and_then(|mut h| {
             let last = h.pop()?;
-            Some((h, last.user))
+            Some((h, last.exchange()))
         });
         let declared = self.declared(tab);
         self.start(tab, prompt, header, exchange, images, declared, None)
@@ -128,7 +134,7 @@ impl Worker<'_> {
         tab: TabId,
         prompt: Vec<u32>,
         header: Vec<u32>,
-        exchange: Option<(Vec<Held>, String)>,
+        exchange: Option<(Vec<Held>, crate::protocol::Exchange)>,
         images: Vec<MediaSpan>,
         declared: Vec<ToolSpec>,
         compaction: Option<Pending>,
