@@ -6,12 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use gemma_app::config::{Config, McpServer};
+use gemma_app::config::Config;
 use gemma_engine::SharedTools;
 use gemma_engine::protocol::{
     Command, Event, TabId, ToolCall, ToolChoice, ToolDecision, ToolOutcome, TurnStats,
 };
-use gemma_tools::config::{self as tc, BuiltinConfig, Limits, ServerConfig};
+use gemma_tools::config::{self as tc, BuiltinConfig, Limits};
 use gemma_tools::host::ToolHost;
 
 use super::printable;
@@ -23,14 +23,12 @@ pub fn tools_config(config: &Config) -> anyhow::Result<Option<tc::ToolsConfig>> 
         return Ok(None);
     }
     let t = &config.tools;
-    let mut servers = std::collections::BTreeMap::new();
+    // The config's servers are the host's own type, checked when the file was read.
     for (name, s) in &config.mcp.servers {
-        let server = server_config(s);
-        server
-            .check(name)
+        s.check(name)
             .map_err(|e| anyhow::anyhow!("mcp.servers.{name}: {e}"))?;
-        servers.insert(name.clone(), server);
     }
+    let servers = config.mcp.servers.clone();
     let builtin = BuiltinConfig {
         fetch_url: t.fetch_url,
         web_search: Some(t.web_search.trim().to_owned()).filter(|u| !u.is_empty()),
@@ -51,20 +49,6 @@ pub fn tools_config(config: &Config) -> anyhow::Result<Option<tc::ToolsConfig>> 
         builtin,
         limits,
     }))
-}
-
-/// One `[mcp.servers.NAME]` as the host takes it.
-fn server_config(s: &McpServer) -> ServerConfig {
-    ServerConfig {
-        command: s.command.clone(),
-        args: s.args.clone(),
-        env: s.env.clone(),
-        url: s.url.clone(),
-        headers_env: s.headers_env.clone(),
-        headers: s.headers.clone(),
-        enabled: s.enabled,
-        auto_approve: s.auto_approve.clone(),
-    }
 }
 
 /// `~` and `~/…` under the home directory; other paths as written.

@@ -4,9 +4,10 @@
 //! dev or target-specific) that points up or sideways. Bottom to top:
 //!
 //! protocol, files, media → kernels → model; protocol → tools (MCP, built-ins, the call
-//! grammar); model and tools → engine; app (protocol, files and media only: the
-//! front end never sees the engine or the model; it reads a picture's header for its chip) → the
-//! `gemma-chat` binary on top of everything.
+//! grammar); model and tools → engine; app (protocol, files, media and the tools' settings
+//! only: the front end never sees the engine or the model, it reads a picture's header for its
+//! chip and the tools crate without its host, see [`CONFIG_ONLY`]) → the `gemma-chat` binary on
+//! top of everything.
 
 use std::path::Path;
 
@@ -30,9 +31,36 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ),
     (
         "gemma-app",
-        &["gemma-protocol", "gemma-files", "gemma-media"],
+        &[
+            "gemma-protocol",
+            "gemma-files",
+            "gemma-media",
+            "gemma-tools",
+        ],
     ),
 ];
+
+/// A crate that may take a dependency only without one of its features: the app reads the
+/// tools' settings, and must not link their host (the MCP client, HTTP, child processes).
+const CONFIG_ONLY: &[(&str, &str, &str)] = &[("gemma-app", "gemma-tools", "host")];
+
+/// The features a manifest's `[dependencies]` entry for `dep` turns on.
+fn features_of(manifest: &toml::Table, dep: &str) -> Vec<String> {
+    let entry = manifest
+        .get("dependencies")
+        .and_then(|d| d.get(dep))
+        .and_then(|e| e.as_table());
+    let features = entry
+        .and_then(|e| e.get("features"))
+        .and_then(|f| f.as_array());
+    features
+        .map(|f| {
+            f.iter()
+                .filter_map(|v| v.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
 
 /// The workspace crates a manifest's dependency tables name.
 fn workspace_deps(manifest: &toml::Table) -> Vec<String> {
@@ -81,6 +109,11 @@ fn violations(root: &Path) -> Vec<String> {
                 found.push(format!("{name} → {dep}"));
             }
         }
+        for (_, dep, feature) in CONFIG_ONLY.iter().filter(|(n, _, _)| *n == name) {
+            if features_of(&m, dep).iter().any(|f| f == feature) {
+                found.push(format!("{name} → {dep} ({feature})"));
+            }
+        }
         seen.push(name);
     }
     seen.sort();
@@ -121,6 +154,10 @@ fn a_planted_upward_dependency_is_caught() {
                 "[dependencies]\n",
                 "[dependencies]\ngemma-engine.workspace = true\n",
             );
+            text = text.replace(
+                "gemma-tools.workspace = true",
+                "gemma-tools = { workspace = true, features = [\"host\"] }",
+            );
         }
         if name == "model" {
             text.push_str("\n[target.'cfg(unix)'.dev-dependencies]\ngemma-app.workspace = true\n");
@@ -130,7 +167,11 @@ fn a_planted_upward_dependency_is_caught() {
     let found = violations(tmp.path());
     assert_eq!(
         found,
-        ["gemma-app → gemma-engine", "gemma-model → gemma-app"],
+        [
+            "gemma-app → gemma-engine",
+            "gemma-app → gemma-tools (host)",
+            "gemma-model → gemma-app"
+        ],
         "{found:?}"
     );
 }

@@ -89,26 +89,10 @@ impl Default for ServerConfig {
 }
 
 impl ServerConfig {
-    /// Checks that the server has exactly one transport and a usable name.
+    /// Checks that the server has exactly one transport, a usable name and header variables
+    /// that can be names: what the config file's check and the host both refuse, in one place.
     pub fn check(&self, name: &str) -> Result<(), ConfigError> {
-        let why = if name == BUILTIN_SERVER {
-            Some(format!(
-                "the name `{BUILTIN_SERVER}` is the built-in tools'"
-            ))
-        } else if name.trim().is_empty() {
-            Some("a server needs a name".to_owned())
-        } else {
-            match (&self.command, &self.url) {
-                (Some(_), Some(_)) => Some("give either `command` or `url`, not both".to_owned()),
-                (None, None) => Some("give `command` (stdio) or `url` (HTTP)".to_owned()),
-                (Some(c), None) if c.trim().is_empty() => Some("`command` is empty".to_owned()),
-                (None, Some(u)) if !(u.starts_with("http://") || u.starts_with("https://")) => {
-                    Some(format!("`url` {u:?} is not http:// or https://"))
-                }
-                _ => None,
-            }
-        };
-        match why {
+        match self.problem(name) {
             Some(why) => Err(ConfigError::Server {
                 name: name.to_owned(),
                 why,
@@ -116,6 +100,44 @@ impl ServerConfig {
             None => Ok(()),
         }
     }
+
+    /// Why the server cannot be started as given (see [`ServerConfig::check`]).
+    pub fn problem(&self, name: &str) -> Option<String> {
+        if name == BUILTIN_SERVER {
+            return Some(format!(
+                "the name `{BUILTIN_SERVER}` is the built-in tools'; pick another"
+            ));
+        }
+        if name.trim().is_empty() {
+            return Some("a server needs a name".to_owned());
+        }
+        let transport = match (&self.command, &self.url) {
+            (Some(_), Some(_)) => Some("give either `command` or `url`, not both".to_owned()),
+            (None, None) => {
+                Some("give `command` (a program, over stdio) or `url` (HTTP)".to_owned())
+            }
+            (Some(c), None) if c.trim().is_empty() => Some("`command` is empty".to_owned()),
+            (None, Some(u)) if !(u.starts_with("http://") || u.starts_with("https://")) => {
+                Some(format!("`url` {u:?} must start with http:// or https://"))
+            }
+            _ => None,
+        };
+        transport.or_else(|| {
+            let (header, var) = self.headers_env.iter().find(|(_, v)| !is_env_name(v))?;
+            Some(format!(
+                "`headers_env.{header}` = {var:?} is not the NAME of an environment variable"
+            ))
+        })
+    }
+}
+
+/// Whether `s` can be an environment variable's name.
+pub fn is_env_name(s: &str) -> bool {
+    let mut c = s.chars();
+    c.next()
+        .is_some_and(|f| f.is_ascii_alphabetic() || f == '_')
+        && c.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && s.len() <= 128
 }
 
 /// The built-in tools, listed under the server name [`BUILTIN_SERVER`].

@@ -9,8 +9,11 @@
 //! | change `fetch_url`, `web_search`, `read_file` | [`builtin`] |
 //! | change how calls are written, read or constrained | [`syntax`] |
 
+#[cfg(feature = "host")]
 pub mod builtin;
 pub mod config;
+#[cfg(feature = "host")]
 pub mod host;
+#[cfg(feature = "host")]
 pub mod mcp;
 pub mod syntax;

@@ -370,7 +370,7 @@ mod tests {
             ("[ui]", fields::<super::super::UiConfig>()),
             ("[presets.", fields::<Preset>()),
             ("[tools]", fields::<super::super::ToolsConfig>()),
-            ("[mcp.servers.", fields::<super::super::McpServer>()),
+            ("[mcp.servers.", fields::<super::super::ServerConfig>()),
             ("", fields::<Config>()),
         ];
         for (header, keys) in sections {

@@ -24,7 +24,7 @@ use crate::error::{Error, Result};
 
 pub use self::file::check_url;
 pub use self::thinking::{Budgets, Thinking};
-pub use self::tools::{McpConfig, McpServer, ToolsConfig};
+pub use self::tools::{McpConfig, ServerConfig, ToolsConfig};
 pub use gemma_protocol::{Backend, Dtype, GpuWeights, KvDtype, ThinkingPolicy};
 
 /// The largest config file read (a config is a few KiB).

@@ -1,18 +1,20 @@
 //! The tool settings as the file writes them: `[tools]` (the tabs' default `tool_choice`, the
 //! bounds on calls, the built-in tools) and `[mcp.servers.NAME]` (one MCP server each). The app
 //! only reads and checks them, and resolves a tab's tool choice (preset > `[tools] choice`); the
-//! binary hands them to the tool host. Saving "always approve" back to the file is
+//! binary hands them to the tool host. A server's table is the tools crate's own
+//! [`ServerConfig`], checked by its own [`ServerConfig::problem`] (the crate without its host). Saving "always approve" back to the file is
 //! [`super::approve`].
 
 use std::collections::BTreeMap;
 
 use gemma_protocol::ToolChoice;
+pub use gemma_tools::config::{ServerConfig, is_env_name};
 use serde::{Deserialize, Deserializer};
 
 use super::Config;
 
 /// The server name the built-in tools go by (no MCP server may take it).
-pub const BUILTIN: &str = "builtin";
+pub use gemma_tools::config::BUILTIN_SERVER as BUILTIN;
 
 /// The built-in tools' names.
 pub const BUILTIN_TOOLS: [&str; 3] = ["fetch_url", "web_search", "read_file"];
@@ -58,46 +60,8 @@ pub struct ToolsConfig {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct McpConfig {
-    /// `[mcp.servers.NAME]`, by name.
-    pub servers: BTreeMap<String, McpServer>,
-}
-
-/// `[mcp.servers.NAME]`: a child process over stdio (`command`) or a streamable-HTTP endpoint
-/// (`url`).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct McpServer {
-    /// The program (stdio), found on `PATH`.
-    pub command: Option<String>,
-    /// Its arguments.
-    pub args: Vec<String>,
-    /// The child's environment (besides `PATH` and `HOME`); values may hold `${VAR}`.
-    pub env: BTreeMap<String, String>,
-    /// The endpoint of a streamable-HTTP server.
-    pub url: Option<String>,
-    /// Header name → the environment variable holding its value.
-    pub headers_env: BTreeMap<String, String>,
-    /// Header name → value (may hold `${VAR}`).
-    pub headers: BTreeMap<String, String>,
-    /// Off: not started.
-    pub enabled: bool,
-    /// The server's tools that run without asking.
-    pub auto_approve: Vec<String>,
-}
-
-impl Default for McpServer {
-    fn default() -> Self {
-        McpServer {
-            command: None,
-            args: Vec::new(),
-            env: BTreeMap::new(),
-            url: None,
-            headers_env: BTreeMap::new(),
-            headers: BTreeMap::new(),
-            enabled: true,
-            auto_approve: Vec::new(),
-        }
-    }
+    /// `[mcp.servers.NAME]`, by name: the tools crate's own type, as the host takes it.
+    pub servers: BTreeMap<String, ServerConfig>,
 }
 
 impl ToolsConfig {
@@ -175,47 +139,11 @@ pub(super) fn check(c: &Config) -> Result<(), (String, String)> {
     }
     for (name, server) in &c.mcp.servers {
         let key = format!("mcp.servers.{name}");
-        if let Err(why) = check_server(name, server) {
+        if let Some(why) = server.problem(name) {
             return Err((key.clone(), format!("`{key}`: {why}")));
         }
     }
     Ok(())
-}
-
-/// Why `server` cannot be started as given.
-pub fn check_server(name: &str, server: &McpServer) -> Result<(), String> {
-    if name == BUILTIN {
-        return Err(format!(
-            "the name `{BUILTIN}` is the built-in tools'; pick another"
-        ));
-    }
-    if name.trim().is_empty() {
-        return Err("a server needs a name".into());
-    }
-    match (&server.command, &server.url) {
-        (Some(_), Some(_)) => return Err("give either `command` or `url`, not both".into()),
-        (None, None) => return Err("give `command` (a program, over stdio) or `url` (HTTP)".into()),
-        (Some(c), None) if c.trim().is_empty() => return Err("`command` is empty".into()),
-        (None, Some(u)) if !(u.starts_with("http://") || u.starts_with("https://")) => {
-            return Err(format!("`url` {u:?} must start with http:// or https://"));
-        }
-        _ => {}
-    }
-    if let Some((header, var)) = server.headers_env.iter().find(|(_, v)| !is_env_name(v)) {
-        return Err(format!(
-            "`headers_env.{header}` = {var:?} is not the NAME of an environment variable"
-        ));
-    }
-    Ok(())
-}
-
-/// Whether `s` can be an environment variable's name.
-pub(super) fn is_env_name(s: &str) -> bool {
-    let mut c = s.chars();
-    c.next()
-        .is_some_and(|f| f.is_ascii_alphabetic() || f == '_')
-        && c.all(|c| c.is_ascii_alphanumeric() || c == '_')
-        && s.len() <= 128
 }
 
 #[cfg(test)]
