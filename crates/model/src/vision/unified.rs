@@ -51,8 +51,9 @@ pub(super) struct Unified {
     dense: QMatrix,
     dense_bias: Vec<f32>,
     ln2: LayerNorm,
-    /// `[positions, 2, width]`.
-    table: Vec<f32>,
+    /// `[positions, 2, width]` as `2 · positions` rows (x, y per position), kept in its stored
+    /// type and read a row at a time.
+    table: QMatrix,
     pos_norm: LayerNorm,
 }
 
@@ -67,7 +68,7 @@ impl Unified {
             dense: matrix(src, &format!("{p}.patch_dense.weight"), &[w, input])?,
             dense_bias: values(src, &format!("{p}.patch_dense.bias"), &[w])?,
             ln2: LayerNorm::load(src, &format!("{p}.patch_ln2"), w)?,
-            table: values(src, &format!("{p}.pos_embedding"), &[s.positions, 2, w])?,
+            table: matrix(src, &format!("{p}.pos_embedding"), &[s.positions, 2, w])?,
             pos_norm: LayerNorm::load(src, &format!("{p}.pos_norm"), w)?,
         })
     }
@@ -86,8 +87,8 @@ impl Unified {
         }
         self.ln2.forward(&mut y);
         for (row, &[px, py]) in y.chunks_exact_mut(w).zip(input.positions) {
-            let tx = &self.table[(px as usize * 2) * w..(px as usize * 2 + 1) * w];
-            let ty = &self.table[(py as usize * 2 + 1) * w..(py as usize * 2 + 2) * w];
+            let t = (self.table).dequantize_rows(&[px as usize * 2, py as usize * 2 + 1]);
+            let (tx, ty) = t.split_at(w);
             for ((v, a), b) in row.iter_mut().zip(tx).zip(ty) {
                 *v += a + b;
             }
