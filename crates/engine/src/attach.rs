@@ -58,11 +58,7 @@ pub(super) fn attach(
     }
     t.chat = Some(r.chat.clone());
     let legacy_ids = r.legacy.as_ref().map(|l| l.ids.clone());
-    let setting = Setting {
-        system: t.settings.system_prompt(),
-        thinking: t.settings.thinking,
-        marks: r.towers.marks(),
-    };
+    let setting = Setting::of(&t.settings, r.towers.marks());
     let store = stores.convos.as_ref();
     let sources = (store, &r.towers);
     let found = conversation(

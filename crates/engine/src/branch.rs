@@ -50,6 +50,17 @@ pub(super) struct Setting<'a> {
     pub marks: Marks,
 }
 
+impl<'a> Setting<'a> {
+    /// A tab's, with `settings`, on a model whose media are marked by `marks`.
+    pub fn of(settings: &'a super::protocol::TabSettings, marks: Marks) -> Self {
+        Self {
+            system: settings.system_prompt(),
+            thinking: settings.thinking,
+            marks,
+        }
+    }
+}
+
 /// A conversation in ids with its exchanges.
 #[derive(Debug, Default)]
 pub(super) struct Rendered {

@@ -17,8 +17,6 @@
 //! token (`prompt + 1 ≤ context`), else it is refused before the session changes; an answer
 //! that reaches the limit ends there ([`TurnEnd::ContextFull`]), the history never truncated.
 
-use std::time::Instant;
-
 use burn::tensor::Tensor;
 
 use super::budget::{Nudge, ThoughtBudget};
@@ -30,7 +28,10 @@ use gemma_model::error::Error as ModelError;
 use gemma_model::model::{Gemma, Logits};
 use gemma_model::sampling::{NextLogits, Sampler};
 
+mod clock;
 mod steer;
+
+use self::clock::TurnClock;
 
 pub use self::steer::{Guide, Guided, Mask, TurnOptions};
 
@@ -80,16 +81,10 @@ pub struct Turn {
     paused: bool,
     tool_calls: usize,
     tool_tokens: usize,
-    /// Seconds spent waiting for tools (not decoding), and since when the current wait runs.
-    waited_s: f64,
-    paused_at: Option<f64>,
     cancelled: bool,
     end: Option<TurnEnd>,
     all_logits: Option<Vec<f32>>,
-    started: Instant,
-    prefill_s: Option<f64>,
-    ttft_s: f64,
-    finished_s: Option<f64>,
+    clock: TurnClock,
     /// The turn ended with its prompt in the session: snapshot the end at the next step.
     snapshot_end: bool,
     /// The prompt's images, by position.
@@ -116,7 +111,7 @@ impl Turn {
         if needed > limit {
             return Err(Error::ContextFull { needed, limit });
         }
-        let started = Instant::now();
+        let clock = TurnClock::start();
         let reuse = session.prepare_with(&prompt, &images)?;
         Ok(Self {
             reused: session.position(),
@@ -132,15 +127,10 @@ impl Turn {
             paused: false,
             tool_calls: 0,
             tool_tokens: 0,
-            waited_s: 0.0,
-            paused_at: None,
             cancelled: false,
             end: None,
             all_logits: opts.prompt_logits.then(Vec::new),
-            started,
-            prefill_s: None,
-            ttft_s: 0.0,
-            finished_s: None,
+            clock,
             snapshot_end: false,
             images,
             opts,
@@ -174,9 +164,7 @@ impl Turn {
         }
         self.paused = false;
         self.tool_calls += calls;
-        if let Some(at) = self.paused_at.take() {
-            self.waited_s += self.seconds() - at;
-        }
+        self.clock.resume();
         self.answer.extend_from_slice(ids);
         self.tool_tokens += ids.len();
         if let Some(g) = self.guide.as_mut() {
@@ -233,18 +221,15 @@ impl Turn {
 
     /// What the turn cost so far; right at any point, mid-prefill included.
     pub fn stats(&self) -> TurnStats {
-        let now = self.finished_s.unwrap_or_else(|| self.seconds());
-        let prefill_s = self.prefill_s.unwrap_or(now);
         // Time spent waiting for tools (and for the user's approval) is no decoding time.
-        let waited = self.waited_s + self.paused_at.map_or(0.0, |at| now - at);
+        let t = self.clock.times();
         TurnStats {
             reuse: self.reuse,
             reused_tokens: self.reused,
             prefilled_tokens: self.prefilled,
-            prefill_tok_s: self.prefilled as f64 / prefill_s.max(1e-9),
-            decode_tok_s: (self.answer.len() - self.tool_tokens) as f64
-                / (now - prefill_s - waited).max(1e-9),
-            ttft_s: self.ttft_s,
+            prefill_tok_s: self.prefilled as f64 / t.prefill_s.max(1e-9),
+            decode_tok_s: (self.answer.len() - self.tool_tokens) as f64 / t.decode_s.max(1e-9),
+            ttft_s: t.ttft_s,
             generated_tokens: self.answer.len() - self.tool_tokens,
             tool_calls: self.tool_calls,
             tool_tokens: self.tool_tokens,
@@ -283,7 +268,7 @@ impl Turn {
         };
         if result.is_err() {
             self.end = Some(TurnEnd::Cancelled);
-            self.finished_s = Some(self.seconds());
+            self.clock.finish();
             self.snapshot_end = false;
         }
         if std::mem::take(&mut self.snapshot_end) {
@@ -330,7 +315,7 @@ impl Turn {
             .choose(logits, room)
             .inspect_err(|_| session.discard())?;
         if self.answer.is_empty() {
-            self.ttft_s = self.seconds();
+            self.clock.first_token();
         }
         let guided = self.guide.as_mut().map_or(Guided::Text, |g| g.chosen(id));
         if let Some(t) = self.thought.as_mut() {
@@ -344,7 +329,7 @@ impl Turn {
             Guided::Pause => {
                 self.answer.push(id);
                 self.paused = true;
-                self.paused_at = Some(self.seconds());
+                self.clock.pause();
                 return Ok(Step::ToolCalls);
             }
         }
@@ -427,7 +412,7 @@ impl Turn {
                 ModelError::Backend("the last prefill chunk gave no logits".into())
             })?;
             self.logits = Some(NextLogits::last_of(last));
-            self.prefill_s = Some(self.seconds());
+            self.clock.prefilled();
         }
         Ok(Step::Prefill {
             done: self.prefilled,
@@ -484,13 +469,9 @@ impl Turn {
 
     fn finish(&mut self, end: TurnEnd) -> Step {
         self.end = Some(end);
-        self.finished_s = Some(self.seconds());
+        self.clock.finish();
         self.snapshot_end = self.opts.boundary_snapshot && self.prompt_done();
         Step::Finished(end)
-    }
-
-    fn seconds(&self) -> f64 {
-        self.started.elapsed().as_secs_f64()
     }
 }
 

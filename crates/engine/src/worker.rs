@@ -244,9 +244,9 @@ impl<'a> Worker<'a> {
             tools: self.tools.is_some(),
             max_context: Some(self.lm.model.config().max_position_embeddings),
         };
-        let refused = settings.check(caps);
         let default = self.context;
         let t = self.tab(tab);
+        let refused = settings.refusals(&t.settings, caps);
         if !refused.iter().any(|r| matches!(r, Refusal::Context { .. })) {
             t.context = settings.context.unwrap_or(default);
         }

@@ -132,6 +132,20 @@ impl TabSettings {
         }
         out
     }
+
+    /// What [`TabSettings::check`] refuses of these settings, sent after `before`, less what
+    /// `before` asked too: a front end that sends its settings again on every change hears of
+    /// thinking or a required tool the engine cannot honour once, not at every change. A refused
+    /// context is never applied, so it is said each time.
+    pub fn refusals(&self, before: &TabSettings, caps: Capabilities) -> Vec<Refusal> {
+        let mut out = self.check(caps);
+        out.retain(|r| match r {
+            Refusal::Context { .. } => true,
+            Refusal::NoThinking => !before.thinking,
+            Refusal::NoTools => before.tool_choice != ToolChoice::Required,
+        });
+        out
+    }
 }
 
 #[cfg(test)]
@@ -183,6 +197,26 @@ mod tests {
             ..caps()
         };
         assert!(zero.check(server).is_empty());
+    }
+
+    #[test]
+    fn a_refusal_is_said_once_but_a_refused_context_each_time() {
+        let s = TabSettings {
+            context: Some(9000),
+            thinking: true,
+            tool_choice: ToolChoice::Required,
+            ..TabSettings::default()
+        };
+        let first = s.refusals(&TabSettings::default(), caps());
+        assert_eq!(first.len(), 3);
+        let again = s.refusals(&s, caps());
+        assert_eq!(
+            again,
+            vec![Refusal::Context {
+                asked: 9000,
+                max: 8192
+            }]
+        );
     }
 
     #[test]

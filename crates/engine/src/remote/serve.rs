@@ -110,22 +110,7 @@ impl Server {
                     Err(why) => self.fail(tab, &why),
                 }
             }
-            Command::Regenerate { tab } => {
-                let t = self.tabs.entry(tab).or_default();
-                match t.history.pop() {
-                    Some(last) if !t.busy() => {
-                        // Its answer is replaced by the new one.
-                        let urls = t.pictures.pop().unwrap_or_default();
-                        t.replies.truncate(t.history.len());
-                        self.submit(tab, last.user, urls);
-                    }
-                    Some(last) => {
-                        t.history.push(last);
-                        self.fail(tab, &Error::Busy.to_string());
-                    }
-                    None => self.fail(tab, "there is no answer to regenerate in this tab"),
-                }
-            }
+            Command::Regenerate { tab } => self.regenerate(tab),
             Command::Cancel { tab } => {
                 match self.tabs.get_mut(&tab).and_then(|t| t.running.take()) {
                     Some(cancel) => {
@@ -135,18 +120,7 @@ impl Server {
                     None => self.stop_tools(tab),
                 }
             }
-            Command::CloseTab { tab } => {
-                if let Some(mut t) = self.tabs.remove(&tab)
-                    && let Some(cancel) = t.running.take()
-                {
-                    let _ = cancel.send(());
-                }
-                for s in self.slots.iter_mut() {
-                    if s.is_some_and(|(owner, _)| owner == tab) {
-                        *s = None;
-                    }
-                }
-            }
+            Command::CloseTab { tab } => self.close(tab),
             Command::Configure { tab, settings } => self.configure(tab, *settings),
             Command::Compact { tab } => self.fail(
                 tab,
@@ -155,34 +129,7 @@ impl Server {
             // The server's prefix cache finds what a new path shares with the old one.
             Command::Attach { tab, history, .. }
             | Command::SetPath { tab, history }
-            | Command::Fork { tab, history, .. } => {
-                let messages = {
-                    let t = self.tabs.entry(tab).or_default();
-                    // Each exchange's pictures and recordings go with it again (one whose file
-                    // is gone goes without it).
-                    t.pictures = history
-                        .iter()
-                        .map(|ex| {
-                            let urls = ex.media.iter().map(wire::attachment_url);
-                            urls.filter_map(std::result::Result::ok).collect()
-                        })
-                        .collect();
-                    t.replies = vec![Vec::new(); history.len()];
-                    t.history = history;
-                    wire::messages(t.settings.system_prompt(), &t.history, &[], &[], None)
-                };
-                let tokens = if messages.is_empty() {
-                    Some(0)
-                } else {
-                    self.client.count(&self.info, &messages).await
-                };
-                let t = self.tabs.entry(tab).or_default();
-                t.tokens = tokens.unwrap_or_else(|| estimate(&messages));
-                let _ = self.events.send(Event::Committed {
-                    tab,
-                    tokens: t.tokens,
-                });
-            }
+            | Command::Fork { tab, history, .. } => self.follow(tab, history).await,
             Command::DecideTool {
                 tab,
                 call,
@@ -190,6 +137,68 @@ impl Server {
             } => self.decide(tab, call, decision),
             Command::Shutdown => {}
         }
+    }
+
+    /// Answers the tab's last message again: its answer is replaced by the new one.
+    fn regenerate(&mut self, tab: TabId) {
+        let t = self.tabs.entry(tab).or_default();
+        match t.history.pop() {
+            Some(last) if !t.busy() => {
+                let urls = t.pictures.pop().unwrap_or_default();
+                t.replies.truncate(t.history.len());
+                self.submit(tab, last.user, urls);
+            }
+            Some(last) => {
+                t.history.push(last);
+                self.fail(tab, &Error::Busy.to_string());
+            }
+            None => self.fail(tab, "there is no answer to regenerate in this tab"),
+        }
+    }
+
+    /// Forgets the tab: its running request is cancelled, its slot freed.
+    fn close(&mut self, tab: TabId) {
+        if let Some(mut t) = self.tabs.remove(&tab)
+            && let Some(cancel) = t.running.take()
+        {
+            let _ = cancel.send(());
+        }
+        for s in self.slots.iter_mut() {
+            if s.is_some_and(|(owner, _)| owner == tab) {
+                *s = None;
+            }
+        }
+    }
+
+    /// The tab follows `history` (attached, moved to another path, forked): its exchanges with
+    /// their pictures and recordings, counted by the server when it can.
+    async fn follow(&mut self, tab: TabId, history: Vec<Exchange>) {
+        let messages = {
+            let t = self.tabs.entry(tab).or_default();
+            // Each exchange's pictures and recordings go with it again (one whose file is
+            // gone goes without it).
+            t.pictures = history
+                .iter()
+                .map(|ex| {
+                    let urls = ex.media.iter().map(wire::attachment_url);
+                    urls.filter_map(std::result::Result::ok).collect()
+                })
+                .collect();
+            t.replies = vec![Vec::new(); history.len()];
+            t.history = history;
+            wire::messages(t.settings.system_prompt(), &t.history, &[], &[], None)
+        };
+        let tokens = if messages.is_empty() {
+            Some(0)
+        } else {
+            self.client.count(&self.info, &messages).await
+        };
+        let t = self.tabs.entry(tab).or_default();
+        t.tokens = tokens.unwrap_or_else(|| estimate(&messages));
+        let _ = self.events.send(Event::Committed {
+            tab,
+            tokens: t.tokens,
+        });
     }
 
     /// A tab's settings, kept whole; what the server cannot honour is said. The server keeps
@@ -200,7 +209,8 @@ impl Server {
             tools: self.host.is_some(),
             max_context: None,
         };
-        for r in settings.check(caps) {
+        let refused = settings.refusals(&self.tabs.entry(tab).or_default().settings, caps);
+        for r in refused {
             self.fail(tab, &r.to_string());
         }
         self.tabs.entry(tab).or_default().settings = settings;

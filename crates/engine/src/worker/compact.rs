@@ -191,11 +191,7 @@ impl Worker<'_> {
         let t = self.idle_tab(tab)?;
         let held = t.held.clone().unwrap_or_default();
         let covered: Vec<Exchange> = held[..plan.keep_from].iter().map(Held::exchange).collect();
-        let setting = Setting {
-            system: t.settings.system_prompt(),
-            thinking: t.settings.thinking,
-            marks,
-        };
+        let setting = Setting::of(&t.settings, marks);
         let base = 1 + t.header.len();
         let room = t.context.saturating_sub(least_summary_tokens(t.context));
         let (turn, rendered) = loop {
@@ -233,27 +229,15 @@ impl Worker<'_> {
             (&turn.prompt, 1 + turn.header.len()),
         );
         let images = crate::pictures::merge(carried, rendered);
-        let why = match &resume {
-            Some(_) => format!(
-                "the conversation ({} of {} tokens) and the new message pass {}% of the context",
-                t.convo.len(),
-                t.context,
-                (t.settings.overflow.at * 100.0).round()
-            ),
-            None => "/compact".to_string(),
-        };
-        let covers = match plan.keep_from - plan.from {
-            1 => "the oldest exchange".to_string(),
-            n => format!("the {n} oldest exchanges"),
-        };
+        let why = why_summarized(t, resume.is_some());
         if let Some(e) = turn.template_error {
             self.template_failed(tab, e);
         }
         self.emit(Event::Notice {
             tab,
             text: format!(
-                "{why}: the model summarizes {covers}, then the conversation goes on from the \
-                 summary"
+                "{why}: the model summarizes {}, then the conversation goes on from the summary",
+                oldest(plan.keep_from - plan.from)
             ),
         });
         let pending = Pending {
@@ -343,11 +327,7 @@ impl Worker<'_> {
             })
             .collect();
         history.extend(held[from..].iter().map(Held::exchange));
-        let setting = Setting {
-            system: t.settings.system_prompt(),
-            thinking: t.settings.thinking,
-            marks,
-        };
+        let setting = Setting::of(&t.settings, marks);
         // The summary keeps the ids it was sampled in (its text may take more tokens
         // written again); the kept exchanges are rendered after it.
         let mut r = branch::Rendered::default();
@@ -415,5 +395,26 @@ impl Worker<'_> {
         });
         let from = o.dropped + o.summarized;
         self.reshape(tab, Outcome::slide(from, o.before, o.resume))
+    }
+}
+
+/// Why a summary is made: an overflowing message (the context's figures), or `/compact`.
+fn why_summarized(t: &crate::tabs::TabState, overflowing: bool) -> String {
+    match overflowing {
+        true => format!(
+            "the conversation ({} of {} tokens) and the new message pass {}% of the context",
+            t.convo.len(),
+            t.context,
+            (t.settings.overflow.at * 100.0).round()
+        ),
+        false => "/compact".to_string(),
+    }
+}
+
+/// `n` oldest exchanges, in words.
+fn oldest(n: usize) -> String {
+    match n {
+        1 => "the oldest exchange".to_string(),
+        n => format!("the {n} oldest exchanges"),
     }
 }

@@ -120,11 +120,7 @@ impl Worker<'_> {
     pub(super) fn set_path(&mut self, tab: TabId, history: &[Exchange]) -> Result<()> {
         let (lm, marks) = (self.lm, self.towers.marks());
         let t = self.idle_tab(tab)?;
-        let setting = Setting {
-            system: t.settings.system_prompt(),
-            thinking: t.settings.thinking,
-            marks,
-        };
+        let setting = Setting::of(&t.settings, marks);
         let r = branch::rebase(
             lm,
             &t.convo,
