@@ -24,11 +24,11 @@ use crate::common::chat::{
     configure, engine, first_after_loading, fixture_at, open, root, short_answers, submit,
 };
 
-fn audio_fixture() -> tempfile::TempDir {
+pub(crate) fn audio_fixture() -> tempfile::TempDir {
     fixture_at(&root().join("tests/fixtures/audio/e2b_style"), None)
 }
 
-fn clip(name: &str) -> PathBuf {
+pub(crate) fn clip(name: &str) -> PathBuf {
     root().join("tests/fixtures/audio/e2b_style").join(name)
 }
 
