@@ -382,6 +382,14 @@ fn print_text(out: &serde_json::Value) -> std::io::Result<()> {
         "peak memory      {:.0} MiB (load, prefill, decode)",
         f("peak_rss_mb")
     )?;
+    print_media(out)?;
+    print_sessions(out)
+}
+
+/// The picture's and the recording's figures, when measured.
+fn print_media(out: &serde_json::Value) -> std::io::Result<()> {
+    let f = |k: &str| out[k].as_f64().unwrap_or(0.0);
+    let n = |k: &str| out[k].as_u64().unwrap_or(0);
     if out.get("image_encode_ms").is_some() {
         outln!(
             "image            {} tokens (budget {}): preprocess {:.1} ms, encode {:.1} ms (tower loaded in {:.2} s)",
@@ -401,6 +409,13 @@ fn print_text(out: &serde_json::Value) -> std::io::Result<()> {
             f("audio_encode_ms")
         )?;
     }
+    Ok(())
+}
+
+/// The warm-session figures (`--history`), when measured.
+fn print_sessions(out: &serde_json::Value) -> std::io::Result<()> {
+    let f = |k: &str| out[k].as_f64().unwrap_or(0.0);
+    let n = |k: &str| out[k].as_u64().unwrap_or(0);
     if out.get("ttft_cold_ms").is_none() {
         return Ok(());
     }

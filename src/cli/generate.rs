@@ -134,45 +134,10 @@ pub fn run(
     let prompt_ids = prompt_ids(&args, &lm)?;
     let images = media(&mut lm, common, &args.images, &prompt_ids)?;
     let cfg = lm.model.config();
-    let opts = TurnOptions {
-        max_new_tokens: args.max_new_tokens,
-        sampling: raw_sampling(s),
-        chunk: args.chunk,
-        prompt_logits: args.dump_logits.is_some(),
-        // Raw prompts end where transformers would.
-        end_ids: lm.end_ids.clone(),
-        context: cfg.max_position_embeddings,
-        boundary_snapshot: false,
-        // A raw prompt's continuation, as transformers would write it: no thought budget.
-        thinking: None,
-        forced: Vec::new(),
-    };
+    let opts = raw_options(&args, s, &lm);
     let mut session = Session::new(&lm.model);
     let mut turn = Turn::start_with(&mut session, prompt_ids.clone(), images, opts)?;
-    let mut reply = Reply::new(None, Vec::new());
-    let mut text = String::new();
-    let stdout = std::io::stdout();
-    let mut show = |piece: Option<Piece>| {
-        if let Some(Piece::Answer(delta)) = piece {
-            if !args.json {
-                let mut out = stdout.lock();
-                let _ = out.write_all(super::printable(&delta, raw).as_bytes());
-                let _ = out.flush();
-            }
-            text.push_str(&delta);
-        }
-    };
-    let end = turn.run(&lm.model, &mut session, &mut |id| {
-        if let Some(tok) = &lm.tokenizer
-            && let Ok((piece, _)) = reply.push(tok, id)
-        {
-            show(piece);
-        }
-        true
-    })?;
-    if let Some(tok) = &lm.tokenizer {
-        show(reply.finish(tok)?);
-    }
+    let (end, text) = stream(&lm, &mut session, &mut turn, !args.json, raw)?;
     if let (Some(path), Some(logits)) = (&args.dump_logits, turn.take_prompt_logits()) {
         write_logits(path, &logits, prompt_ids.len(), cfg.vocab_size)?;
     }
@@ -196,6 +161,58 @@ pub fn run(
         outln!()?;
     }
     Ok(())
+}
+
+/// The raw path's turn: the ids as given, as transformers would continue them (its end ids, no
+/// thought budget, the model's whole context).
+fn raw_options(args: &GenerateArgs, s: &SamplingArgs, lm: &LoadedModel) -> TurnOptions {
+    TurnOptions {
+        max_new_tokens: args.max_new_tokens,
+        sampling: raw_sampling(s),
+        chunk: args.chunk,
+        prompt_logits: args.dump_logits.is_some(),
+        end_ids: lm.end_ids.clone(),
+        context: lm.model.config().max_position_embeddings,
+        boundary_snapshot: false,
+        thinking: None,
+        forced: Vec::new(),
+    }
+}
+
+/// Runs `turn` to its end, its answer's text on stdout as it comes when `echo`: how it ended,
+/// and the text.
+fn stream(
+    lm: &LoadedModel,
+    session: &mut Session,
+    turn: &mut Turn,
+    echo: bool,
+    raw: bool,
+) -> anyhow::Result<(TurnEnd, String)> {
+    let mut reply = Reply::new(None, Vec::new());
+    let mut text = String::new();
+    let stdout = std::io::stdout();
+    let mut show = |piece: Option<Piece>| {
+        if let Some(Piece::Answer(delta)) = piece {
+            if echo {
+                let mut out = stdout.lock();
+                let _ = out.write_all(super::printable(&delta, raw).as_bytes());
+                let _ = out.flush();
+            }
+            text.push_str(&delta);
+        }
+    };
+    let end = turn.run(&lm.model, session, &mut |id| {
+        if let Some(tok) = &lm.tokenizer
+            && let Ok((piece, _)) = reply.push(tok, id)
+        {
+            show(piece);
+        }
+        true
+    })?;
+    if let Some(tok) = &lm.tokenizer {
+        show(reply.finish(tok)?);
+    }
+    Ok((end, text))
 }
 
 /// What `generate --json` prints for the raw path.

@@ -87,26 +87,11 @@ impl App {
     }
 
     fn act(&mut self, a: Action) -> Vec<Command> {
-        let h = self.transcript_height();
         let busy = self.tab().is_some_and(|t| t.phase.busy());
         let id = self.tab().map(|t| t.id);
         match a {
             Action::Quit => self.quit = true,
-            Action::Interrupt => {
-                if busy {
-                    return self.stop();
-                }
-                if self.tab().is_some_and(|t| !t.editor.is_empty()) {
-                    if let Some(t) = self.tab_mut() {
-                        t.editor.take();
-                    }
-                } else if self.quit_armed {
-                    self.quit = true;
-                } else {
-                    self.quit_armed = true;
-                    self.flash = Some("press Ctrl+C again to quit".into());
-                }
-            }
+            Action::Interrupt => return self.interrupt(busy),
             Action::NewTab => return self.open_tab(),
             Action::CloseTab => {
                 if let Some(id) = id {
@@ -117,16 +102,7 @@ impl App {
                     }
                 }
             }
-            Action::NextTab => self.active = (self.active + 1) % self.tabs.len().max(1),
-            Action::PrevTab => {
-                let n = self.tabs.len().max(1);
-                self.active = (self.active + n - 1) % n;
-            }
-            Action::GotoTab(n) => {
-                if (n as usize) <= self.tabs.len() {
-                    self.active = n as usize - 1;
-                }
-            }
+            Action::NextTab | Action::PrevTab | Action::GotoTab(_) => self.go_to_tab(a),
             Action::RenameTab => {
                 let mut e = Editor::default();
                 e.set(self.tab().map_or("", |t| t.title.as_str()));
@@ -174,14 +150,59 @@ impl App {
                     });
                 }
             }
-            Action::ScrollUp => self.scroll(-(h as isize).max(1) + 1),
-            Action::ScrollDown => self.scroll((h as isize - 1).max(1)),
-            Action::HalfPageUp => self.scroll(-(h as isize / 2).max(1)),
-            Action::HalfPageDown => self.scroll((h as isize / 2).max(1)),
-            Action::ScrollTop => self.scroll(isize::MIN / 2),
-            Action::ScrollBottom => self.scroll(isize::MAX / 2),
+            Action::ScrollUp
+            | Action::ScrollDown
+            | Action::HalfPageUp
+            | Action::HalfPageDown
+            | Action::ScrollTop
+            | Action::ScrollBottom => self.scroll_by(a),
         }
         Vec::new()
+    }
+
+    /// Ctrl+C: stops a running answer, else clears the input, else quits when pressed twice.
+    fn interrupt(&mut self, busy: bool) -> Vec<Command> {
+        if busy {
+            return self.stop();
+        }
+        if self.tab().is_some_and(|t| !t.editor.is_empty()) {
+            if let Some(t) = self.tab_mut() {
+                t.editor.take();
+            }
+        } else if self.quit_armed {
+            self.quit = true;
+        } else {
+            self.quit_armed = true;
+            self.flash = Some("press Ctrl+C again to quit".into());
+        }
+        Vec::new()
+    }
+
+    /// The next, previous or numbered tab.
+    fn go_to_tab(&mut self, a: Action) {
+        let n = self.tabs.len().max(1);
+        match a {
+            Action::NextTab => self.active = (self.active + 1) % n,
+            Action::PrevTab => self.active = (self.active + n - 1) % n,
+            Action::GotoTab(k) if (k as usize) <= self.tabs.len() && k > 0 => {
+                self.active = k as usize - 1
+            }
+            _ => {}
+        }
+    }
+
+    /// A page, half a page, or to either end of the transcript.
+    fn scroll_by(&mut self, a: Action) {
+        let h = self.transcript_height() as isize;
+        let by = match a {
+            Action::ScrollUp => -h.max(1) + 1,
+            Action::ScrollDown => (h - 1).max(1),
+            Action::HalfPageUp => -(h / 2).max(1),
+            Action::HalfPageDown => (h / 2).max(1),
+            Action::ScrollTop => isize::MIN / 2,
+            _ => isize::MAX / 2,
+        };
+        self.scroll(by);
     }
 
     fn stop(&mut self) -> Vec<Command> {

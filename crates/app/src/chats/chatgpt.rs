@@ -29,29 +29,9 @@ pub(super) fn chatgpt(c: &Value) -> Result<(SavedChat, Vec<String>), String> {
         other => other,
     };
     let on_path = path(mapping, current)?;
+    let (roots, children) = tree_of(mapping);
     // Every message of the tree, parents first and siblings in the order they were written,
     // each with its nearest kept ancestor (0: none).
-    let mut children: HashMap<&str, Vec<&str>> = HashMap::new();
-    let mut roots = Vec::new();
-    for (key, n) in mapping {
-        match n.get("parent").and_then(Value::as_str) {
-            Some(p) if mapping.contains_key(p) => children.entry(p).or_default().push(key),
-            _ => roots.push(key.as_str()),
-        }
-    }
-    let written = |k: &&str| {
-        mapping[*k]
-            .pointer("/message/create_time")
-            .and_then(Value::as_f64)
-            .unwrap_or(0.0)
-    };
-    let by_time = |v: &mut Vec<&str>| {
-        v.sort_by(|a, b| written(a).total_cmp(&written(b)).then(a.cmp(b)));
-    };
-    by_time(&mut roots);
-    for v in children.values_mut() {
-        by_time(v);
-    }
     let mut nodes: Vec<(&str, u64, SavedMessage)> = Vec::new();
     let mut stack: Vec<(&str, u64)> = roots.iter().rev().map(|k| (*k, 0)).collect();
     let mut seen = HashSet::new();
@@ -101,6 +81,33 @@ pub(super) fn chatgpt(c: &Value) -> Result<(SavedChat, Vec<String>), String> {
         ..SavedChat::default()
     };
     Ok((chat, notes))
+}
+
+/// The tree's roots and each message's children, each list in the order its messages were
+/// written (ties by key).
+fn tree_of(mapping: &Map<String, Value>) -> (Vec<&str>, HashMap<&str, Vec<&str>>) {
+    let mut children: HashMap<&str, Vec<&str>> = HashMap::new();
+    let mut roots = Vec::new();
+    for (key, n) in mapping {
+        match n.get("parent").and_then(Value::as_str) {
+            Some(p) if mapping.contains_key(p) => children.entry(p).or_default().push(key),
+            _ => roots.push(key.as_str()),
+        }
+    }
+    let written = |k: &&str| {
+        mapping[*k]
+            .pointer("/message/create_time")
+            .and_then(Value::as_f64)
+            .unwrap_or(0.0)
+    };
+    let by_time = |v: &mut Vec<&str>| {
+        v.sort_by(|a, b| written(a).total_cmp(&written(b)).then(a.cmp(b)));
+    };
+    by_time(&mut roots);
+    for v in children.values_mut() {
+        by_time(v);
+    }
+    (roots, children)
 }
 
 /// The keys from the root to `current` (or, without one, to the last leaf in the file).

@@ -49,51 +49,42 @@ pub fn layout(
             continue;
         }
         let indent = line.len() - trimmed.len();
-        let pad = " ".repeat(indent.min(8));
-        if let Some((level, rest)) = heading(trimmed) {
-            let style = theme.heading;
-            let prefix = if level > 1 {
-                "#".repeat(level) + " "
-            } else {
-                String::new()
-            };
-            out.extend(wrap(
-                &inline(rest, style, theme),
-                width,
-                &prefix,
-                &" ".repeat(prefix.len()),
-                style,
-            ));
-        } else if let Some(rest) = trimmed.strip_prefix("> ") {
-            let first = format!("{pad}│ ");
-            out.extend(wrap(
-                &inline(rest, theme.thought, theme),
-                width,
-                &first,
-                &first,
-                theme.dim,
-            ));
-        } else if let Some((marker, rest)) = list_item(trimmed) {
-            let first = format!("{pad}{marker} ");
-            let rest_prefix = " ".repeat(first.width());
-            out.extend(wrap(
-                &inline(rest, Style::new(), theme),
-                width,
-                &first,
-                &rest_prefix,
-                theme.accent,
-            ));
-        } else {
-            out.extend(wrap(
-                &inline(trimmed, Style::new(), theme),
-                width,
-                &pad,
-                &pad,
-                Style::new(),
-            ));
-        }
+        out.extend(prose(trimmed, &" ".repeat(indent.min(8)), width, theme));
     }
     (out, fences)
+}
+
+/// One line of prose (`trimmed`, indented by `pad`) wrapped in `width` cells: a heading, a
+/// quote, a list item or a paragraph's line.
+fn prose(trimmed: &str, pad: &str, width: usize, theme: &Theme) -> Vec<Line<'static>> {
+    if let Some((level, rest)) = heading(trimmed) {
+        let style = theme.heading;
+        let prefix = if level > 1 {
+            "#".repeat(level) + " "
+        } else {
+            String::new()
+        };
+        let rest_prefix = " ".repeat(prefix.len());
+        wrap(
+            &inline(rest, style, theme),
+            width,
+            &prefix,
+            &rest_prefix,
+            style,
+        )
+    } else if let Some(rest) = trimmed.strip_prefix("> ") {
+        let first = format!("{pad}│ ");
+        let spans = inline(rest, theme.thought, theme);
+        wrap(&spans, width, &first, &first, theme.dim)
+    } else if let Some((marker, rest)) = list_item(trimmed) {
+        let first = format!("{pad}{marker} ");
+        let rest_prefix = " ".repeat(first.width());
+        let spans = inline(rest, Style::new(), theme);
+        wrap(&spans, width, &first, &rest_prefix, theme.accent)
+    } else {
+        let spans = inline(trimmed, Style::new(), theme);
+        wrap(&spans, width, pad, pad, Style::new())
+    }
 }
 
 /// Plain text wrapped in `width` cells, in `style`, after `first` on its first line and `rest`

@@ -137,13 +137,6 @@ pub(super) async fn run(
         answer: Redactor::new(client.secret()),
         thought: Redactor::new(client.secret()),
     };
-    // The body ended (or said `[DONE]`) without a finish reason: the server went away.
-    let ended = |finish: Option<TurnEnd>| {
-        finish.ok_or_else(|| RemoteError::Dropped {
-            url: client.url().to_string(),
-            why: "the stream ended before the answer did".into(),
-        })
-    };
     let stream = tokio::select! {
         s = client.stream(&job.body, job.budget) => Some(s),
         _ = &mut cancel => None,
@@ -151,27 +144,15 @@ pub(super) async fn run(
     let outcome = match stream {
         None => Ok(TurnEnd::Cancelled),
         Some(Err(e)) => Err(e),
-        Some(Ok(mut answer)) => loop {
-            let next = tokio::select! {
-                n = answer.next() => n,
-                _ = &mut cancel => break Ok(TurnEnd::Cancelled),
+        Some(Ok(answer)) => {
+            let mut reading = Reading {
+                client: &client,
+                seen: &mut seen,
+                done: &mut done,
+                out: &mut out,
             };
-            match next {
-                Ok(None) => break ended(seen.finish),
-                Err(e) => break Err(e),
-                Ok(Some(pieces)) => {
-                    if seen.take(pieces, &mut done, &mut out) {
-                        break match seen.broken.take() {
-                            Some(what) => Err(RemoteError::TooMuch {
-                                url: client.url().to_string(),
-                                what,
-                            }),
-                            None => ended(seen.finish),
-                        };
-                    }
-                }
-            }
-        },
+            reading.read_to_end(answer, &mut cancel).await
+        }
     };
     out.flush(&mut done);
     done.calls = std::mem::take(&mut seen.calls).finish();
@@ -188,11 +169,7 @@ pub(super) async fn run(
     if outcome.as_ref().is_ok_and(|e| *e == TurnEnd::Cancelled)
         && let Some(slot) = job.slot
     {
-        // Wait (a little) for the server to notice and free the slot.
-        let deadline = now + Duration::from_secs(10);
-        while Instant::now() < deadline && client.slot_idle(slot).await == Some(false) {
-            tokio::time::sleep(Duration::from_millis(30)).await;
-        }
+        free_slot(&client, slot, now).await;
     }
     if done.usage.is_none() {
         let mut messages = job.messages_after;
@@ -204,6 +181,62 @@ pub(super) async fn run(
     done.end = outcome;
     done.body = job.body;
     done
+}
+
+/// Waits (a little) for the server to notice a cancelled turn and free its `slot`.
+async fn free_slot(client: &Client, slot: usize, now: Instant) {
+    let deadline = now + Duration::from_secs(10);
+    while Instant::now() < deadline && client.slot_idle(slot).await == Some(false) {
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+}
+
+/// A turn's stream being read: what it said so far, and where its text goes.
+struct Reading<'a, 'b> {
+    client: &'a Client,
+    seen: &'a mut Seen,
+    done: &'a mut TurnDone,
+    out: &'a mut Out<'b>,
+}
+
+impl Reading<'_, '_> {
+    /// Reads `answer` to its end (or `cancel`): how the turn ended.
+    async fn read_to_end(
+        &mut self,
+        mut answer: super::answer::Answer,
+        cancel: &mut tokio::sync::oneshot::Receiver<()>,
+    ) -> Result<TurnEnd, RemoteError> {
+        loop {
+            let next = tokio::select! {
+                n = answer.next() => n,
+                _ = &mut *cancel => return Ok(TurnEnd::Cancelled),
+            };
+            match next {
+                Ok(None) => return self.ended(),
+                Err(e) => return Err(e),
+                Ok(Some(pieces)) => {
+                    if self.seen.take(pieces, self.done, self.out) {
+                        return match self.seen.broken.take() {
+                            Some(what) => Err(RemoteError::TooMuch {
+                                url: self.client.url().to_string(),
+                                what,
+                            }),
+                            None => self.ended(),
+                        };
+                    }
+                }
+            }
+        }
+    }
+
+    /// The body ended (or said `[DONE]`): how, or, without a finish reason, that the server went
+    /// away.
+    fn ended(&self) -> Result<TurnEnd, RemoteError> {
+        self.seen.finish.ok_or_else(|| RemoteError::Dropped {
+            url: self.client.url().to_string(),
+            why: "the stream ended before the answer did".into(),
+        })
+    }
 }
 
 /// What the stream has said so far: when its first text came, and how it said it ends.

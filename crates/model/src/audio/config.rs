@@ -92,31 +92,8 @@ impl AudioSpec {
                 .unwrap_or(&keys[0]);
             get(root, key, Some(default), "").map(|n| n as u32)
         };
-        let channels = match a.get("subsampling_conv_channels") {
-            None | Some(Value::Null) => [128, 32],
-            Some(v) => {
-                let list: Vec<usize> = v
-                    .as_array()
-                    .map(|l| l.iter().filter_map(Value::as_u64).map(|n| n as usize))
-                    .into_iter()
-                    .flatten()
-                    .filter(|&n| n > 0)
-                    .collect();
-                <[usize; 2]>::try_from(list).map_err(|_| {
-                    "`audio_config.subsampling_conv_channels` is not two positive integers"
-                        .to_string()
-                })?
-            }
-        };
-        let act = a
-            .get("hidden_act")
-            .and_then(Value::as_str)
-            .unwrap_or("silu");
-        if act != "silu" && act != "swish" {
-            return Err(format!(
-                "`audio_config.hidden_act` is `{act}`: Gemma 4's audio tower uses silu"
-            ));
-        }
+        let channels = conv_channels(a)?;
+        check_activation(a)?;
         let spec = Self {
             mel_bins: num("input_feat_size", 128)?,
             conv_channels: channels,
@@ -181,6 +158,39 @@ impl AudioSpec {
     pub fn subsampled_bins(&self) -> usize {
         self.mel_bins.div_ceil(2).div_ceil(2)
     }
+}
+
+/// `subsampling_conv_channels`: two positive integers (transformers' default `[128, 32]`).
+fn conv_channels(a: &Map<String, Value>) -> Result<[usize; 2], String> {
+    match a.get("subsampling_conv_channels") {
+        None | Some(Value::Null) => Ok([128, 32]),
+        Some(v) => {
+            let list: Vec<usize> = v
+                .as_array()
+                .map(|l| l.iter().filter_map(Value::as_u64).map(|n| n as usize))
+                .into_iter()
+                .flatten()
+                .filter(|&n| n > 0)
+                .collect();
+            <[usize; 2]>::try_from(list).map_err(|_| {
+                "`audio_config.subsampling_conv_channels` is not two positive integers".to_string()
+            })
+        }
+    }
+}
+
+/// `hidden_act`: the tower's SiLU (`swish` is its other name).
+fn check_activation(a: &Map<String, Value>) -> Result<(), String> {
+    let act = a
+        .get("hidden_act")
+        .and_then(Value::as_str)
+        .unwrap_or("silu");
+    if act != "silu" && act != "swish" {
+        return Err(format!(
+            "`audio_config.hidden_act` is `{act}`: Gemma 4's audio tower uses silu"
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

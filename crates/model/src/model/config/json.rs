@@ -27,53 +27,19 @@ impl ModelConfig {
 
     fn resolve(root: &Value) -> std::result::Result<Self, String> {
         let root = root.as_object().ok_or("the top level is not an object")?;
-        if let Some(kind) = root.get("model_type").and_then(Value::as_str)
-            && kind.contains("assistant")
-        {
-            return Err(format!(
-                "model_type `{kind}` is a Gemma 4 assistant (drafter): it drafts tokens for a \
-                 target model from that model's keys and values and cannot chat on its own; \
-                 load the target model instead"
-            ));
-        }
+        refuse_assistant(root)?;
         // Multimodal wrappers nest the text tower's fields in `text_config`.
         let (text, where_) = match root.get("text_config") {
             Some(Value::Object(t)) => (t, "text_config."),
             _ => (root, ""),
         };
         let f = Fields { map: text, where_ };
-        let model_type = f
-            .str("model_type")?
-            .or_else(|| {
-                root.get("model_type")
-                    .and_then(Value::as_str)
-                    .map(String::from)
-            })
-            .ok_or_else(|| f.missing("model_type"))?;
-        let family = if model_type.starts_with("gemma3") {
-            Family::Gemma3
-        } else if model_type.starts_with("gemma4") {
-            Family::Gemma4
-        } else {
-            return Err(format!(
-                "model_type `{model_type}` is not supported (expected gemma3* or gemma4*)"
-            ));
-        };
+        let model_type = model_type_of(&f, root)?;
+        let family = family_of(&model_type)?;
 
-        if f.bool("attention_bias")?.unwrap_or(false) {
-            return Err(format!(
-                "{}attention_bias = true is not supported (no Gemma release has biases)",
-                f.where_
-            ));
-        }
+        refuse_bias(&f)?;
         let hidden_size = f.req_usize("hidden_size")?;
-        let num_layers = f.req_usize("num_hidden_layers")?;
-        if !(1..=MAX_LAYERS).contains(&num_layers) {
-            return Err(format!(
-                "{}num_hidden_layers = {num_layers} is out of range: 1 to {MAX_LAYERS}",
-                f.where_
-            ));
-        }
+        let num_layers = layer_count(&f)?;
         let num_heads = f.req_usize("num_attention_heads")?;
         let vocab_size = f.req_usize("vocab_size")?;
         let rms_norm_eps = f.f64("rms_norm_eps")?.unwrap_or(1e-6);
@@ -88,14 +54,7 @@ impl ModelConfig {
         let layers = layer_specs(&f, family, &layer_kinds)?;
         let (ple, moe) = (ple_spec(&f, vocab_size)?, moe_spec(&f)?);
 
-        let attn_scale = match family {
-            Family::Gemma4 => 1.0,
-            Family::Gemma3 => {
-                // HF's Gemma3TextConfig default, not head_dim.
-                let s = f.f64("query_pre_attn_scalar")?.unwrap_or(256.0);
-                (s.powf(-0.5)) as f32
-            }
-        };
+        let attn_scale = attn_scale(&f, family)?;
         let final_logit_softcapping = f.f64("final_logit_softcapping")?.map(|v| v as f32);
         let attn_logit_softcapping = f.f64("attn_logit_softcapping")?.map(|v| v as f32);
         let tie_word_embeddings = f
@@ -107,21 +66,7 @@ impl ModelConfig {
             .unwrap_or_else(|| vec![1]);
         let bos_token_id = f.usize("bos_token_id")?.unwrap_or(2);
         let pad_token_id = f.usize("pad_token_id")?.unwrap_or(0);
-        // Gemma 3 writes `false`; Gemma 4 `null` or "vision"; `true`/"all" are embedding models.
-        let image_blocks = match f.get("use_bidirectional_attention") {
-            None | Some(Value::Bool(false)) => ImageBlocks::Causal,
-            Some(Value::String(v)) if v == "vision" && model_type.contains("unified") => {
-                ImageBlocks::Every
-            }
-            Some(Value::String(v)) if v == "vision" => ImageBlocks::Sliding,
-            Some(other) => {
-                return Err(format!(
-                    "{}use_bidirectional_attention = {other} is not supported (a chat model has \
-                     null, false or \"vision\")",
-                    f.where_
-                ));
-            }
-        };
+        let image_blocks = image_blocks(&f, &model_type)?;
 
         let cfg = ModelConfig {
             family,
@@ -150,6 +95,97 @@ impl ModelConfig {
         };
         check_limits(&cfg, bos_token_id)?;
         Ok(cfg)
+    }
+}
+
+/// The text tower's `model_type` (a wrapper's own when the text config has none).
+fn model_type_of(
+    f: &Fields,
+    root: &serde_json::Map<String, Value>,
+) -> std::result::Result<String, String> {
+    f.str("model_type")?
+        .or_else(|| {
+            root.get("model_type")
+                .and_then(Value::as_str)
+                .map(String::from)
+        })
+        .ok_or_else(|| f.missing("model_type"))
+}
+
+/// Refuses attention biases, which no Gemma release has.
+fn refuse_bias(f: &Fields) -> std::result::Result<(), String> {
+    if f.bool("attention_bias")?.unwrap_or(false) {
+        return Err(format!(
+            "{}attention_bias = true is not supported (no Gemma release has biases)",
+            f.where_
+        ));
+    }
+    Ok(())
+}
+
+/// `num_hidden_layers`, within what gemma-chat takes.
+fn layer_count(f: &Fields) -> std::result::Result<usize, String> {
+    let n = f.req_usize("num_hidden_layers")?;
+    if !(1..=MAX_LAYERS).contains(&n) {
+        return Err(format!(
+            "{}num_hidden_layers = {n} is out of range: 1 to {MAX_LAYERS}",
+            f.where_
+        ));
+    }
+    Ok(n)
+}
+
+/// Refuses a Gemma 4 assistant (drafter) checkpoint, which cannot chat on its own.
+fn refuse_assistant(root: &serde_json::Map<String, Value>) -> std::result::Result<(), String> {
+    match root.get("model_type").and_then(Value::as_str) {
+        Some(kind) if kind.contains("assistant") => Err(format!(
+            "model_type `{kind}` is a Gemma 4 assistant (drafter): it drafts tokens for a \
+             target model from that model's keys and values and cannot chat on its own; \
+             load the target model instead"
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The family a `model_type` names.
+fn family_of(model_type: &str) -> std::result::Result<Family, String> {
+    if model_type.starts_with("gemma3") {
+        Ok(Family::Gemma3)
+    } else if model_type.starts_with("gemma4") {
+        Ok(Family::Gemma4)
+    } else {
+        Err(format!(
+            "model_type `{model_type}` is not supported (expected gemma3* or gemma4*)"
+        ))
+    }
+}
+
+/// The attention's scale: Gemma 4's 1; Gemma 3's `query_pre_attn_scalar^-½` (HF's
+/// Gemma3TextConfig default 256, not head_dim).
+fn attn_scale(f: &Fields, family: Family) -> std::result::Result<f32, String> {
+    Ok(match family {
+        Family::Gemma4 => 1.0,
+        Family::Gemma3 => {
+            let s = f.f64("query_pre_attn_scalar")?.unwrap_or(256.0);
+            (s.powf(-0.5)) as f32
+        }
+    })
+}
+
+/// How pictures attend: Gemma 3 writes `false`; Gemma 4 `null` or "vision" (every layer on the
+/// 12B's unified tower, the sliding ones elsewhere); `true`/"all" are embedding models.
+fn image_blocks(f: &Fields, model_type: &str) -> std::result::Result<ImageBlocks, String> {
+    match f.get("use_bidirectional_attention") {
+        None | Some(Value::Bool(false)) => Ok(ImageBlocks::Causal),
+        Some(Value::String(v)) if v == "vision" && model_type.contains("unified") => {
+            Ok(ImageBlocks::Every)
+        }
+        Some(Value::String(v)) if v == "vision" => Ok(ImageBlocks::Sliding),
+        Some(other) => Err(format!(
+            "{}use_bidirectional_attention = {other} is not supported (a chat model has null, \
+             false or \"vision\")",
+            f.where_
+        )),
     }
 }
 
