@@ -29,11 +29,11 @@ pub(super) enum Origin {
 
 /// What the UI asked for (see [`super::protocol::Command::Attach`]), and the model's towers,
 /// which a saved conversation's pictures and recordings need.
-pub(super) struct Request<'a> {
+pub(super) struct Request {
     pub chat: String,
     pub history: Vec<Exchange>,
     pub legacy: Option<LegacyConvo>,
-    pub towers: Towers<'a>,
+    pub towers: Towers,
 }
 
 /// Ties tab `t` to `r.chat` and brings its conversation back: warm when a KV snapshot of it
@@ -44,7 +44,7 @@ pub(super) fn attach(
     lm: &LoadedModel,
     end_ids: &[u32],
     stores: &Stores,
-    r: Request<'_>,
+    r: Request,
 ) -> Result<Option<Origin>> {
     if !convo_store::valid_name(&r.chat) {
         return Err(Error::Invalid(format!(
@@ -176,8 +176,8 @@ fn pictures_of(c: &SavedConvo, store: &ConvoStore, towers: &Towers) -> Option<Ve
             MediaKind::Image
         };
         let tower = match kind {
-            MediaKind::Image => towers.vision.is_ok(),
-            MediaKind::Audio => towers.audio.is_ok(),
+            MediaKind::Image => towers.vision.spec().is_ok(),
+            MediaKind::Audio => towers.audio.spec().is_ok(),
         };
         tower.then_some(())?;
         // The copy is the one the conversation was made with (its key is of its bytes).

@@ -3,6 +3,7 @@
 //! [`EngineHandle`] that sends [`Command`]s and receives [`Event`]s); [`EngineOptions`] (in
 //! `options`) are its memory limits and policies.
 
+use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender, channel};
 
@@ -15,7 +16,7 @@ use super::protocol::{
 use super::tabs::Stores;
 use super::thinking::Channels;
 use super::tools::EngineTools;
-use super::worker::Worker;
+use super::worker::{Lazy, Worker};
 use gemma_model::checkpoint::LoadedModel;
 use gemma_model::error::Result;
 use gemma_model::tokenizer::Tokenizer;
@@ -129,10 +130,11 @@ fn serve<F>(
     };
     // The vision and audio towers, when the model has them: why not is told when a picture or
     // a recording comes.
-    let tower = gemma_model::vision::open_for(&mut lm, options.mmproj.as_deref(), None)
-        .map_err(|e| e.to_string());
-    let audio =
-        gemma_model::audio::open_for(&lm, options.mmproj.as_deref()).map_err(|e| e.to_string());
+    // Their specs now (the marks prompts need, a GGUF decoder's image masking); their weights
+    // when the first picture or recording needs them.
+    let mmproj = options.mmproj.as_deref();
+    let vision = Lazy::new(gemma_model::vision::deferred_for(&mut lm, mmproj, None));
+    let audio = Lazy::new(gemma_model::audio::deferred_for(&lm, mmproj));
     let Some(tok) = lm.tokenizer.as_ref() else {
         let _ = event_tx.send(Event::LoadFailed {
             error: "this model has no tokenizer, so it cannot chat".into(),
@@ -174,8 +176,8 @@ fn serve<F>(
     let tools = tools_for(&options, tok, &event_tx);
     Worker::new(&lm, tok, event_tx, options, context, stores, channels)
         .with_towers(crate::worker::Towers {
-            vision: tower.as_ref().map_err(Clone::clone),
-            audio: audio.as_ref().map_err(Clone::clone),
+            vision: Rc::new(vision),
+            audio: Rc::new(audio),
         })
         .with_tools(tools)
         .run(command_rx, &interrupts);

@@ -32,7 +32,7 @@ mod encoding;
 mod paths;
 mod pictures;
 pub(crate) use encoding::Encoding;
-pub use pictures::Towers;
+pub use pictures::{Lazy, Towers};
 mod start;
 mod tool_calls;
 
@@ -68,7 +68,7 @@ pub(super) struct Worker<'a> {
     /// The tab whose turn the chat template renders now (for its interrupt).
     rendering: Arc<AtomicU64>,
     /// The vision and audio towers, or why the model has none.
-    towers: Towers<'a>,
+    towers: Towers,
     /// The tools the model may call, when the front end started a host.
     tools: Option<EngineTools>,
     /// The stops the front end raised, seen while a command runs (a message's media encoding).
@@ -117,7 +117,7 @@ impl<'a> Worker<'a> {
 
     /// The model's vision and audio towers, or why it has none (told when a picture or a
     /// recording comes).
-    pub fn with_towers(mut self, towers: Towers<'a>) -> Self {
+    pub fn with_towers(mut self, towers: Towers) -> Self {
         self.towers = towers;
         self
     }

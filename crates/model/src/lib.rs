@@ -18,6 +18,7 @@
 pub mod audio;
 pub mod backend;
 pub mod checkpoint;
+pub mod deferred;
 pub mod demo;
 pub mod error;
 pub mod model;

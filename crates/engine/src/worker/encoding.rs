@@ -91,7 +91,7 @@ impl Worker<'_> {
             let tower = self
                 .towers
                 .audio
-                .as_ref()
+                .get()
                 .map_err(no_tower(MediaKind::Audio))?;
             enc.done.push(sounds::encode_from(tower, wav, path)?);
             return Ok(());
@@ -101,14 +101,14 @@ impl Worker<'_> {
         let name = a.path.file_name().unwrap_or(a.path.as_os_str()).display();
         match a.kind {
             MediaKind::Image => {
-                let tower = self.towers.vision.as_ref();
+                let tower = self.towers.vision.get();
                 let tower = tower.map_err(no_tower(MediaKind::Image))?;
                 let text = format!("encoding {name} ({} image tokens at most)", a.tokens);
                 self.emit(Event::Notice { tab, text });
                 enc.done.push(pictures::encode(tower, &a.path, a.tokens)?);
             }
             MediaKind::Audio => {
-                let tower = self.towers.audio.as_ref();
+                let tower = self.towers.audio.get();
                 tower.map_err(no_tower(MediaKind::Audio))?;
                 let text = format!("encoding the recording {name}");
                 self.emit(Event::Notice { tab, text });
@@ -161,12 +161,12 @@ impl Worker<'_> {
             let bytes = copy.ok_or_else(gone)?;
             let e = match image.kind {
                 MediaKind::Image => {
-                    let tower = self.towers.vision.as_ref();
+                    let tower = self.towers.vision.get();
                     let tower = tower.map_err(no_tower(MediaKind::Image))?;
                     pictures::encode_bytes(tower, bytes, "a kept picture", image.budget)?
                 }
                 MediaKind::Audio => {
-                    let tower = self.towers.audio.as_ref();
+                    let tower = self.towers.audio.get();
                     let tower = tower.map_err(no_tower(MediaKind::Audio))?;
                     sounds::encode_piece(tower, bytes, "a kept recording")?
                 }
@@ -204,9 +204,6 @@ impl Worker<'_> {
 }
 
 /// The error for media of `kind` on a model without that tower (`why`: why there is none).
-fn no_tower(kind: MediaKind) -> impl Fn(&String) -> Error {
-    move |why| Error::NoTower {
-        kind,
-        why: why.clone(),
-    }
+fn no_tower(kind: MediaKind) -> impl Fn(String) -> Error {
+    move |why| Error::NoTower { kind, why }
 }

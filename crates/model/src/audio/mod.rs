@@ -22,6 +22,7 @@ use self::conformer::Layer;
 use self::mmproj::{AudioIds, AudioMmproj};
 use self::subsample::Subsample;
 use crate::checkpoint::LoadedModel;
+use crate::deferred::Deferred;
 use crate::error::{Error, Result};
 use crate::model::host_math::norm_rows;
 use crate::tower_ids::{Lookup, is_gguf, resolve};
@@ -127,6 +128,11 @@ pub fn soft_tokens(mask: &[bool]) -> usize {
 /// The audio tower of the Hugging Face checkpoint at `path` (its directory or a file in it),
 /// with a clear error when it has none.
 pub fn open(path: &Path) -> Result<AudioTower> {
+    deferred(path)?.open()
+}
+
+/// [`open`] in two steps: the checkpoint's audio spec now, its weights when opened.
+fn deferred(path: &Path) -> Result<Deferred<AudioTower, AudioSpec>> {
     if is_gguf(path) {
         return Err(Error::Invalid(format!(
             "{} is a GGUF file, which holds the text tower only: its audio tower is in the \
@@ -143,24 +149,38 @@ pub fn open(path: &Path) -> Result<AudioTower> {
             dir.display()
         ))
     })?;
-    let src = crate::weights::safetensors::SafetensorsSource::open(&dir)?;
-    AudioTower::load(spec, &src)
+    let load_spec = spec.clone();
+    let load = Box::new(move || {
+        let src = crate::weights::safetensors::SafetensorsSource::open(&dir)?;
+        AudioTower::load(load_spec, &src)
+    });
+    Ok(Deferred { spec, load })
 }
 
 /// The audio tower for the model `lm`: the mmproj file `mmproj` names, else the checkpoint's
 /// own, else an `mmproj*.gguf` beside it (a GGUF model's only source).
 pub fn open_for(lm: &LoadedModel, mmproj: Option<&Path>) -> Result<AudioTower> {
+    deferred_for(lm, mmproj)?.open()
+}
+
+/// [`open_for`] in two steps: the tower's spec now, its weights when opened.
+pub fn deferred_for(
+    lm: &LoadedModel,
+    mmproj: Option<&Path>,
+) -> Result<Deferred<AudioTower, AudioSpec>> {
     let dir = crate::weights::model_dir(&lm.path);
     let file = match mmproj {
         Some(p) => p.to_path_buf(),
-        None if !is_gguf(&lm.path) && spec_of(&dir)?.is_some() => return open(&lm.path),
+        None if !is_gguf(&lm.path) && spec_of(&dir)?.is_some() => return deferred(&lm.path),
         None => match crate::vision::mmproj_beside(&dir)? {
             Some(p) => p,
-            None => return open(&lm.path),
+            None => return deferred(&lm.path),
         },
     };
     let m = AudioMmproj::open(&file, lm.model.config().hidden_size, audio_ids(lm)?)?;
-    AudioTower::load(m.spec().clone(), &m)
+    let spec = m.spec().clone();
+    let load = Box::new(move || AudioTower::load(m.spec().clone(), &m));
+    Ok(Deferred { spec, load })
 }
 
 /// The audio ids of `lm`'s prompts: its checkpoint's `config.json`, else its tokenizer's

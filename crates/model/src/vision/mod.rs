@@ -20,6 +20,7 @@ use crate::model::host_math::norm_rows;
 use self::config::{TowerSpec, VisionSpec};
 use self::mmproj::{ImageIds, Mmproj};
 use crate::checkpoint::LoadedModel;
+use crate::deferred::Deferred;
 use crate::error::{Error, Result};
 use crate::tower_ids::{Lookup, is_gguf, resolve};
 use crate::tower_parts::{matrix, norm, products, values};
@@ -104,6 +105,11 @@ impl VisionTower {
 /// The vision tower of the Hugging Face checkpoint at `path` (its directory or a file in it),
 /// with a clear error when it has none.
 pub fn open(path: &Path) -> Result<VisionTower> {
+    deferred(path)?.open()
+}
+
+/// [`open`] in two steps: the checkpoint's vision spec now, its weights when opened.
+fn deferred(path: &Path) -> Result<Deferred<VisionTower, VisionSpec>> {
     if is_gguf(path) {
         return Err(Error::Invalid(format!(
             "{} is a GGUF file, which holds the text tower only: its vision tower is the mmproj \
@@ -120,8 +126,12 @@ pub fn open(path: &Path) -> Result<VisionTower> {
             dir.display()
         ))
     })?;
-    let src = crate::weights::safetensors::SafetensorsSource::open(&dir)?;
-    VisionTower::load(spec, &src)
+    let load_spec = spec.clone();
+    let load = Box::new(move || {
+        let src = crate::weights::safetensors::SafetensorsSource::open(&dir)?;
+        VisionTower::load(load_spec, &src)
+    });
+    Ok(Deferred { spec, load })
 }
 
 /// The vision tower for the model `lm`: the mmproj file `mmproj` names, else an
@@ -134,18 +144,30 @@ pub fn open_for(
     mmproj: Option<&Path>,
     hint: Option<ImageIds>,
 ) -> Result<VisionTower> {
+    deferred_for(lm, mmproj, hint)?.open()
+}
+
+/// [`open_for`] in two steps: what the model's prompts need of its tower now (its spec, and a
+/// GGUF decoder's image masking), its weights when opened.
+pub fn deferred_for(
+    lm: &mut LoadedModel,
+    mmproj: Option<&Path>,
+    hint: Option<ImageIds>,
+) -> Result<Deferred<VisionTower, VisionSpec>> {
     let found = match mmproj {
         Some(p) => Some(p.to_path_buf()),
         None => beside(&lm.path)?,
     };
     let Some(file) = found else {
-        return open(&lm.path);
+        return deferred(&lm.path);
     };
     let m = Mmproj::open(&file, lm.model.config().hidden_size, image_ids(lm, hint)?)?;
     if is_gguf(&lm.path) {
         lm.model.set_image_blocks(m.image_blocks());
     }
-    VisionTower::load(m.spec().clone(), &m)
+    let spec = m.spec().clone();
+    let load = Box::new(move || VisionTower::load(m.spec().clone(), &m));
+    Ok(Deferred { spec, load })
 }
 
 /// The one `mmproj*.gguf` in the model's directory, when the model does not carry its own tower.
