@@ -164,6 +164,7 @@ impl ModelConfig {
 }
 
 mod json;
+mod json_specs;
 mod per_layer;
 
 pub(crate) use json::{one_geometry, token_ids, written_by};
