@@ -154,10 +154,8 @@ impl Headless {
 
     /// The tab's settings, resolved as the UI resolves a tab's.
     fn set_up(&self) {
-        let mut settings = self
-            .settings
-            .tab_settings(&self.choices, self.system.as_deref());
-        settings.thinking &= self.can_think;
+        let system = self.system.as_deref();
+        let settings = (self.settings).tab_settings(&self.choices, system, self.can_think);
         self.engine.send(Command::Configure {
             tab: self.tab,
             settings: Box::new(settings),

@@ -47,7 +47,10 @@ fn draw(app: &mut App, w: u16, h: u16, now: Instant) -> Terminal<TestBackend> {
 /// The thinking the last settings among `cmds` give: (on, budget).
 fn set_thinking(cmds: &[Command]) -> Option<(bool, Option<usize>)> {
     cmds.iter().rev().find_map(|c| match c {
-        Command::Configure { settings, .. } => Some((settings.thinking, settings.turn_budget())),
+        Command::Configure { settings, .. } => Some((
+            settings.thinking,
+            settings.thought_budget.filter(|_| settings.thinking),
+        )),
         _ => None,
     })
 }

@@ -7,7 +7,7 @@
 
 use super::images::MediaSpan;
 use super::pictures::{Encoded, Marks, expand};
-use super::protocol::{Attachment, Exchange};
+use super::protocol::{Attachment, Exchange, MediaKind};
 use crate::error::Result;
 use gemma_model::checkpoint::LoadedModel;
 
@@ -84,8 +84,8 @@ impl Rendered {
 }
 
 /// Appends `exchanges` to `into`, each user turn rendered with the chat template after what is
-/// there, its pictures and recordings in their places (see [`crate::unencoded`]), and its
-/// answer tokenized.
+/// there, its pictures and recordings in their places, their rows pending (see
+/// [`super::pictures::unencoded`], [`super::sounds::unencoded`]), and its answer tokenized.
 pub(super) fn render(
     lm: &LoadedModel,
     into: &mut Rendered,
@@ -133,9 +133,16 @@ pub(super) fn render(
 fn placeable(ex: &Exchange, marks: Marks, left_out: &mut usize) -> Vec<Encoded> {
     let mut out = Vec::new();
     for a in &ex.media {
-        match marks.of(a.kind).map(|_| crate::unencoded::unencoded(a)) {
-            Some(Ok(pieces)) => out.extend(pieces),
-            _ => *left_out += 1,
+        let placed = match a.kind {
+            _ if marks.of(a.kind).is_none() => None,
+            MediaKind::Image => super::pictures::unencoded(&a.path, a.tokens)
+                .map(|e| vec![e])
+                .ok(),
+            MediaKind::Audio => super::sounds::unencoded(&a.path).ok(),
+        };
+        match placed {
+            Some(pieces) => out.extend(pieces),
+            None => *left_out += 1,
         }
     }
     out

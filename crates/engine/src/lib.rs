@@ -10,7 +10,7 @@
 //! | fix history reuse, rewinds or memory across tabs | `session.rs`, `tabs.rs`, the model crate's `model/kv_cache/` |
 //! | fix streaming, cancel or tab scheduling | `worker.rs`, `job.rs` |
 //! | use a new tab setting (a field of `gemma_protocol::TabSettings`) | `worker.rs` `configure`, `remote/serve.rs` `configure`, where the turn reads it |
-//! | change how a transcript is rendered again (branches, imports, compaction), its media placed | `branch.rs`, `unencoded.rs`, `attach.rs` |
+//! | change how a transcript is rendered again (branches, imports, compaction), its media placed | `branch.rs`, `attach.rs`, `pictures.rs`/`sounds.rs` `unencoded` |
 //! | change the engine's limits and policies | `options.rs` |
 //! | change what a failed command or turn says, or add a kind of failure | `error.rs` |
 //! | change how a turn calls tools (guide, approvals, responses) | `tools/`, `worker/tool_calls.rs` |
@@ -36,7 +36,6 @@ mod tabs;
 pub mod thinking;
 pub mod tools;
 pub mod turn;
-mod unencoded;
 mod worker;
 
 pub use gemma_protocol as protocol;

@@ -36,18 +36,45 @@ pub struct Encoded {
 
 /// Reads, cuts and encodes the picture at `path` with `tower` at `budget` soft tokens at most.
 pub fn encode(tower: &VisionTower, path: &Path, budget: usize) -> Result<Encoded> {
+    let bytes = read(path, budget)?;
+    encode_bytes(tower, bytes, &path.display().to_string(), budget).map(|e| Encoded {
+        path: path.to_path_buf(),
+        ..e
+    })
+}
+
+/// The picture at `path` as a prompt places it before the tower runs (a conversation rebuilt
+/// from its transcript): its soft tokens from its size at `budget`, its key from its bytes, no
+/// rows (`Worker::fill_rows` encodes them from these bytes, and refuses a count the tower does
+/// not confirm).
+pub fn unencoded(path: &Path, budget: usize) -> Result<Encoded> {
+    let bytes = read(path, budget)?;
+    let tokens = gemma_media::soft_tokens(&bytes, budget).ok_or_else(|| {
+        Error::Invalid(format!(
+            "{}: its size cannot be read, or does not fit its budget",
+            path.display()
+        ))
+    })?;
+    Ok(Encoded {
+        path: path.to_path_buf(),
+        key: image_key(&bytes, budget),
+        rows: Arc::default(),
+        tokens,
+        budget,
+        bytes: Arc::new(bytes),
+        kind: MediaKind::Image,
+    })
+}
+
+/// The picture file at `path`, read within limits, for a `budget` Gemma 4 takes.
+fn read(path: &Path, budget: usize) -> Result<Vec<u8>> {
     if !gemma_media::BUDGETS.contains(&budget) {
         return Err(Error::Invalid(format!(
             "{budget} image tokens is not a budget Gemma 4 takes: use 70, 140, 280, 560 or 1120"
         )));
     }
-    let name = path.display().to_string();
-    let bytes = gemma_files::read_limited(path, MAX_FILE)
-        .map_err(|e| Error::Invalid(format!("cannot read the picture {name}: {e}")))?;
-    encode_bytes(tower, bytes, &name, budget).map(|e| Encoded {
-        path: path.to_path_buf(),
-        ..e
-    })
+    gemma_files::read_limited(path, MAX_FILE)
+        .map_err(|e| Error::Invalid(format!("cannot read the picture {}: {e}", path.display())))
 }
 
 /// [`encode`] of a picture's `bytes`; `name` names it in errors.

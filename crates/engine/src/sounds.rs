@@ -33,14 +33,55 @@ pub fn encode(tower: &AudioTower, path: &Path, stopped: &dyn Fn() -> bool) -> Re
 /// The recording at `path` decoded, resampled and cut into 30-second pieces, each as the WAV
 /// file of its 16 kHz samples (what [`encode_from`] takes and the conversation keeps).
 pub fn pieces(path: &Path) -> Result<Vec<Vec<u8>>> {
+    Ok(counted_pieces(path)?
+        .into_iter()
+        .map(|(wav, _)| wav)
+        .collect())
+}
+
+/// [`pieces`], each with its number of samples.
+fn counted_pieces(path: &Path) -> Result<Vec<(Vec<u8>, usize)>> {
     let clip = Clip::open(path)?;
     clip.pieces()
         .map(|piece| {
             Clip::from_samples(piece, audio::SAMPLE_RATE, 1)
-                .map(|c| c.to_wav())
+                .map(|c| (c.to_wav(), piece.len()))
                 .map_err(Error::from)
         })
         .collect()
+}
+
+/// The recording at `path` as a prompt places it before the tower runs (a conversation rebuilt
+/// from its transcript): a piece each, its soft tokens from its length (as the tower makes
+/// them), its key from its WAV, no rows (`Worker::fill_rows` encodes them from the WAV, and
+/// refuses a count the tower does not confirm).
+pub fn unencoded(path: &Path) -> Result<Vec<Encoded>> {
+    let name = path.display().to_string();
+    counted_pieces(path)?
+        .into_iter()
+        .map(|(wav, samples)| {
+            let tokens = audio::audio_tokens(samples);
+            if tokens == 0 {
+                return Err(too_short(&name));
+            }
+            Ok(Encoded {
+                path: path.to_path_buf(),
+                key: image_key(&wav, 0),
+                rows: Arc::default(),
+                tokens,
+                budget: 0,
+                bytes: Arc::new(wav),
+                kind: MediaKind::Audio,
+            })
+        })
+        .collect()
+}
+
+/// A piece that makes no audio token.
+fn too_short(name: &str) -> Error {
+    Error::Invalid(format!(
+        "{name} is too short to hear: it makes no audio token"
+    ))
 }
 
 /// One piece of the recording at `path` (a WAV of [`pieces`]) encoded by `tower`.
@@ -70,9 +111,7 @@ pub fn encode_piece(tower: &AudioTower, wav: Vec<u8>, name: &str) -> Result<Enco
     let hidden = tower.spec().text_hidden.max(1);
     let tokens = rows.len() / hidden;
     if tokens == 0 {
-        return Err(Error::Invalid(format!(
-            "{name} is too short to hear: it makes no audio token"
-        )));
+        return Err(too_short(name));
     }
     Ok(Encoded {
         path: name.into(),

@@ -49,8 +49,7 @@ pub(super) struct TabState {
     pub last_used: u64,
     /// The tier last reported to the UI.
     pub tier: Tier,
-    /// Its context limit in tokens: `settings.context` where the model takes it, else the
-    /// engine's.
+    /// Its context limit in tokens: `settings.context`, else the engine's.
     pub context: usize,
     /// The tools the user approved for it.
     pub tools: TabTools,

@@ -238,7 +238,7 @@ impl<'a> Worker<'a> {
 
     /// A tab's settings for its next turns: kept whole; what this model or this engine cannot
     /// honour is said, one `Failed` each (a refused context keeps the one the tab had).
-    fn configure(&mut self, tab: TabId, settings: TabSettings) {
+    fn configure(&mut self, tab: TabId, mut settings: TabSettings) {
         let caps = Capabilities {
             thinking: self.lm.supports_thinking(),
             tools: self.tools.is_some(),
@@ -247,9 +247,11 @@ impl<'a> Worker<'a> {
         let default = self.context;
         let t = self.tab(tab);
         let refused = settings.refusals(&t.settings, caps);
-        if !refused.iter().any(|r| matches!(r, Refusal::Context { .. })) {
-            t.context = settings.context.unwrap_or(default);
+        if refused.iter().any(|r| matches!(r, Refusal::Context { .. })) {
+            // The tab keeps the context it had, and its settings say so.
+            settings.context = t.settings.context;
         }
+        t.context = settings.context.unwrap_or(default);
         t.settings = settings;
         for r in refused {
             self.emit(Event::Failed {

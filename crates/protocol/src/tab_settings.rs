@@ -109,11 +109,6 @@ impl TabSettings {
         self.system.as_deref().filter(|s| !s.trim().is_empty())
     }
 
-    /// The thought budget of a turn (`None` while thinking is off or unbounded).
-    pub fn turn_budget(&self) -> Option<usize> {
-        self.thought_budget.filter(|_| self.thinking)
-    }
-
     /// What of these settings an engine with `caps` cannot honour, in the order a user would
     /// fix them. The engine applies the settings all the same (a refused context keeps the one
     /// it had) and tells the front end each refusal.
@@ -217,16 +212,5 @@ mod tests {
                 max: 8192
             }]
         );
-    }
-
-    #[test]
-    fn the_budget_counts_only_while_thinking() {
-        let mut s = TabSettings {
-            thought_budget: Some(100),
-            ..TabSettings::default()
-        };
-        assert_eq!(s.turn_budget(), None);
-        s.thinking = true;
-        assert_eq!(s.turn_budget(), Some(100));
     }
 }

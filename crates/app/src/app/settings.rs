@@ -122,10 +122,11 @@ impl App {
     /// layers ([`TurnSettings::tab_settings`]), its first message as its system prompt. Every
     /// change of a tab's settings is told with it.
     pub(super) fn configure(&self, tab: &Tab) -> Command {
-        let mut settings = self.settings.tab_settings(&tab.choices, tab.system());
-        // A model without a thinking mode was told so once (the engine refuses it); the tab
-        // keeps its level for a model that has one.
-        settings.thinking &= self.model.thinking || !self.model.ready;
+        // Until the model is known, thinking goes as chosen (a model without it says so once).
+        let can_think = self.model.thinking || !self.model.ready;
+        let settings = self
+            .settings
+            .tab_settings(&tab.choices, tab.system(), can_think);
         Command::Configure {
             tab: tab.id,
             settings: Box::new(settings),

@@ -56,14 +56,21 @@ impl TabChoices {
 
 impl TurnSettings {
     /// The settings the engine gets for a tab that chose `c`, with `system` as its system
-    /// prompt: the one place a tab's settings are resolved.
-    pub fn tab_settings(&self, c: &TabChoices, system: Option<&str>) -> TabSettings {
+    /// prompt, on a model that thinks when `can_think` (else thinking is off: the engine would
+    /// only refuse it; the tab keeps its level for a model that thinks): the one place a tab's
+    /// settings are resolved.
+    pub fn tab_settings(
+        &self,
+        c: &TabChoices,
+        system: Option<&str>,
+        can_think: bool,
+    ) -> TabSettings {
         TabSettings {
             system: system.map(str::to_string),
             sampling: self.resolve(c.sampling).params,
             max_new_tokens: c.max_new_tokens.unwrap_or(self.max_new_tokens),
             stop: self.stop.clone(),
-            thinking: c.thinking.is_on(),
+            thinking: c.thinking.is_on() && can_think,
             thought_budget: c.thinking.budget(&self.thinking_budgets),
             context: c.context,
             overflow: self.overflow.clone(),
@@ -100,7 +107,7 @@ mod tests {
     #[test]
     fn a_new_tab_takes_the_apps_settings() {
         let s = settings();
-        let t = s.tab_settings(&TabChoices::new(&s, ToolChoice::Required), None);
+        let t = s.tab_settings(&TabChoices::new(&s, ToolChoice::Required), None, true);
         assert_eq!(t.max_new_tokens, 300);
         assert_eq!(t.stop, vec!["END".to_string()]);
         assert_eq!(t.context, Some(4096));
@@ -126,7 +133,11 @@ mod tests {
             "no thinking mode: the level stays"
         );
         c.take_preset(&p, true);
-        let t = s.tab_settings(&c, Some("Be brief."));
+        let t = s.tab_settings(&c, Some("Be brief."), true);
+        assert!(
+            !s.tab_settings(&c, None, false).thinking,
+            "no thinking mode: off"
+        );
         assert_eq!(t.sampling.temperature, 0.2);
         assert_eq!(t.max_new_tokens, 64);
         assert!(t.thinking);

@@ -343,19 +343,8 @@ impl Worker<'_> {
         if o.mode == OverflowMode::Compact && r.ids.len() >= o.before {
             return self.not_shorter(tab, o, r.ids.len());
         }
-        let left_out = r.left_out;
         self.adopt(tab, r)?;
         let after = self.idle_tab(tab)?.convo.len();
-        if left_out > 0 {
-            self.emit(Event::Notice {
-                tab,
-                text: format!(
-                    "{left_out} picture(s) or recording(s) of the kept exchanges could not be \
-                     placed again (their files are gone or unreadable): the shorter \
-                     conversation keeps their text"
-                ),
-            });
-        }
         let report = Compaction {
             mode: o.mode,
             prompt,

@@ -174,9 +174,9 @@ impl Worker<'_> {
             if e.tokens != image.tokens || e.key != image.key {
                 return Err(gone());
             }
-            if let (Some(store), Some(_)) = (&self.convos, &image.source) {
+            if image.source.is_some() {
                 // Kept with the conversation, so that a restart finds it as a sent one's.
-                let _ = store.keep_picture(&key, &e.bytes);
+                self.keep(tab, &e);
             }
             image.rows = e.rows;
             image.source = None;

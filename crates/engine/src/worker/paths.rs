@@ -133,9 +133,21 @@ impl Worker<'_> {
     }
 
     /// Makes `r` the tab's conversation, its pictures carried where the ids are shared, saved
-    /// and told ([`Event::Committed`], [`Event::Rebased`]).
+    /// and told ([`Event::Committed`], [`Event::Rebased`]; a picture or recording it could not
+    /// place again, with a notice).
     pub(super) fn adopt(&mut self, tab: TabId, r: branch::Rendered) -> Result<()> {
         let lm = self.lm;
+        if r.left_out > 0 {
+            self.emit(Event::Notice {
+                tab,
+                text: format!(
+                    "{} picture(s) or recording(s) of this conversation could not be placed \
+                     again (their files are gone or unreadable, or this model has no tower for \
+                     them): the model sees their text only",
+                    r.left_out
+                ),
+            });
+        }
         let t = self.idle_tab(tab)?;
         t.last_answer = r.last_answer();
         // The pictures of the exchanges the two paths share keep their place (and their rows);

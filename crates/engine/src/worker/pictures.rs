@@ -156,7 +156,7 @@ impl Worker<'_> {
     }
 
     /// A copy for the conversation, so that it comes back whatever becomes of the file.
-    fn keep(&self, tab: TabId, e: &Encoded) {
+    pub(super) fn keep(&self, tab: TabId, e: &Encoded) {
         if let Some(store) = &self.convos
             && let Err(why) = store.keep_picture(&key_hex(&e.key), &e.bytes)
         {
