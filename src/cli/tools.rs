@@ -315,6 +315,7 @@ mod tests {
             name: "f".into(),
             server: "s".into(),
             arguments: "{}".into(),
+            ..Default::default()
         };
         let asks = |approval| Event::ToolCall {
             tab: 2,
@@ -346,6 +347,7 @@ mod tests {
             name: "get\u{1b}[2J".into(),
             server: "s".into(),
             arguments: "{\"q\":\"x\"}".into(),
+            ..Default::default()
         };
         assert_eq!(describe_call(&call), "tool get[2J {\"q\":\"x\"}");
         let mut o = ToolOutcome {
@@ -355,6 +357,7 @@ mod tests {
             text: "abc".into(),
             bytes: 1234,
             seconds: 0.1,
+            ..Default::default()
         };
         assert_eq!(describe_outcome(&o), " -> 1234 bytes");
         o.ok = false;

@@ -372,6 +372,7 @@ fn a_restart_brings_a_chat_back_with_its_recording() {
         tab: 1,
         chat: crate::common::chat::chat(1),
         history: vec![Exchange {
+            calls: Vec::new(),
             media: Vec::new(),
             user: "What is it?".into(),
             answer: first.answer.clone(),

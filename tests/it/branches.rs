@@ -62,6 +62,7 @@ fn ids(dir: &Path, tab: TabId) -> Vec<u32> {
 
 fn ex(user: &str, answer: &str) -> Exchange {
     Exchange {
+        calls: Vec::new(),
         media: Vec::new(),
         user: user.into(),
         answer: answer.into(),

@@ -294,6 +294,7 @@ fn a_restored_tab_holds_what_a_warm_tab_holds() {
         .iter()
         .zip(&answers)
         .map(|(q, a)| Exchange {
+            calls: Vec::new(),
             media: Vec::new(),
             user: q.to_string(),
             answer: a.clone(),
@@ -463,6 +464,7 @@ fn a_transcript_longer_than_the_context_is_refused_unrendered() {
     let h = engine(d);
     let history: Vec<Exchange> = (0..10_000)
         .map(|i| Exchange {
+            calls: Vec::new(),
             media: Vec::new(),
             user: format!("question {i}"),
             answer: format!("answer {i}"),

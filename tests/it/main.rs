@@ -27,6 +27,7 @@ mod oracle;
 mod quant_blocks;
 mod quant_types;
 mod rebuilt_media;
+mod rebuilt_tools;
 mod remote;
 mod remote_faults;
 mod remote_hostile;

@@ -50,6 +50,7 @@ fn both_ways(
         tab: 1,
         chat: chat(1),
         history: vec![Exchange {
+            calls: Vec::new(),
             user: "What is it?".into(),
             media: if media { sent } else { Vec::new() },
             answer: first.answer.clone(),
@@ -146,6 +147,7 @@ fn a_branch_to_an_edit_keeps_the_pictures_rows() {
     h.send(Command::SetPath {
         tab: 1,
         history: vec![Exchange {
+            calls: Vec::new(),
             user: "What is this picture?".into(),
             media: sent,
             answer: first.answer.clone(),

@@ -345,6 +345,7 @@ fn the_history_sent_mirrors_the_transcript() {
     h.send(Command::SetPath {
         tab: 1,
         history: vec![gemma_engine::protocol::Exchange {
+            calls: Vec::new(),
             media: Vec::new(),
             user: "count 1".into(),
             answer: "1".into(),

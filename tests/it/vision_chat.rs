@@ -264,6 +264,7 @@ fn restart_with_pictures(n: usize, kv: bool, lose_copies: bool) -> (Done, bool, 
         tab: 1,
         chat: crate::common::chat::chat(1),
         history: vec![Exchange {
+            calls: Vec::new(),
             media: Vec::new(),
             user: "What is it?".into(),
             answer: first.answer.clone(),

@@ -28,6 +28,7 @@ fn call(id: u64, name: &str, arguments: &str) -> ToolCall {
         name: name.into(),
         server: "files".into(),
         arguments: arguments.into(),
+        ..Default::default()
     }
 }
 
@@ -49,6 +50,7 @@ fn result(app: &mut App, tab: TabId, id: u64, ok: bool, text: &str, bytes: usize
             text: text.into(),
             bytes,
             seconds: 0.4,
+            ..Default::default()
         },
     }));
 }
@@ -416,4 +418,61 @@ fn the_first_tab_takes_the_configured_tool_choice() {
         (&ToolSelection::All, ToolChoice::Required)
     );
     assert!(app.apply_default_tools().is_empty(), "once");
+}
+
+#[test]
+fn a_saved_chat_gives_the_engine_its_calls_as_the_model_wrote_and_read_them() {
+    let mut app = new_app();
+    let tab = send(&mut app, "Weather?");
+    app.update(Msg::Engine(Event::Token {
+        tab,
+        text: "Let me see.".into(),
+    }));
+    let c = ToolCall {
+        written: "call:forecast{city:<|\"|>Paris<|\"|>}".into(),
+        at: 11,
+        handover: 0,
+        ..call(1, "forecast", r#"{"city":"Paris"}"#)
+    };
+    app.update(Msg::Engine(Event::ToolCall {
+        tab,
+        call: c.clone(),
+        approval: false,
+    }));
+    let outcome = ToolOutcome {
+        id: 1,
+        name: "forecast".into(),
+        ok: true,
+        text: "sunny".into(),
+        structured: Some(r#"{"sky":"sunny"}"#.into()),
+        bytes: 5,
+        seconds: 0.1,
+    };
+    app.update(Msg::Engine(Event::ToolResult {
+        tab,
+        outcome: outcome.clone(),
+    }));
+    app.update(Msg::Engine(Event::Token {
+        tab,
+        text: " Sunny.".into(),
+    }));
+    finish(&mut app, tab, 1);
+    let made = gemma_protocol::CallMade::new(&c, Some(&outcome));
+    let live = gemma_app::app::persist::exchanges(&app.tab().expect("tab").messages);
+    assert_eq!(live[0].calls, [made]);
+    assert_eq!(live[0].answer, "Let me see. Sunny.");
+    // Saved, read back and restored: the engine is given the same calls.
+    let json = serde_json::to_string(&app.saved(0)).expect("json");
+    let back: SavedChat = serde_json::from_str(&json).expect("reads");
+    let mut again = new_app();
+    let cmds = again.restore(vec![("c".into(), back)], Vec::new());
+    let history = cmds
+        .iter()
+        .rev()
+        .find_map(|c| match c {
+            Command::Attach { history, .. } => Some(history.clone()),
+            _ => None,
+        })
+        .expect("attached");
+    assert_eq!(history, live);
 }

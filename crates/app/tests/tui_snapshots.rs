@@ -487,11 +487,13 @@ fn restored_chats_attach_to_the_engines_conversations() {
         history,
         &[
             Exchange {
+                calls: Vec::new(),
                 media: Vec::new(),
                 user: "Hi".into(),
                 answer: "Hello!".into()
             },
             Exchange {
+                calls: Vec::new(),
                 media: Vec::new(),
                 user: "Bye".into(),
                 answer: String::new()
@@ -818,6 +820,7 @@ fn answer(app: &mut App, tab: TabId, text: &str, stats: TurnStats) {
 
 fn exchange(user: &str, answer: &str) -> gemma_protocol::Exchange {
     gemma_protocol::Exchange {
+        calls: Vec::new(),
         media: Vec::new(),
         user: user.into(),
         answer: answer.into(),

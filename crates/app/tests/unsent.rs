@@ -117,6 +117,7 @@ fn a_message_killed_mid_turn_comes_back_in_the_editor() {
     assert_eq!(
         history(&cmds),
         vec![Exchange {
+            calls: Vec::new(),
             media: Vec::new(),
             user: "first question".into(),
             answer: "first answer".into()

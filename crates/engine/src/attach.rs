@@ -58,7 +58,7 @@ pub(super) fn attach(
     }
     t.chat = Some(r.chat.clone());
     let legacy_ids = r.legacy.as_ref().map(|l| l.ids.clone());
-    let setting = Setting::of(&t.settings, r.towers.marks());
+    let setting = Setting::of(&t.settings, r.towers.marks(), t.context);
     let store = stores.convos.as_ref();
     let sources = (store, &r.towers);
     let found = conversation(
@@ -87,6 +87,7 @@ pub(super) fn attach(
                 user: ex.user.clone(),
                 media: ex.media.clone(),
                 answer: ex.answer.clone(),
+                calls: ex.calls.clone(),
                 answer_start,
                 end,
             })

@@ -1,13 +1,14 @@
 //! A tab's conversation as a list of exchanges in ids ([`Held`]), and moving it to another path of
 //! the UI's conversation tree ([`rebase`]): the exchanges the new path shares with the one held
 //! keep their ids exactly (the sampled answers included), the rest are rendered turn by turn with
-//! the chat template the way they were first sent, their pictures and recordings in their places
-//! ([`render`]). The session is left alone: the next turn rewinds it to the longest common
-//! prefix.
+//! the chat template the way they were first sent, their pictures and recordings in their places,
+//! their answers' tool calls and responses where they were made ([`render`]). The session is
+//! left alone: the next turn rewinds it to the longest common prefix.
 
 use super::images::MediaSpan;
 use super::pictures::{Encoded, Marks, expand};
-use super::protocol::{Attachment, Exchange, MediaKind};
+use super::protocol::{Attachment, CallMade, Exchange, MediaKind};
+use super::tools::ToolText;
 use crate::error::Result;
 use gemma_model::checkpoint::LoadedModel;
 
@@ -20,6 +21,8 @@ pub(super) struct Held {
     /// The pictures and recordings sent with it.
     pub media: Vec<Attachment>,
     pub answer: String,
+    /// The tool calls the answer made.
+    pub calls: Vec<CallMade>,
     pub answer_start: usize,
     pub end: usize,
 }
@@ -30,6 +33,7 @@ impl Held {
         self.user.trim_end() == ex.user.trim_end()
             && self.answer == ex.answer
             && self.media == ex.media
+            && self.calls == ex.calls
     }
 
     /// The exchange it holds.
@@ -38,6 +42,7 @@ impl Held {
             user: self.user.clone(),
             media: self.media.clone(),
             answer: self.answer.clone(),
+            calls: self.calls.clone(),
         }
     }
 }
@@ -48,15 +53,20 @@ pub(super) struct Setting<'a> {
     pub thinking: bool,
     /// The marks of the media this model takes (none of a kind: no tower for it).
     pub marks: Marks,
+    /// The tab's context in tokens (tool responses are fitted to it as the live turn fitted
+    /// them).
+    pub context: usize,
 }
 
 impl<'a> Setting<'a> {
-    /// A tab's, with `settings`, on a model whose media are marked by `marks`.
-    pub fn of(settings: &'a super::protocol::TabSettings, marks: Marks) -> Self {
+    /// A tab's, with `settings` and a context of `context` tokens, on a model whose media are
+    /// marked by `marks`.
+    pub fn of(settings: &'a super::protocol::TabSettings, marks: Marks, context: usize) -> Self {
         Self {
             system: settings.system_prompt(),
             thinking: settings.thinking,
             marks,
+            context,
         }
     }
 }
@@ -72,6 +82,8 @@ pub(super) struct Rendered {
     pub images: Vec<MediaSpan>,
     /// Pictures and recordings left out: no tower for their kind, or their file unreadable.
     pub left_out: usize,
+    /// Tool calls left out: this model writes no calls, or they came from a server as JSON.
+    pub calls_left_out: usize,
     /// Set when the checkpoint's template failed and the built-in layout stood in.
     pub template_error: Option<gemma_model::tokenizer::template::TemplateError>,
 }
@@ -93,6 +105,8 @@ pub(super) fn render(
     setting: &Setting,
 ) -> Result<()> {
     let tok = lm.tokenizer.as_ref();
+    // Read once, and only when an answer called tools.
+    let mut tool_text: Option<Option<ToolText>> = None;
     for ex in exchanges {
         let placed = placeable(ex, setting.marks, &mut into.left_out);
         let turn = lm.user_turn(
@@ -115,12 +129,27 @@ pub(super) fn render(
         let base = 1 + into.header;
         let answer_start = into.ids.len() - base;
         if let Some(tok) = tok {
-            into.ids.extend(tok.encode(&ex.answer)?);
+            let text = match ex.calls.is_empty() {
+                true => None,
+                false => tool_text.get_or_insert_with(|| ToolText::of(tok)).as_ref(),
+            };
+            match text {
+                Some(text) => {
+                    let limit = setting.context;
+                    let n = text.answer(tok, &mut into.ids, &ex.answer, &ex.calls, limit)?;
+                    into.calls_left_out += n;
+                }
+                None => {
+                    into.ids.extend(tok.encode(&ex.answer)?);
+                    into.calls_left_out += ex.calls.len();
+                }
+            }
         }
         into.held.push(Held {
             user: ex.user.clone(),
             media: ex.media.clone(),
             answer: ex.answer.clone(),
+            calls: ex.calls.clone(),
             answer_start,
             end: into.ids.len() - base,
         });

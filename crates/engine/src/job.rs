@@ -69,6 +69,10 @@ pub(super) struct JobTools {
     pub declared: Vec<ToolSpec>,
     /// The calls of the hand-over the turn waits for.
     pub run: Option<ToolRun>,
+    /// The hand-overs so far.
+    pub handovers: usize,
+    /// The calls of the hand-overs over, as the transcript keeps them.
+    pub made: Vec<crate::protocol::CallMade>,
 }
 
 /// A compaction under way: what its summary is for.

@@ -355,6 +355,7 @@ impl<'a> Worker<'a> {
                     user: sent.user,
                     media: sent.media,
                     answer: std::mem::take(&mut job.answer_text),
+                    calls: job.tools.take().map(|jt| jt.made).unwrap_or_default(),
                     answer_start: at - base,
                     end: convo.len() - base,
                 });

@@ -142,6 +142,8 @@ pub struct Exchange {
     pub media: Vec<Attachment>,
     /// The model's answer (empty when it gave none).
     pub answer: String,
+    /// The tool calls the answer made, in order, each placed in its text.
+    pub calls: Vec<crate::CallMade>,
 }
 
 /// A conversation in ids as chats saved by earlier releases held it.

@@ -91,7 +91,7 @@ pub struct ServerInfo {
 }
 
 /// A call the model made, with its arguments parsed.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ToolCall {
     /// Numbers the tab's calls, from 1, across its turns.
     pub id: u64,
@@ -101,6 +101,57 @@ pub struct ToolCall {
     pub server: String,
     /// The arguments, as compact JSON text (an object).
     pub arguments: String,
+    /// The call as the model wrote it, in its own syntax (Gemma 4's `call:NAME{…}`, string
+    /// delimiters as `<|"|>`); empty where calls arrive as JSON (a server's).
+    pub written: String,
+    /// Bytes of the answer's text before the hand-over the call belongs to.
+    pub at: usize,
+    /// The hand-over's number in its turn, from 0 (the calls of one hand-over share it).
+    pub handover: usize,
+}
+
+/// A call an answer made, as a conversation rebuilt from its transcript writes it again: the
+/// call as the model wrote it, where, and the response the model read.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CallMade {
+    /// The tool.
+    pub name: String,
+    /// The arguments, as compact JSON text (what a server's chat API is sent).
+    pub arguments: String,
+    /// See [`ToolCall::written`].
+    pub written: String,
+    /// See [`ToolCall::at`].
+    pub at: usize,
+    /// See [`ToolCall::handover`].
+    pub handover: usize,
+    /// The tool's response as the model read it (`None`: the turn ended before it came).
+    pub response: Option<CallResponse>,
+}
+
+impl CallMade {
+    /// `call` as a transcript keeps it, with its outcome when it has one.
+    pub fn new(call: &ToolCall, outcome: Option<&ToolOutcome>) -> Self {
+        Self {
+            name: call.name.clone(),
+            arguments: call.arguments.clone(),
+            written: call.written.clone(),
+            at: call.at,
+            handover: call.handover,
+            response: outcome.map(|o| CallResponse {
+                text: o.text.clone(),
+                structured: o.structured.clone(),
+            }),
+        }
+    }
+}
+
+/// A tool's response as the model read it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CallResponse {
+    /// Its text (see [`ToolOutcome::text`]).
+    pub text: String,
+    /// See [`ToolOutcome::structured`].
+    pub structured: Option<String>,
 }
 
 /// The user's answer to a call that needs approval.
@@ -121,7 +172,7 @@ pub enum ToolDecision {
 }
 
 /// What became of a call.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct ToolOutcome {
     /// The call's [`ToolCall::id`].
     pub id: u64,
@@ -132,6 +183,9 @@ pub struct ToolOutcome {
     /// What the model was given as the tool's response (cut to the configured size, with a
     /// note where it was cut).
     pub text: String,
+    /// The response as the model read it when it was an object (a structured result, or an
+    /// error as `{"error": …}`), compact JSON text; `None`: the model read `text` as it is.
+    pub structured: Option<String>,
     /// Bytes the tool returned, before any cut.
     pub bytes: usize,
     /// Seconds it ran.

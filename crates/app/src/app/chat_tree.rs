@@ -96,6 +96,10 @@ fn saved_tool(r: &ToolRun) -> SavedTool {
         result: r.result.clone(),
         bytes: r.bytes,
         seconds: r.seconds,
+        written: r.written.clone(),
+        at: r.at,
+        handover: r.handover,
+        structured: r.structured.clone(),
     }
 }
 
@@ -109,6 +113,10 @@ fn tool_run(t: SavedTool) -> ToolRun {
         result: t.result,
         bytes: t.bytes,
         seconds: t.seconds,
+        written: t.written,
+        at: t.at,
+        handover: t.handover,
+        structured: t.structured,
     }
 }
 

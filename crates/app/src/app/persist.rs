@@ -20,11 +20,23 @@ pub fn exchanges(messages: &[Message]) -> Vec<Exchange> {
             Role::User => out.push(Exchange {
                 user: m.sent(),
                 media: m.images.iter().map(|c| c.attachment()).collect(),
-                answer: String::new(),
+                ..Exchange::default()
             }),
             Role::Model => {
                 if let Some(last) = out.last_mut() {
+                    // A second answer to one message goes on after the first: its calls'
+                    // places and hand-overs follow the first's.
+                    let (shift, next) = (
+                        last.answer.len(),
+                        last.calls.last().map_or(0, |c| c.handover + 1),
+                    );
                     last.answer.push_str(&m.text);
+                    last.calls.extend(m.tools.iter().map(|r| {
+                        let mut c = r.made();
+                        c.at += shift;
+                        c.handover += next;
+                        c
+                    }));
                 }
             }
             Role::Notice | Role::Error | Role::System => {}

@@ -71,6 +71,14 @@ pub struct ToolRun {
     pub bytes: usize,
     /// Seconds it ran.
     pub seconds: f64,
+    /// The call as the model wrote it, and where (see [`ToolCall::written`]).
+    pub written: String,
+    /// See [`ToolCall::at`].
+    pub at: usize,
+    /// See [`ToolCall::handover`].
+    pub handover: usize,
+    /// See [`ToolOutcome::structured`].
+    pub structured: Option<String>,
 }
 
 impl ToolRun {
@@ -89,6 +97,25 @@ impl ToolRun {
             result: String::new(),
             bytes: 0,
             seconds: 0.0,
+            written: call.written.clone(),
+            at: call.at,
+            handover: call.handover,
+            structured: None,
+        }
+    }
+
+    /// The call as a rebuilt conversation writes it again: its response once it ended.
+    pub fn made(&self) -> gemma_protocol::CallMade {
+        gemma_protocol::CallMade {
+            name: self.name.clone(),
+            arguments: self.arguments.clone(),
+            written: self.written.clone(),
+            at: self.at,
+            handover: self.handover,
+            response: (!self.state.open()).then(|| gemma_protocol::CallResponse {
+                text: self.result.clone(),
+                structured: self.structured.clone(),
+            }),
         }
     }
 
@@ -100,6 +127,7 @@ impl ToolRun {
             (false, _) => RunState::Failed,
         };
         self.result = o.text.clone();
+        self.structured = o.structured.clone();
         self.bytes = o.bytes;
         self.seconds = o.seconds;
     }
@@ -189,6 +217,7 @@ mod tests {
             name: "read_file".into(),
             server: "files".into(),
             arguments: r#"{"path":"a.txt"}"#.into(),
+            ..Default::default()
         }
     }
 
@@ -200,6 +229,7 @@ mod tests {
             text: text.into(),
             bytes,
             seconds: 0.2,
+            ..Default::default()
         }
     }
 

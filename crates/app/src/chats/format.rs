@@ -8,13 +8,14 @@ use serde::{Deserialize, Serialize};
 
 use gemma_protocol::SamplingLayer;
 
-/// The format's version: 5 names a message's pictures and recordings `media` (4 and earlier:
+/// The format's version: 6 keeps each tool call as the model wrote it, where in the answer, and
+/// its response as the model read it (a rebuilt conversation writes them again); 5 names a message's pictures and recordings `media` (4 and earlier:
 /// `images`, still read) and may hold a message sent whose turn had not ended (`unsent`); 4 adds
 /// tool calls and the tab's tools; 3 holds the conversation tree;
 /// 2 held the transcript only; 1 also held the conversation in ids, which is read once, for the
 /// engine to take over. Every field a version added is optional, so that reading an older file
 /// is the migration.
-pub const VERSION: u32 = 5;
+pub const VERSION: u32 = 6;
 
 /// One saved tab.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -206,6 +207,20 @@ pub struct SavedTool {
     /// Seconds it ran.
     #[serde(default)]
     pub seconds: f64,
+    /// The call as the model wrote it, in its own syntax (absent in files of format 5 and
+    /// earlier, and for a server's calls: such a call is not written again when the
+    /// conversation is rebuilt).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub written: String,
+    /// Bytes of the answer's text before the call's hand-over.
+    #[serde(default)]
+    pub at: usize,
+    /// The hand-over's number in its turn.
+    #[serde(default)]
+    pub handover: usize,
+    /// The response as the model read it when it was an object, JSON text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured: Option<String>,
 }
 
 /// The tools a tab declares (`all`, `off` or the names in `only`) and its tool choice.
@@ -364,7 +379,7 @@ mod tests {
             ..chat
         })
         .expect("json");
-        assert_eq!(again["version"], 5);
+        assert_eq!(again["version"], VERSION);
         assert_eq!(
             again["messages"][0]["media"].as_array().map(Vec::len),
             Some(2)

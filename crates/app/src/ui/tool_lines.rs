@@ -125,6 +125,7 @@ mod tests {
             name: "search".into(),
             server: "web".into(),
             arguments: r#"{"query":"rust \u001b[31mtui","limit":10}"#.into(),
+            ..Default::default()
         };
         ToolRun::new(&call, false)
     }
@@ -140,6 +141,7 @@ mod tests {
             text: "results".into(),
             bytes: 1234,
             seconds: 0.5,
+            ..Default::default()
         });
         let line = text(&collapsed(&r, 40, &theme));
         assert_eq!(line, "▸ tool search({\"query\":\"rust …) → 1.2 kB");
@@ -161,6 +163,7 @@ mod tests {
             text: "server \u{1b}]0;evil\u{7}crashed".into(),
             bytes: 0,
             seconds: 1.25,
+            ..Default::default()
         });
         let lines: Vec<String> = tool_lines(&[r], 60, &theme, true)
             .iter()

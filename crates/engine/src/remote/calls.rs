@@ -8,6 +8,7 @@
 use serde_json::{Map, Value, json};
 
 pub use super::limits::{MAX_ARGUMENTS, MAX_CALLS, MAX_ID};
+use crate::protocol::CallMade;
 use crate::tools::run::{Attempt, raw_shown};
 use gemma_tools::host::clean;
 use gemma_tools::syntax;
@@ -174,6 +175,7 @@ pub fn attempt(call: &WireCall) -> Attempt {
             name: "?".into(),
             arguments: Err("the call names no tool".into()),
             raw: raw_shown(&call.arguments),
+            written: String::new(),
         };
     }
     let name = clean::tool_name(raw);
@@ -189,6 +191,7 @@ pub fn attempt(call: &WireCall) -> Attempt {
         name,
         arguments,
         raw: raw_shown(call.arguments.trim()),
+        written: String::new(),
     }
 }
 
@@ -246,6 +249,53 @@ pub fn round_messages(
     for (i, (c, a)) in calls.iter().enumerate() {
         let content = responses.get(i).cloned().flatten().unwrap_or_default();
         m.push(json!({"role": "tool", "tool_call_id": c.id, "name": a.name, "content": content}));
+    }
+    m
+}
+
+/// The messages that stand for an answer that called tools, rebuilt from its transcript (an
+/// attached chat, another path): per hand-over an assistant message with the text before it and
+/// its calls, and a `tool` message per call; then the text after the last. Empty for an answer
+/// that made no call (it is one assistant message).
+pub fn rebuilt_replies(answer: &str, calls: &[CallMade]) -> Vec<Value> {
+    let mut m = Vec::new();
+    let mut from = 0;
+    let mut rest = calls;
+    while let Some(first) = rest.first() {
+        let n = rest
+            .iter()
+            .take_while(|c| c.handover == first.handover)
+            .count();
+        let (batch, later) = rest.split_at(n);
+        let mut at = first.at.clamp(from, answer.len());
+        while !answer.is_char_boundary(at) {
+            at -= 1;
+        }
+        let id = |i: usize| format!("call_{}_{i}", first.handover);
+        let tool_calls: Vec<Value> = batch
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                json!({"id": id(i), "type": "function",
+                       "function": {"name": c.name, "arguments": c.arguments}})
+            })
+            .collect();
+        m.push(
+            json!({"role": "assistant", "content": &answer[from..at], "tool_calls": tool_calls}),
+        );
+        for (i, c) in batch.iter().enumerate() {
+            let content = c.response.as_ref().map_or_else(String::new, |r| {
+                r.structured.clone().unwrap_or_else(|| r.text.clone())
+            });
+            m.push(
+                json!({"role": "tool", "tool_call_id": id(i), "name": c.name, "content": content}),
+            );
+        }
+        from = at;
+        rest = later;
+    }
+    if !m.is_empty() {
+        m.push(json!({"role": "assistant", "content": &answer[from..]}));
     }
     m
 }

@@ -199,3 +199,34 @@ fn a_refused_call_keeps_what_it_sent() {
     let huge = attempt(&wire("forecast", &"é".repeat(10_000)));
     assert!(huge.raw.ends_with('…') && huge.raw.len() <= crate::tools::run::RAW_SHOWN + 3);
 }
+
+#[test]
+fn an_answer_that_called_tools_is_sent_again_as_its_round_trips() {
+    use crate::protocol::{CallMade, CallResponse};
+    let made = |handover, text: &str, structured: Option<&str>| CallMade {
+        name: "f".into(),
+        arguments: r#"{"a":1}"#.into(),
+        at: 5,
+        handover,
+        response: Some(CallResponse {
+            text: text.into(),
+            structured: structured.map(Into::into),
+        }),
+        ..CallMade::default()
+    };
+    let calls = [made(0, "one", None), made(1, "x", Some(r#"{"t":2}"#))];
+    let m = rebuilt_replies("Hello there", &calls);
+    let roles: Vec<&str> = m.iter().map(|v| v["role"].as_str().unwrap_or("")).collect();
+    assert_eq!(
+        roles,
+        ["assistant", "tool", "assistant", "tool", "assistant"]
+    );
+    assert_eq!(m[0]["content"], "Hello");
+    assert_eq!(m[0]["tool_calls"][0]["function"]["arguments"], r#"{"a":1}"#);
+    assert_eq!(m[1]["tool_call_id"], m[0]["tool_calls"][0]["id"]);
+    assert_eq!(m[1]["content"], "one");
+    assert_eq!(m[2]["content"], "");
+    assert_eq!(m[3]["content"], r#"{"t":2}"#);
+    assert_eq!(m[4]["content"], " there");
+    assert!(rebuilt_replies("Plain.", &[]).is_empty());
+}

@@ -184,7 +184,10 @@ impl Server {
                     urls.filter_map(std::result::Result::ok).collect()
                 })
                 .collect();
-            t.replies = vec![Vec::new(); history.len()];
+            t.replies = history
+                .iter()
+                .map(|ex| super::calls::rebuilt_replies(&ex.answer, &ex.calls))
+                .collect();
             t.history = history;
             wire::messages(t.settings.system_prompt(), &t.history, &[], &[], None)
         };

@@ -13,7 +13,7 @@ use super::calls::{WireCall, attempt, round_messages};
 use super::serve::{Server, after};
 use super::turn::{TurnDone, TurnJob, estimate, stats};
 use crate::protocol::{TabId, ToolChoice, ToolDecision, TurnEnd, TurnStats};
-use crate::tools::run::{Attempt, ToolRun};
+use crate::tools::run::{Attempt, HandOver, ToolRun};
 use gemma_tools::host::ToolSpec;
 
 /// The calls of one answer, while they run.
@@ -222,13 +222,23 @@ impl Server {
             .collect();
         turn.calls += read.len();
         let attempts = read.iter().map(|(_, a)| a.clone()).collect();
+        // Where in the answer: after every round's text so far, the rounds with calls before.
+        let place = HandOver {
+            tab,
+            at: turn.merged.as_ref().map_or(0, |m| m.answer.len()),
+            number: turn
+                .messages
+                .iter()
+                .filter(|m| m["role"] == "assistant")
+                .count(),
+        };
         let (run, events) = ToolRun::begin(
             host,
             &self.always,
             &mut t.tools,
             &turn.declared,
             attempts,
-            tab,
+            place,
         );
         turn.tail.clear();
         turn.waiting = Some(Waiting {

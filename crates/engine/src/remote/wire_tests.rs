@@ -3,6 +3,7 @@ use super::*;
 #[test]
 fn a_turn_resends_the_conversation_with_the_tabs_settings() {
     let history = [Exchange {
+        calls: Vec::new(),
         media: Vec::new(),
         user: "Hi".into(),
         answer: " Hello! ".into(),
@@ -79,11 +80,13 @@ fn a_turn_resends_the_conversation_with_the_tabs_settings() {
 fn tools_and_earlier_round_trips_go_as_the_chat_api_says() {
     let history = [
         Exchange {
+            calls: Vec::new(),
             media: Vec::new(),
             user: "Weather?".into(),
             answer: "Let me look. Sunny.".into(),
         },
         Exchange {
+            calls: Vec::new(),
             media: Vec::new(),
             user: "Thanks".into(),
             answer: "You're welcome.".into(),
@@ -242,6 +245,7 @@ fn an_error_mid_stream_and_nonsense_are_errors() {
 #[test]
 fn pictures_go_before_their_message_text_as_data_urls() {
     let history = [Exchange {
+        calls: Vec::new(),
         media: Vec::new(),
         user: "What is it?".into(),
         answer: "A square.".into(),

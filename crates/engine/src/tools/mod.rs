@@ -6,6 +6,7 @@
 
 pub mod guide;
 pub mod run;
+pub mod text;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -15,6 +16,7 @@ use gemma_tools::host::{ToolHost, ToolSpec};
 use gemma_tools::syntax::{CallGrammar, Vocab};
 
 use super::protocol::ToolSelection;
+pub use text::ToolText;
 
 /// How often an engine whose turns wait only for their tools looks for the results (both
 /// engines: the local one and the remote one).
@@ -82,55 +84,28 @@ pub struct EngineTools {
     pub host: Arc<ToolHost>,
     /// The vocabulary as bytes, for the call grammar.
     pub vocab: Arc<Vocab>,
-    /// The marker ids.
-    pub ids: ToolIds,
+    /// The markers, and calls and responses in ids.
+    pub text: ToolText,
     /// Tools approved everywhere this run ("a").
     pub always: BTreeSet<String>,
-    /// Which ids are control tokens (never produced from a tool's text).
-    control: Vec<bool>,
-    /// The byte-fallback id of each byte, where the vocabulary has one.
-    byte_ids: Vec<Option<u32>>,
 }
 
 impl EngineTools {
     /// Tools for a model read by `tok`, or why it cannot call any.
     pub fn new(host: Arc<ToolHost>, tok: &Tokenizer) -> Result<Self, String> {
-        let ids = ToolIds::of(tok).ok_or_else(|| {
+        let bytes = tok.vocab_bytes();
+        let text = ToolText::with_bytes(tok, &bytes).ok_or_else(|| {
             "this model's vocabulary has no tool-call markers (<|tool_call>…): only Gemma 4 calls \
              tools"
                 .to_string()
         })?;
-        let bytes = tok.vocab_bytes();
-        let control = bytes.iter().map(Option::is_none).collect();
-        let byte_ids = (0..=255u8)
-            .map(|b| tok.token_id(&format!("<0x{b:02X}>")))
-            .collect();
-        let vocab = Vocab::new(bytes, ids.quote, ids.call_end);
+        let vocab = Vocab::new(bytes, text.ids.quote, text.ids.call_end);
         Ok(Self {
             host,
             vocab: Arc::new(vocab),
-            ids,
+            text,
             always: BTreeSet::new(),
-            control,
-            byte_ids,
         })
-    }
-
-    /// `text` in ids with no control token: where the tokenizer matched one (a tool's text
-    /// that holds `<turn|>`, say), its text is spelled in byte tokens instead (or dropped where
-    /// the vocabulary has none), so that nothing a tool returns can steer the conversation.
-    pub fn plain(&self, tok: &Tokenizer, text: &str) -> Vec<u32> {
-        let ids = tok.encode(text).unwrap_or_default();
-        let mut out = Vec::with_capacity(ids.len());
-        for id in ids {
-            if !self.control.get(id as usize).copied().unwrap_or(true) {
-                out.push(id);
-                continue;
-            }
-            let piece = tok.token(id).unwrap_or_default();
-            out.extend(piece.bytes().filter_map(|b| self.byte_ids[b as usize]));
-        }
-        out
     }
 
     /// The tools a tab with `selection` declares, by name.

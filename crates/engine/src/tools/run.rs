@@ -8,10 +8,10 @@ use std::collections::BTreeSet;
 
 use gemma_model::tokenizer::Tokenizer;
 use gemma_tools::host::{CallResult, PendingCall, ToolHost, ToolSpec, clean};
-use gemma_tools::syntax::{self, Piece, ToolResponse};
+use gemma_tools::syntax::{self, ToolResponse};
 use serde_json::{Map, Value};
 
-use super::super::protocol::{Event, TabId, ToolCall, ToolDecision, ToolOutcome};
+use super::super::protocol::{CallMade, Event, TabId, ToolCall, ToolDecision, ToolOutcome};
 use super::{EngineTools, TabTools};
 
 /// Where one call stands.
@@ -41,6 +41,21 @@ pub struct Attempt {
     /// The arguments as they came (the whole call's text where it could not be read), cut to
     /// [`RAW_SHOWN`] bytes: what a call that fails is shown with.
     pub raw: String,
+    /// The call as the model wrote it in its own syntax (see [`ToolCall::written`]); empty for
+    /// a server's JSON calls.
+    pub written: String,
+}
+
+/// Where a hand-over's calls fall: the tab, the bytes of the answer's text before them, and the
+/// hand-over's number in the turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HandOver {
+    /// The tab whose turn made the calls.
+    pub tab: TabId,
+    /// See [`ToolCall::at`].
+    pub at: usize,
+    /// See [`ToolCall::handover`].
+    pub number: usize,
 }
 
 /// Bytes of a failed call's arguments kept to show it.
@@ -77,24 +92,34 @@ impl std::fmt::Debug for ToolRun {
     }
 }
 
-fn outcome(call: &ToolCall, ok: bool, text: &str, bytes: usize, seconds: f64) -> ToolOutcome {
-    ToolOutcome {
+/// A call over: `response` is what the model reads; the outcome says it, with `text`.
+fn done(call: &ToolCall, response: ToolResponse, ok: bool, text: &str, run: (usize, f64)) -> State {
+    let structured = match &response {
+        ToolResponse::Object(m) => Some(Value::Object(m.clone()).to_string()),
+        ToolResponse::Text(_) => None,
+    };
+    let outcome = ToolOutcome {
         id: call.id,
         name: call.name.clone(),
         ok,
         text: text.to_string(),
-        bytes,
-        seconds,
-    }
+        structured,
+        bytes: run.0,
+        seconds: run.1,
+    };
+    State::Done(response, outcome)
 }
 
 /// A failure the model reads as the tool's response.
 fn failure(call: &ToolCall, text: &str) -> State {
     let mut m = Map::new();
     m.insert("error".into(), Value::String(text.to_string()));
-    State::Done(
+    done(
+        call,
         ToolResponse::Object(m),
-        outcome(call, false, text, text.len(), 0.0),
+        false,
+        text,
+        (text.len(), 0.0),
     )
 }
 
@@ -107,7 +132,7 @@ impl ToolRun {
         declared: &[ToolSpec],
         tok: &Tokenizer,
         batch: Vec<Vec<u32>>,
-        tab: TabId,
+        place: HandOver,
     ) -> (Self, Vec<Event>) {
         let read = |ids: Vec<u32>| {
             let text = tok.decode(&ids, false).unwrap_or_default();
@@ -119,11 +144,12 @@ impl ToolRun {
                 name,
                 arguments,
                 raw: raw_shown(&text),
+                written: text,
             }
         };
         let attempts = batch.into_iter().map(read).collect();
         let (host, always) = (&tools.host, &tools.always);
-        Self::begin(host, always, tab_tools, declared, attempts, tab)
+        Self::begin(host, always, tab_tools, declared, attempts, place)
     }
 
     /// The calls `attempts` (read by either engine): each that reads and names a declared tool
@@ -135,14 +161,16 @@ impl ToolRun {
         tab_tools: &mut TabTools,
         declared: &[ToolSpec],
         attempts: Vec<Attempt>,
-        tab: TabId,
+        place: HandOver,
     ) -> (Self, Vec<Event>) {
+        let tab = place.tab;
         let mut calls = Vec::new();
         let mut events = Vec::new();
         for Attempt {
             name,
             arguments,
             raw,
+            written,
         } in attempts
         {
             tab_tools.last_call += 1;
@@ -157,6 +185,9 @@ impl ToolRun {
                     Ok(_) => Value::Object(args.clone()).to_string(),
                     Err(_) => raw,
                 },
+                written,
+                at: place.at,
+                handover: place.number,
             };
             let approval = spec.is_some_and(|s| !approved(always, tab_tools, s));
             let state = match (arguments, spec) {
@@ -288,6 +319,17 @@ impl ToolRun {
         events
     }
 
+    /// The calls as the transcript keeps them, each with its response once it has one.
+    pub fn made(&self) -> Vec<CallMade> {
+        self.calls
+            .iter()
+            .map(|c| match &c.state {
+                State::Done(_, o) => CallMade::new(&c.call, Some(o)),
+                _ => CallMade::new(&c.call, None),
+            })
+            .collect()
+    }
+
     /// How many calls the hand-over made.
     pub fn calls(&self) -> usize {
         self.calls.len()
@@ -320,29 +362,18 @@ impl ToolRun {
             .collect()
     }
 
-    /// The responses as ids, in the calls' order, within `room` tokens: the first block follows
-    /// the `<|tool_response>` the model sampled, each later one opens with its own. A response
-    /// that does not fit is cut, and says so.
+    /// The responses as ids, in the calls' order, within `room` tokens (see
+    /// [`super::ToolText::responses`]).
     pub fn response_ids(&self, tools: &EngineTools, tok: &Tokenizer, room: usize) -> Vec<u32> {
-        let share = room / self.calls.len().max(1);
-        let mut ids = Vec::new();
-        for (i, c) in self.calls.iter().enumerate() {
-            let State::Done(response, _) = &c.state else {
-                continue;
-            };
-            if i > 0 {
-                ids.push(tools.ids.response);
-            }
-            ids.extend(fitted(
-                tools,
-                tok,
-                &c.call.name,
-                response,
-                share.saturating_sub(1),
-            ));
-            ids.push(tools.ids.response_end);
-        }
-        ids
+        let responses: Vec<(&str, Option<&ToolResponse>)> = self
+            .calls
+            .iter()
+            .map(|c| match &c.state {
+                State::Done(r, _) => (c.call.name.as_str(), Some(r)),
+                _ => (c.call.name.as_str(), None),
+            })
+            .collect();
+        tools.text.responses(tok, &responses, room)
     }
 }
 
@@ -369,62 +400,14 @@ pub fn calls_in(answer: &[u32], ids: super::ToolIds) -> Vec<Vec<u32>> {
 
 /// A host result as the call's end.
 fn finished(call: &ToolCall, r: CallResult) -> State {
-    let o = outcome(call, r.ok, &r.text, r.bytes, r.seconds);
     let response = match (r.ok, r.structured) {
         (true, Some(obj)) => ToolResponse::Object(obj),
-        (true, None) => ToolResponse::Text(r.text),
+        (true, None) => ToolResponse::Text(r.text.clone()),
         (false, _) => {
             let mut m = Map::new();
-            m.insert("error".into(), Value::String(r.text));
+            m.insert("error".into(), Value::String(r.text.clone()));
             ToolResponse::Object(m)
         }
     };
-    State::Done(response, o)
-}
-
-/// One response's ids within `room` tokens: its text cut shorter (with a note) until it fits.
-fn fitted(
-    tools: &EngineTools,
-    tok: &Tokenizer,
-    name: &str,
-    response: &ToolResponse,
-    room: usize,
-) -> Vec<u32> {
-    let mut response = response.clone();
-    for _ in 0..6 {
-        let ids = encode_pieces(tools, tok, &syntax::response_pieces(name, &response));
-        if ids.len() <= room {
-            return ids;
-        }
-        let text = syntax::format_value(&match &response {
-            ToolResponse::Text(t) => Value::String(t.clone()),
-            ToolResponse::Object(m) => Value::Object(m.clone()),
-        });
-        let keep = text.len() * room / ids.len().max(1) * 3 / 4;
-        let mut cut = keep.min(text.len());
-        while !text.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        response = ToolResponse::Text(format!(
-            "{}\n[cut: the context is full; {} of {} bytes shown]",
-            &text[..cut],
-            cut,
-            text.len()
-        ));
-    }
-    let note = ToolResponse::Text("[the response does not fit in the context]".into());
-    encode_pieces(tools, tok, &syntax::response_pieces(name, &note))
-}
-
-/// Ids of a response's pieces: its text tokenized with every control token spelled out in
-/// bytes, its string delimiters as the `<|"|>` id.
-fn encode_pieces(tools: &EngineTools, tok: &Tokenizer, pieces: &[Piece]) -> Vec<u32> {
-    let mut ids = Vec::new();
-    for p in pieces {
-        match p {
-            Piece::Quote => ids.push(tools.ids.quote),
-            Piece::Text(t) => ids.extend(tools.plain(tok, t)),
-        }
-    }
-    ids
+    done(call, response, r.ok, &r.text, (r.bytes, r.seconds))
 }

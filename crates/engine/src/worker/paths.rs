@@ -118,9 +118,9 @@ impl Worker<'_> {
     /// Moves the tab's conversation to another path of the UI's tree (see
     /// [`branch::rebase`]); the next turn rewinds the session to what the two share.
     pub(super) fn set_path(&mut self, tab: TabId, history: &[Exchange]) -> Result<()> {
-        let (lm, marks) = (self.lm, self.towers.marks());
+        let (lm, marks, context) = (self.lm, self.towers.marks(), self.context);
         let t = self.idle_tab(tab)?;
-        let setting = Setting::of(&t.settings, marks);
+        let setting = Setting::of(&t.settings, marks, t.context.min(context));
         let r = branch::rebase(
             lm,
             &t.convo,
@@ -145,6 +145,17 @@ impl Worker<'_> {
                      again (their files are gone or unreadable, or this model has no tower for \
                      them): the model sees their text only",
                     r.left_out
+                ),
+            });
+        }
+        if r.calls_left_out > 0 {
+            self.emit(Event::Notice {
+                tab,
+                text: format!(
+                    "{} tool call(s) of this conversation are not written again (this model \
+                     writes no tool calls, or they came from a server): the model sees the \
+                     answers' text only",
+                    r.calls_left_out
                 ),
             });
         }

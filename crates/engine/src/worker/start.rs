@@ -83,7 +83,7 @@ impl Worker<'_> {
         let sent = crate::protocol::Exchange {
             user: text.to_string(),
             media: attachments.to_vec(),
-            answer: String::new(),
+            ..crate::protocol::Exchange::default()
         };
         let exchange = t.held.clone().map(|h| (h, sent));
         if let Some(e) = turn.template_error {

@@ -9,14 +9,12 @@ use crate::error::{Error, Result};
 use crate::job::JobTools;
 use crate::protocol::{Event, TabId, ToolChoice, ToolDecision};
 use crate::tools::guide::{CallGuide, RESERVE};
-use crate::tools::run::{ToolRun, calls_in};
+use crate::tools::run::{HandOver, ToolRun, calls_in};
 use crate::tools::{EngineTools, declarations};
 use crate::turn::Turn;
 use gemma_tools::host::ToolSpec;
 
-/// Tokens kept free for the answer after the tools' responses.
-const ANSWER_ROOM: usize = 64;
-
+use crate::tools::text::ANSWER_ROOM;
 impl Worker<'_> {
     /// The tools `tab` declares now (none without a host or with tools off), each one whose
     /// arguments' grammar compiles; a tool that cannot be declared is told once per turn.
@@ -87,14 +85,14 @@ impl Worker<'_> {
         let guide = CallGuide::new(
             Arc::new(grammar),
             tools.vocab.clone(),
-            tools.ids,
+            tools.text.ids,
             choice,
             tools.host.limits().max_calls,
             tools.host.limits().max_call_tokens,
         );
         let job = JobTools {
             declared,
-            run: None,
+            ..JobTools::default()
         };
         Ok((turn.with_guide(Box::new(guide)), Some(job)))
     }
@@ -119,8 +117,15 @@ impl Worker<'_> {
         let run = match &mut jt.run {
             Some(run) => run,
             None => {
-                let batch = calls_in(job.turn.answer(), tools.ids);
-                let (run, ev) = ToolRun::start(tools, &mut t.tools, &jt.declared, tok, batch, tab);
+                let batch = calls_in(job.turn.answer(), tools.text.ids);
+                let place = HandOver {
+                    tab,
+                    at: job.answer_text.len(),
+                    number: jt.handovers,
+                };
+                jt.handovers += 1;
+                let (run, ev) =
+                    ToolRun::start(tools, &mut t.tools, &jt.declared, tok, batch, place);
                 events = ev;
                 jt.run.insert(run)
             }
@@ -133,6 +138,7 @@ impl Worker<'_> {
             let room = limit.saturating_sub(job.turn.end_position() + 1 + ANSWER_ROOM);
             let ids = run.response_ids(tools, tok, room);
             let calls = run.calls();
+            jt.made.extend(run.made());
             jt.run = None;
             job.resume(&ids, calls);
         }
