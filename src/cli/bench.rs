@@ -20,6 +20,7 @@ use serde_json::json;
 
 use super::ModelArgs;
 use super::generate::load_model;
+use gemma_engine::protocol::Speculation;
 
 /// Arguments of `bench`.
 #[derive(Debug, Args)]
@@ -100,7 +101,7 @@ pub(super) fn kv_dtype_name(m: &Gemma) -> String {
 }
 
 /// The median of a few timings.
-fn median(mut v: Vec<f64>) -> f64 {
+pub(super) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v.get(v.len() / 2).copied().unwrap_or_default()
 }
@@ -176,10 +177,25 @@ pub fn run(args: BenchArgs, common: &ModelArgs) -> anyhow::Result<()> {
     if !args.no_sessions {
         sessions_figures(m, &lm, &args, &prompt, &mut out)?;
     }
+    // Speculation only when `--speculate` asks: the decode figures above are plain decoding's.
+    let spec = match common.speculate {
+        Some(kind) => Speculation {
+            kind,
+            draft_max: common.config()?.speculate.draft_max,
+        },
+        None => Speculation::default(),
+    };
+    let spec = super::bench_spec::speculation_figures(&lm, spec, args.decode_tokens)?;
+    if let (Some(v), Some(o)) = (&spec, out.as_object_mut()) {
+        o.insert("speculate".into(), v.clone());
+    }
     if args.json {
         outln!("{out}")?;
     } else {
         print_text(&out)?;
+        if let Some(v) = &spec {
+            super::bench_spec::print(v)?;
+        }
     }
     Ok(())
 }

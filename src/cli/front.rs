@@ -103,6 +103,7 @@ pub fn turn_settings(
         thinking_budgets: config.model.thinking_budgets,
         context_length: None,
         overflow: config.sessions.overflow(),
+        speculation: config.speculate.speculation(),
     }
 }
 

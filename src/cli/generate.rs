@@ -176,6 +176,7 @@ fn raw_options(args: &GenerateArgs, s: &SamplingArgs, lm: &LoadedModel) -> TurnO
         boundary_snapshot: false,
         thinking: None,
         forced: Vec::new(),
+        speculation: Default::default(),
     }
 }
 

@@ -28,6 +28,7 @@ macro_rules! out {
 
 mod attach;
 mod bench;
+mod bench_spec;
 mod chats_cmd;
 mod config_cmd;
 mod front;
@@ -147,6 +148,10 @@ pub struct ModelArgs {
         value_name = "MODE"
     )]
     gpu_weights: Option<GpuWeights>,
+    /// Speculative decoding: off, lookup, drafter or auto (default: the config's
+    /// `[speculate] kind`).
+    #[arg(long, env = "GEMMA_CHAT_SPECULATE", global = true, value_name = "KIND")]
+    speculate: Option<gemma_protocol::Speculate>,
     /// Compute backend: cpu, wgpu or cuda (default: the config's `model.backend`).
     #[arg(long, env = "GEMMA_CHAT_BACKEND", global = true)]
     backend: Option<gemma_protocol::Backend>,
@@ -176,9 +181,11 @@ pub struct ModelChoice {
 impl ModelArgs {
     /// The config file, read over the built-in one.
     pub fn config(&self) -> anyhow::Result<Config> {
-        Ok(Config::load(
-            config_path(self.config.as_deref()).as_deref(),
-        )?)
+        let mut config = Config::load(config_path(self.config.as_deref()).as_deref())?;
+        if let Some(kind) = self.speculate {
+            config.speculate.kind = kind;
+        }
+        Ok(config)
     }
 
     /// Flags (and their environment variables) over the config file.

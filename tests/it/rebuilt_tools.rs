@@ -14,8 +14,8 @@ use burn::tensor::Device;
 use gemma_app::app::tools::ToolRun;
 use gemma_engine::convo_store::SavedConvo;
 use gemma_engine::protocol::{
-    Attachment, Command, Event, Exchange, Overflow, OverflowMode, TabId, TabSettings, ToolChoice,
-    ToolDecision, ToolSelection,
+    Attachment, Command, Event, Exchange, Overflow, OverflowMode, Speculate, Speculation, TabId,
+    TabSettings, ToolChoice, ToolDecision, ToolSelection,
 };
 use gemma_engine::{EngineHandle, EngineOptions, SharedTools, spawn};
 use gemma_model::checkpoint::load;
@@ -186,10 +186,23 @@ fn same_conversation(tok: &Tokenizer, a: &[u32], b: &[u32]) {
 
 /// The live chat: a recording and a question, a call run, then a follow-up (another call).
 fn live() -> (tempfile::TempDir, Exchange, SavedConvo) {
+    live_with(Speculate::Off)
+}
+
+/// [`live`] with speculative decoding of `kind`.
+fn live_with(kind: Speculate) -> (tempfile::TempDir, Exchange, SavedConvo) {
     let dir = audio_dir();
     let h = engine(dir.path(), host(dir.path()));
     attach(&h, 1, Vec::new());
-    configure(&h, 1, settings(None));
+    let speculation = Speculation { kind, draft_max: 8 };
+    configure(
+        &h,
+        1,
+        TabSettings {
+            speculation,
+            ..settings(None)
+        },
+    );
     let sound = vec![Attachment::audio(clip("a.wav"))];
     let first = turn(&h, 1, "What is the weather where this was recorded?", sound);
     assert!(!first.calls.is_empty(), "{first:?}");
@@ -245,6 +258,15 @@ fn a_transcript_with_a_recording_and_tool_calls_rebuilds_the_live_conversation()
     turn(&h, 1, "And tomorrow?", Vec::new());
     let branched = saved(h, dir.path());
     same_conversation(&tok, before_follow_up(&live), before_follow_up(&branched));
+}
+
+#[test]
+fn tool_calls_and_a_recording_speculate_to_the_same_conversation() {
+    let (_, first, plain) = live();
+    let (_, spec_first, spec) = live_with(Speculate::Lookup);
+    assert_eq!(spec_first, first);
+    assert_eq!(spec.ids, plain.ids);
+    assert_eq!(spec.exchanges, plain.exchanges);
 }
 
 #[test]

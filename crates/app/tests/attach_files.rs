@@ -39,6 +39,7 @@ fn stats() -> TurnStats {
         tool_calls: 0,
         tool_tokens: 0,
         thought_tokens: 0,
+        speculation: None,
     }
 }
 

@@ -24,6 +24,7 @@ fn stats() -> TurnStats {
         tool_calls: 0,
         tool_tokens: 0,
         thought_tokens: 0,
+        speculation: None,
     }
 }
 

@@ -136,6 +136,7 @@ fn the_footer_counts_the_thought_against_the_budget() {
         tool_calls: 0,
         tool_tokens: 0,
         thought_tokens: 1984,
+        speculation: None,
     };
     app.update(Msg::Engine(Event::Committed { tab, tokens: 28 }));
     app.update(Msg::Engine(Event::Finished {

@@ -67,6 +67,7 @@ fn finish(app: &mut App, tab: TabId, calls: usize) {
         tool_calls: calls,
         tool_tokens: 40,
         thought_tokens: 0,
+        speculation: None,
     };
     app.update(Msg::Engine(Event::Finished {
         tab,

@@ -61,6 +61,7 @@ fn stats(reused: usize, prefilled: usize, generated: usize) -> TurnStats {
         tool_calls: 0,
         tool_tokens: 0,
         thought_tokens: 0,
+        speculation: None,
     }
 }
 

@@ -45,6 +45,7 @@ fn answer(app: &mut App, tab: TabId, text: &str) {
         tool_calls: 0,
         tool_tokens: 0,
         thought_tokens: 0,
+        speculation: None,
     };
     app.update(Msg::Engine(Event::Finished {
         tab,

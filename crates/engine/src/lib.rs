@@ -31,6 +31,7 @@ pub mod remote;
 pub mod reply;
 pub mod session;
 pub mod sounds;
+pub mod speculate;
 pub mod stop_strings;
 mod tabs;
 pub mod thinking;

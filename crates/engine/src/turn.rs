@@ -17,19 +17,25 @@
 //! token (`prompt + 1 ≤ context`), else it is refused before the session changes; an answer
 //! that reaches the limit ends there ([`TurnEnd::ContextFull`]), the history never truncated.
 
+use std::collections::VecDeque;
+use std::time::Instant;
+
 use burn::tensor::Tensor;
 
-use super::budget::{Nudge, ThoughtBudget};
+use super::budget::ThoughtBudget;
 use super::images::{MediaSpan, chunk_end};
 use super::protocol::{Reuse, TurnEnd, TurnStats};
 use super::session::Session;
+use super::speculate::Speculator;
 use crate::error::{Error, Result};
 use gemma_model::error::Error as ModelError;
 use gemma_model::model::{Gemma, Logits};
 use gemma_model::sampling::{NextLogits, Sampler};
 
 mod clock;
+mod pick;
 mod steer;
+mod verify;
 
 use self::clock::TurnClock;
 
@@ -89,6 +95,10 @@ pub struct Turn {
     snapshot_end: bool,
     /// The prompt's images, by position.
     images: Vec<MediaSpan>,
+    /// Speculative decoding, when it runs.
+    spec: Option<Speculator>,
+    /// Steps a check produced, told one per [`Turn::step`].
+    queued: VecDeque<Step>,
 }
 
 impl Turn {
@@ -133,6 +143,8 @@ impl Turn {
             clock,
             snapshot_end: false,
             images,
+            spec: Speculator::new(opts.speculation),
+            queued: VecDeque::new(),
             opts,
         })
     }
@@ -234,6 +246,7 @@ impl Turn {
             tool_calls: self.tool_calls,
             tool_tokens: self.tool_tokens,
             thought_tokens: self.thought_tokens(),
+            speculation: self.spec.as_ref().and_then(Speculator::stats),
         }
     }
 
@@ -262,6 +275,12 @@ impl Turn {
     /// One prefill chunk or one decode step. On an error the session is left empty and dirty
     /// (see [`Session::discard`]) and the turn is over.
     pub fn step(&mut self, model: &Gemma, session: &mut Session) -> Result<Step> {
+        if self.cancelled && !self.queued.is_empty() {
+            self.drop_queued(model, session)?;
+        }
+        if let Some(step) = self.queued.pop_front() {
+            return Ok(step);
+        }
         let result = match self.end {
             Some(end) => Ok(Step::Finished(end)),
             None => self.advance(model, session),
@@ -298,88 +317,20 @@ impl Turn {
                 return Ok(Step::Feeding);
             }
         }
+        if let Some(drafts) = self.drafts(model, session) {
+            return self.verify(model, session, drafts);
+        }
+        let (began, fed) = (Instant::now(), self.fed);
         self.feed_unfed(model, session)?;
-        let in_call = self.guide.as_ref().is_some_and(|g| g.in_call());
-        if !in_call && self.answer.len() - self.tool_tokens >= self.opts.max_new_tokens {
-            return Ok(self.finish(TurnEnd::Length));
-        }
-        if session.position() >= self.opts.context {
-            return Ok(self.finish(TurnEnd::ContextFull));
-        }
-        let logits = self
-            .logits
-            .take()
-            .ok_or_else(|| ModelError::Backend("no logits to sample from".into()))?;
-        let room = self.opts.context.saturating_sub(session.position());
-        let id = self
-            .choose(logits, room)
+        let step = self
+            .next_token(None, session.position())
             .inspect_err(|_| session.discard())?;
-        if self.answer.is_empty() {
-            self.clock.first_token();
+        // A plain step's cost, to judge speculation by: one that ran the model (the first
+        // answer token reads the prefill's logits).
+        if let Some(s) = self.spec.as_mut().filter(|_| self.fed > fed) {
+            s.plain_step(began.elapsed());
         }
-        let guided = self.guide.as_mut().map_or(Guided::Text, |g| g.chosen(id));
-        if let Some(t) = self.thought.as_mut() {
-            t.chosen(id, guided != Guided::Text);
-        }
-        match guided {
-            Guided::Text if self.opts.end_ids.contains(&id) => {
-                return Ok(self.finish(TurnEnd::EndOfTurn(id)));
-            }
-            Guided::Text | Guided::Tool => {}
-            Guided::Pause => {
-                self.answer.push(id);
-                self.paused = true;
-                self.clock.pause();
-                return Ok(Step::ToolCalls);
-            }
-        }
-        self.answer.push(id);
-        Ok(match guided {
-            Guided::Tool => Step::ToolToken(id),
-            _ => Step::Token(id),
-        })
-    }
-
-    /// The next token from `logits`, within the guide's mask and the thought budget's nudge: a
-    /// forced close wins outside a tool call (inside one the budget asks nothing); banned ids
-    /// and the bias are applied where the logits are (a pick reads back no more than without
-    /// them); a list of allowed ids reads the row.
-    fn choose(&mut self, logits: NextLogits, room: usize) -> Result<u32> {
-        let in_call = self.guide.as_ref().is_some_and(|g| g.in_call());
-        let nudge = self
-            .thought
-            .as_mut()
-            .map_or(Nudge::None, |t| t.nudge(in_call));
-        if let Nudge::Force(id) = nudge {
-            return Ok(id);
-        }
-        let at = self.answer.len();
-        if let Some(&(_, id)) = self.opts.forced.iter().find(|(p, _)| *p == at) {
-            return Ok(id);
-        }
-        let mask = self.guide.as_mut().map_or(Mask::Any, |g| g.mask(room));
-        let (logits, banned) = match nudge {
-            Nudge::Force(id) => return Ok(id),
-            Nudge::Bias(id, delta) => (logits.biased(id, delta), None),
-            Nudge::Ban(id) => (logits, Some(id)),
-            Nudge::None => (logits, None),
-        };
-        match mask {
-            Mask::Any => Ok(self.sampler.pick(logits.without(banned.as_slice()))?),
-            Mask::Not(mut ids) => {
-                ids.extend(banned);
-                Ok(self.sampler.pick(logits.without(&ids))?)
-            }
-            Mask::Only(ids) if ids.len() == 1 => Ok(ids[0]),
-            Mask::Only(ids) => {
-                let v = logits.without(banned.as_slice()).to_vec()?;
-                let mut kept = vec![f32::NEG_INFINITY; v.len()];
-                for id in ids.into_iter().map(|i| i as usize).filter(|&i| i < v.len()) {
-                    kept[id] = v[id];
-                }
-                Ok(self.sampler.sample(&kept))
-            }
-        }
+        Ok(step)
     }
 
     fn prefill_chunk(&mut self, model: &Gemma, session: &mut Session) -> Result<Step> {
@@ -438,6 +389,7 @@ impl Turn {
     /// goes back to the turn's boundary snapshot and feeds the kept tokens again; only without
     /// one is it marked dirty (the next turn starts over and says so).
     pub fn cut(&mut self, keep: usize, model: &Gemma, session: &mut Session) -> Result<()> {
+        self.queued.clear();
         self.answer.truncate(keep);
         self.fed = self.fed.min(keep);
         self.finish(TurnEnd::StopString);

@@ -243,6 +243,11 @@ impl<'a> Worker<'a> {
             thinking: self.lm.supports_thinking(),
             tools: self.tools.is_some(),
             max_context: Some(self.lm.model.config().max_position_embeddings),
+            speculation: match self.lm.model.checks_exact() {
+                true => crate::protocol::SpecSupport::Exact,
+                false => crate::protocol::SpecSupport::NotOnThisBackend,
+            },
+            drafter: false,
         };
         let default = self.context;
         let t = self.tab(tab);

@@ -20,6 +20,8 @@ pub use events::*;
 pub use handle::{ENGINE_THREAD, EngineControl, EngineHandle, Interrupts};
 pub use messages::*;
 pub use sampling::{SamplingLayer, SamplingParams};
-pub use settings::{Backend, Dtype, GpuWeights, KvDtype, Named, ThinkingPolicy, UnknownName};
-pub use tab_settings::{Capabilities, Refusal, TabSettings};
+pub use settings::{
+    Backend, Dtype, GpuWeights, KvDtype, Named, Speculate, ThinkingPolicy, UnknownName,
+};
+pub use tab_settings::{Capabilities, Refusal, SpecSupport, Speculation, TabSettings};
 pub use tools::*;

@@ -88,6 +88,50 @@ pub struct TurnStats {
     /// channel markers and tool-call tokens not; part of `generated_tokens`. 0 where the engine
     /// cannot tell (a remote server).
     pub thought_tokens: usize,
+    /// What speculative decoding did in the turn (`None`: it did not run).
+    pub speculation: Option<SpecStats>,
+}
+
+/// Speculative decoding in one turn.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct SpecStats {
+    /// Draft tokens checked.
+    pub drafted: usize,
+    /// Draft tokens the model picked too (kept).
+    pub accepted: usize,
+    /// Checking steps (one forward each).
+    pub steps: usize,
+    /// Answer tokens those steps gave (the accepted drafts and the model's own token after them).
+    pub tokens: usize,
+    /// Speculation was switched off for the rest of the turn: it measured slower than plain
+    /// decoding.
+    pub off: bool,
+}
+
+impl SpecStats {
+    /// Share of the drafted tokens kept (0 when none was drafted).
+    pub fn acceptance(&self) -> f64 {
+        self.accepted as f64 / self.drafted.max(1) as f64
+    }
+
+    /// Answer tokens per checking step.
+    pub fn tokens_per_step(&self) -> f64 {
+        self.tokens as f64 / self.steps.max(1) as f64
+    }
+
+    /// As an answer's footer and the status line say it: `spec 72% · 2.1 tokens/step`, and
+    /// `, then off (slower)` when it switched itself off.
+    pub fn summary(&self) -> String {
+        let mut s = format!(
+            "spec {:.0}% · {:.1} tokens/step",
+            100.0 * self.acceptance(),
+            self.tokens_per_step()
+        );
+        if self.off {
+            s.push_str(", then off (slower)");
+        }
+        s
+    }
 }
 
 /// How a turn ended.

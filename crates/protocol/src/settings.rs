@@ -102,6 +102,37 @@ impl Named for ThinkingPolicy {
 }
 by_name!(ThinkingPolicy);
 
+/// How a tab's answers are sped up by speculative decoding (`[speculate] kind`, `--speculate`):
+/// drafts proposed cheaply and checked by the model in one step, the answer's tokens the same.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Speculate {
+    /// Plain decoding, a token per step.
+    #[default]
+    Off,
+    /// Prompt lookup: the continuation of the latest earlier match of the last few ids in the
+    /// conversation (its prompt, attachments and answer so far).
+    Lookup,
+    /// A drafter model beside the target (Gemma 4's assistant drafters).
+    Drafter,
+    /// The drafter where one is loaded, else prompt lookup.
+    Auto,
+}
+
+impl Named for Speculate {
+    const WHAT: &'static str = "speculation kind";
+    const ALL: &'static [Self] = &[Self::Off, Self::Lookup, Self::Drafter, Self::Auto];
+    const NAMES: &'static [&'static str] = &["off", "lookup", "drafter", "auto"];
+    fn name(self) -> &'static str {
+        match self {
+            Self::Off => "off",
+            Self::Lookup => "lookup",
+            Self::Drafter => "drafter",
+            Self::Auto => "auto",
+        }
+    }
+}
+by_name!(Speculate);
+
 /// What the host KV cache (the CPU backend in f32) keeps keys and values in (`model.kv_dtype`,
 /// `--kv-dtype`). The device cache (GPU, or a CPU model computing in f16/bf16) keeps the
 /// compute dtype whatever this says.
@@ -231,6 +262,7 @@ mod tests {
         assert_eq!(GpuWeights::names(), GpuWeights::NAMES);
         assert_eq!(ThinkingPolicy::names(), ThinkingPolicy::NAMES);
         assert_eq!(Dtype::names(), Dtype::NAMES);
+        assert_eq!(Speculate::names(), Speculate::NAMES);
         assert_eq!(Backend::names(), Backend::NAMES);
     }
 }

@@ -6,6 +6,7 @@
 
 use crate::context::Overflow;
 use crate::sampling::SamplingParams;
+use crate::settings::Speculate;
 use crate::tools::{ToolChoice, ToolSelection};
 
 /// A tab's settings for its next turns.
@@ -36,6 +37,34 @@ pub struct TabSettings {
     pub tools: ToolSelection,
     /// Whether the model may, must or must not call them.
     pub tool_choice: ToolChoice,
+    /// Speculative decoding.
+    pub speculation: Speculation,
+}
+
+/// Speculative decoding for a tab's answers: drafts checked by the model in one step, kept only
+/// where they are the tokens it picks, so the answer is the one plain decoding gives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Speculation {
+    /// Where drafts come from.
+    pub kind: Speculate,
+    /// Most draft tokens checked in one step (1 to [`Speculation::MAX_DRAFT`]); the engine
+    /// drafts fewer where fewer are accepted.
+    pub draft_max: usize,
+}
+
+impl Speculation {
+    /// The longest draft a step checks.
+    pub const MAX_DRAFT: usize = 16;
+}
+
+impl Default for Speculation {
+    /// Off, 8 tokens a step when on.
+    fn default() -> Self {
+        Self {
+            kind: Speculate::Off,
+            draft_max: 8,
+        }
+    }
 }
 
 impl Default for TabSettings {
@@ -53,6 +82,7 @@ impl Default for TabSettings {
             overflow: Overflow::default(),
             tools: ToolSelection::All,
             tool_choice: ToolChoice::Auto,
+            speculation: Speculation::default(),
         }
     }
 }
@@ -67,6 +97,22 @@ pub struct Capabilities {
     /// The longest context the model takes (`None`: the engine does not choose it, a server
     /// keeps its own).
     pub max_context: Option<usize>,
+    /// Whether the engine decodes speculatively.
+    pub speculation: SpecSupport,
+    /// A drafter model is loaded beside the target.
+    pub drafter: bool,
+}
+
+/// Whether an engine can decode speculatively.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpecSupport {
+    /// Yes, with the same answers as without.
+    Exact,
+    /// Not on this backend: its forward of several rows does not compute each row as a step of
+    /// one does, so an answer could change.
+    NotOnThisBackend,
+    /// A server decides how it decodes.
+    Remote,
 }
 
 /// A setting the engine cannot honour; the rest of the settings still apply.
@@ -83,6 +129,10 @@ pub enum Refusal {
     NoThinking,
     /// `tool_choice = "required"` with no tools configured.
     NoTools,
+    /// Speculation asked of an engine that cannot do it (see [`SpecSupport`]).
+    NoSpeculation(SpecSupport),
+    /// `kind = "drafter"` with no drafter loaded.
+    NoDrafter,
 }
 
 impl std::fmt::Display for Refusal {
@@ -98,6 +148,20 @@ impl std::fmt::Display for Refusal {
             Refusal::NoTools => f.write_str(
                 "tool_choice = \"required\", but no tools are configured ([mcp.servers] or \
                  [tools] in the config)",
+            ),
+            Refusal::NoSpeculation(SpecSupport::Remote)
+            | Refusal::NoSpeculation(SpecSupport::Exact) => f.write_str(
+                "[speculate] does not apply to a remote engine: the server decides how it \
+                     decodes",
+            ),
+            Refusal::NoSpeculation(SpecSupport::NotOnThisBackend) => f.write_str(
+                "speculative decoding stays off on this backend and dtype: a check's rows are \
+                 not computed exactly as plain steps compute them, so answers could change (it \
+                 runs on the CPU backend in f32)",
+            ),
+            Refusal::NoDrafter => f.write_str(
+                "speculate kind = \"drafter\", but no drafter model is loaded: prompt lookup \
+                 drafts instead",
             ),
         }
     }
@@ -125,6 +189,14 @@ impl TabSettings {
         if self.tool_choice == ToolChoice::Required && !caps.tools {
             out.push(Refusal::NoTools);
         }
+        // `auto` asks for what the engine has, and nothing where it has none.
+        let kind = self.speculation.kind;
+        let named = matches!(kind, Speculate::Lookup | Speculate::Drafter);
+        if named && caps.speculation != SpecSupport::Exact {
+            out.push(Refusal::NoSpeculation(caps.speculation));
+        } else if kind == Speculate::Drafter && !caps.drafter {
+            out.push(Refusal::NoDrafter);
+        }
         out
     }
 
@@ -138,6 +210,11 @@ impl TabSettings {
             Refusal::Context { .. } => true,
             Refusal::NoThinking => !before.thinking,
             Refusal::NoTools => before.tool_choice != ToolChoice::Required,
+            Refusal::NoSpeculation(_) => !matches!(
+                before.speculation.kind,
+                Speculate::Lookup | Speculate::Drafter
+            ),
+            Refusal::NoDrafter => before.speculation.kind != Speculate::Drafter,
         });
         out
     }
@@ -152,6 +229,8 @@ mod tests {
             thinking: false,
             tools: false,
             max_context: Some(8192),
+            speculation: SpecSupport::Exact,
+            drafter: false,
         }
     }
 

@@ -182,6 +182,7 @@ pub(super) fn message(m: SavedMessage) -> Message {
         tool_calls: 0,
         tool_tokens: 0,
         thought_tokens: s.thought_tokens,
+        speculation: None,
     });
     out
 }

@@ -196,6 +196,9 @@ impl App {
                     stats.tool_tokens
                 ));
             }
+            if let Some(spec) = stats.speculation {
+                footer.push_str(&format!(" · {}", spec.summary()));
+            }
             if stats.thought_tokens > 0 {
                 t.thought_tokens = stats.thought_tokens;
             }

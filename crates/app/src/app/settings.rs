@@ -31,6 +31,8 @@ pub struct TurnSettings {
     pub context_length: Option<usize>,
     /// What tabs do when their context fills up.
     pub overflow: gemma_protocol::Overflow,
+    /// Speculative decoding for new tabs.
+    pub speculation: gemma_protocol::Speculation,
 }
 
 impl TurnSettings {

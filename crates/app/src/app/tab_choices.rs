@@ -6,7 +6,7 @@
 use super::settings::TurnSettings;
 use crate::config::sampling::SamplingLayer;
 use crate::config::{Preset, Thinking};
-use gemma_protocol::{TabSettings, ToolChoice, ToolSelection};
+use gemma_protocol::{Speculate, Speculation, TabSettings, ToolChoice, ToolSelection};
 
 /// What a tab chose for itself, over the app's settings.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -23,6 +23,8 @@ pub struct TabChoices {
     pub tool_choice: ToolChoice,
     /// Its own context limit, when it differs from the engine's (set at its opening).
     pub context: Option<usize>,
+    /// Its own speculative decoding kind (a preset's), over the app's.
+    pub speculate: Option<Speculate>,
 }
 
 impl TabChoices {
@@ -36,6 +38,7 @@ impl TabChoices {
             tools: ToolSelection::All,
             tool_choice,
             context: settings.context_length,
+            speculate: None,
         }
     }
 
@@ -50,6 +53,9 @@ impl TabChoices {
         }
         if let Some(choice) = p.tool_choice {
             self.tool_choice = choice;
+        }
+        if let Some(kind) = p.speculate {
+            self.speculate = Some(kind);
         }
     }
 }
@@ -76,6 +82,10 @@ impl TurnSettings {
             overflow: self.overflow.clone(),
             tools: c.tools.clone(),
             tool_choice: c.tool_choice,
+            speculation: Speculation {
+                kind: c.speculate.unwrap_or(self.speculation.kind),
+                ..self.speculation
+            },
         }
     }
 }
@@ -101,6 +111,7 @@ mod tests {
             thinking_budgets: c.model.thinking_budgets,
             context_length: Some(4096),
             overflow: c.sessions.overflow(),
+            speculation: c.speculate.speculation(),
         }
     }
 

@@ -45,6 +45,8 @@ pub struct Config {
     pub sampling: SamplingConfig,
     /// `[sessions]`.
     pub sessions: SessionsConfig,
+    /// `[speculate]`.
+    pub speculate: SpeculateConfig,
     /// `[ui]`.
     pub ui: UiConfig,
     /// `[presets.NAME]`.
@@ -203,6 +205,41 @@ pub struct Preset {
     /// Whether the model may, must or must not call tools: `auto`, `required`, `none`.
     #[serde(default, deserialize_with = "tools::choice_opt")]
     pub tool_choice: Option<gemma_protocol::ToolChoice>,
+    /// Speculative decoding: `off`, `lookup`, `drafter` or `auto` (over `[speculate] kind`).
+    #[serde(default, deserialize_with = "named::by_name_opt")]
+    pub speculate: Option<gemma_protocol::Speculate>,
+}
+
+/// `[speculate]`: speculative decoding of answers (the same tokens, sooner).
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SpeculateConfig {
+    /// `off`, `lookup` (drafts from the conversation itself), `drafter` or `auto`.
+    #[serde(deserialize_with = "named::by_name")]
+    pub kind: gemma_protocol::Speculate,
+    /// Most draft tokens a step checks, 1 to 16.
+    #[serde(deserialize_with = "draft_max")]
+    pub draft_max: usize,
+}
+
+impl SpeculateConfig {
+    /// The protocol's settings.
+    pub fn speculation(self) -> gemma_protocol::Speculation {
+        gemma_protocol::Speculation {
+            kind: self.kind,
+            draft_max: self.draft_max,
+        }
+    }
+}
+
+/// `draft_max`: 1 to [`gemma_protocol::Speculation::MAX_DRAFT`].
+fn draft_max<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<usize, D::Error> {
+    let most = gemma_protocol::Speculation::MAX_DRAFT;
+    let v = i64::deserialize(d)?;
+    usize::try_from(v)
+        .ok()
+        .filter(|n| (1..=most).contains(n))
+        .ok_or_else(|| serde::de::Error::custom(format!("{v} is not 1 to {most}")))
 }
 
 /// `[sessions]`: memory for warm tabs.

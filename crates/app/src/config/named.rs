@@ -15,6 +15,11 @@ pub fn by_name<'de, D: Deserializer<'de>, T: Named>(d: D) -> Result<T, D::Error>
         .ok_or_else(|| serde::de::Error::unknown_variant(&name, T::NAMES))
 }
 
+/// [`by_name`] for an optional setting (a preset's).
+pub fn by_name_opt<'de, D: Deserializer<'de>, T: Named>(d: D) -> Result<Option<T>, D::Error> {
+    by_name(d).map(Some)
+}
+
 #[cfg(test)]
 mod tests {
     use gemma_protocol::{GpuWeights, KvDtype, Named, ThinkingPolicy};

@@ -38,6 +38,7 @@ pub fn app(file: SamplingLayer) -> (App, Vec<Command>) {
             mode: gemma_protocol::OverflowMode::Compact,
             ..Default::default()
         },
+        speculation: Default::default(),
     };
     App::new(
         model,

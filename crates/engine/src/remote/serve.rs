@@ -211,6 +211,8 @@ impl Server {
             thinking: true,
             tools: self.host.is_some(),
             max_context: None,
+            speculation: crate::protocol::SpecSupport::Remote,
+            drafter: false,
         };
         let refused = settings.refusals(&self.tabs.entry(tab).or_default().settings, caps);
         for r in refused {

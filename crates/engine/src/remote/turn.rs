@@ -328,6 +328,7 @@ pub(super) fn stats(d: &TurnDone, before: usize, had_history: bool) -> TurnStats
         tool_calls: 0,
         tool_tokens: 0,
         thought_tokens: 0,
+        speculation: None,
         reuse,
         reused_tokens: cached,
         prefilled_tokens: prefilled,

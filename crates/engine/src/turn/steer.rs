@@ -3,6 +3,7 @@
 //! the next token, and what the chosen one was: [`Guided`]).
 
 use crate::budget::ThoughtLimit;
+use crate::protocol::Speculation;
 use gemma_model::sampling::SamplingParams;
 
 /// How a turn runs.
@@ -32,6 +33,8 @@ pub struct TurnOptions {
     /// opens it); a close the thought budget forces still comes first.
     #[doc(hidden)]
     pub forced: Vec<(usize, u32)>,
+    /// Speculative decoding (off unless asked).
+    pub speculation: Speculation,
 }
 
 impl TurnOptions {
@@ -48,6 +51,7 @@ impl TurnOptions {
             prompt_logits: false,
             thinking: None,
             forced: Vec::new(),
+            speculation: Speculation::default(),
         }
     }
 }

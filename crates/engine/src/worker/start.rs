@@ -177,6 +177,11 @@ impl Worker<'_> {
             prompt_logits: false,
             thinking,
             forced,
+            // A summary's text is kept, not shown: speculation is for answers.
+            speculation: match summary {
+                true => Default::default(),
+                false => t.settings.speculation,
+            },
         };
         let turn = Turn::start_with(&mut t.session, prompt, images.clone(), opts)?;
         if let Some(n) = inject {

@@ -32,6 +32,12 @@ impl NextLogits {
         }
     }
 
+    /// Row `i` of a `[rows, vocab]` logits tensor (a slice on the device, nothing read).
+    pub fn row_of(rows: &Tensor<2>, i: usize) -> Self {
+        let [_, vocab] = rows.dims();
+        Self(rows.clone().slice([i..i + 1, 0..vocab]))
+    }
+
     /// Vocabulary size.
     pub fn vocab(&self) -> usize {
         self.0.dims()[1]

@@ -80,6 +80,13 @@ impl Gemma {
             && (t <= FUSED_MAX_ROWS || gemm_available())
     }
 
+    /// Whether a forward of up to [`FUSED_MAX_ROWS`] rows computes each row exactly as a forward
+    /// of that row alone does (the fused host step with the row kernels): what speculative
+    /// decoding needs to keep answers the same.
+    pub fn checks_exact(&self) -> bool {
+        self.fused(FUSED_MAX_ROWS) && self.fused(1)
+    }
+
     /// Turns the fused host step off (on by default), so that every forward runs burn's
     /// graph: for tests that hold both paths to the reference.
     #[doc(hidden)]

@@ -131,7 +131,9 @@ impl KvCache {
     /// twice its window, drops the positions no later query can see.
     pub(crate) fn finish(&mut self, added: usize) {
         self.len += added;
-        let keep = self.window.saturating_sub(1);
+        // Past the window, a few positions more: a speculative check's rejected ids are
+        // rewound without a re-prefill.
+        let keep = self.window.saturating_sub(1) + REWIND_SLACK;
         for (slot, kind) in self.layers.iter_mut().zip(&self.kinds) {
             if *kind != AttnKind::Sliding {
                 continue;
@@ -144,6 +146,10 @@ impl KvCache {
         }
     }
 }
+
+/// Positions a sliding layer keeps past its window when it trims: enough to rewind the longest
+/// speculative draft (16 ids) a check did not keep.
+pub const REWIND_SLACK: usize = 16;
 
 /// A cache moved off the compute device into host memory (its live positions only).
 #[derive(Debug, Clone)]
@@ -238,7 +244,7 @@ impl HostKv {
 impl KvCache {
     /// Estimated bytes of one session's keys and values at `context` positions, with
     /// `elem_bytes` per value (a fraction for q8_0, [`KvDtype::value_bytes`]): every non-shared
-    /// layer, sliding ones capped at twice the window.
+    /// layer, sliding ones capped at twice the window and the rewind slack (their trim point).
     pub fn estimate_bytes(cfg: &ModelConfig, elem_bytes: f64, context: usize) -> usize {
         cfg.layers
             .iter()
@@ -246,7 +252,7 @@ impl KvCache {
             .map(|l| {
                 let positions = match l.kind {
                     AttnKind::Full => context,
-                    AttnKind::Sliding => context.min(2 * cfg.sliding_window),
+                    AttnKind::Sliding => context.min(2 * (cfg.sliding_window + REWIND_SLACK)),
                 };
                 (2 * l.kv_heads * l.head_dim * positions) as f64 * elem_bytes
             })
