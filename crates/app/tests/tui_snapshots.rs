@@ -1060,3 +1060,35 @@ fn pictures_are_attached_shown_removed_and_sent() {
     app.update(key(KeyCode::Esc));
     assert!(app.tab().is_some_and(|t| t.attachments.is_empty()));
 }
+
+#[test]
+fn what_speculation_did_is_on_the_answer_and_the_status_line() {
+    let (mut app, _) = new_app();
+    ready(&mut app);
+    let tab = send(&mut app, "Copy it out again.");
+    app.update(Msg::Engine(Event::Token {
+        tab,
+        text: "fn checksum() {}".into(),
+    }));
+    let spec = gemma_protocol::SpecStats {
+        drafted: 40,
+        accepted: 30,
+        steps: 10,
+        tokens: 40,
+        off: false,
+    };
+    let stats = TurnStats {
+        speculation: Some(spec),
+        ..stats(0, 12, 41)
+    };
+    finish(&mut app, tab, TurnEnd::EndOfTurn(1), stats);
+    let footer = app.tab().and_then(|t| t.messages.last()?.footer.clone());
+    assert!(
+        footer
+            .as_deref()
+            .is_some_and(|f| f.ends_with(" · spec 75% · 4.0 tokens/step")),
+        "{footer:?}"
+    );
+    let screen = format!("{:?}", draw(&mut app, 160, 20).backend().buffer());
+    assert!(screen.contains(" spec 75% · 4.0 tokens/step "), "{screen}");
+}

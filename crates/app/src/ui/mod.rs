@@ -300,6 +300,9 @@ fn status(f: &mut Frame, area: Rect, app: &App) {
                 ),
                 theme.status,
             ));
+            if let Some(spec) = s.speculation {
+                spans.push(Span::styled(format!(" {} ", spec.summary()), theme.status));
+            }
         }
     }
     if let Some(rec) = app.recording_text() {
