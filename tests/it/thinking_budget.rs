@@ -323,6 +323,35 @@ fn the_budget_spans_blocks_and_is_not_re_armed() {
     check_answer_follows(&r, close);
 }
 
+#[test]
+fn a_speculating_turn_thinks_and_closes_its_thought_as_a_plain_one() {
+    let (_dir, lm) = model();
+    let v = vocab(&lm, Some("\nTime to answer.\n"));
+    let mut drafted = 0;
+    for (budget, newline_at, seed) in [(24, Some(28), 7), (16, None, 3), (8, Some(9), 5)] {
+        let mut forced = opened(tok(&lm));
+        forced.extend(at(newline_at, NL));
+        let plain = run(
+            &lm,
+            options(&v, Some(budget), forced.clone(), 160, seed),
+            None,
+            &[],
+        );
+        let mut opts = options(&v, Some(budget), forced, 160, seed);
+        opts.speculation = gemma_engine::protocol::Speculation {
+            kind: gemma_engine::protocol::Speculate::Lookup,
+            draft_max: 8,
+        };
+        let spec = run(&lm, opts, None, &[]);
+        assert_eq!(spec.answer, plain.answer, "budget {budget}");
+        assert_eq!((spec.thought, spec.text), (plain.thought, plain.text));
+        assert_eq!(spec.stats.thought_tokens, plain.stats.thought_tokens);
+        assert_eq!(spec.resident, plain.resident);
+        drafted += spec.stats.speculation.map_or(0, |s| s.drafted);
+    }
+    assert!(drafted > 0, "no draft was checked");
+}
+
 /// A guide for calls of `find{q:string}`, as the engine builds one.
 fn call_guide(tok: &Tokenizer) -> (CallGuide, ToolIds) {
     let ids = ToolIds::of(tok).expect("tool ids");

@@ -17,13 +17,13 @@ use gemma_model::sampling::NextLogits;
 impl Turn {
     /// The draft to check at this step, when speculation runs and has one: on a model whose
     /// checks are exact ([`Gemma::checks_exact`]), after exactly one unfed answer token (the
-    /// last pick), within the context, the answer's budget and outside a forced pick.
+    /// last pick), within the context and the answer's budget.
     pub(super) fn drafts(&self, model: &Gemma, session: &Session) -> Option<Vec<u32>> {
         let spec = self
             .spec
             .as_ref()
             .filter(|s| s.on() && model.checks_exact())?;
-        if self.answer.len() != self.fed + 1 || !self.opts.forced.is_empty() {
+        if self.answer.len() != self.fed + 1 {
             return None;
         }
         let left = self
