@@ -20,7 +20,6 @@ use serde_json::json;
 
 use super::ModelArgs;
 use super::generate::load_model;
-use gemma_engine::protocol::Speculation;
 
 /// Arguments of `bench`.
 #[derive(Debug, Args)]
@@ -106,6 +105,14 @@ pub(super) fn median(mut v: Vec<f64>) -> f64 {
     v.get(v.len() / 2).copied().unwrap_or_default()
 }
 
+/// The 1-minute load average (`/proc/loadavg`), empty where there is none.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(String::from))
+        .unwrap_or_default()
+}
+
 /// Runs `bench`.
 pub fn run(args: BenchArgs, common: &ModelArgs) -> anyhow::Result<()> {
     let t0 = Instant::now();
@@ -138,10 +145,7 @@ pub fn run(args: BenchArgs, common: &ModelArgs) -> anyhow::Result<()> {
         .iter()
         .map(|(k, &v)| (k.clone(), json!(mb(v))))
         .collect();
-    let load_avg = std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|l| l.split_whitespace().next().map(String::from))
-        .unwrap_or_default();
+    let load_avg = load_average();
     let threads = rayon::current_num_threads();
     let mut out = json!({
         "model": lm.path.display().to_string(),
@@ -177,18 +181,7 @@ pub fn run(args: BenchArgs, common: &ModelArgs) -> anyhow::Result<()> {
     if !args.no_sessions {
         sessions_figures(m, &lm, &args, &prompt, &mut out)?;
     }
-    // Speculation only when `--speculate` asks: the decode figures above are plain decoding's.
-    let spec = match common.speculate {
-        Some(kind) => Speculation {
-            kind,
-            draft_max: common.config()?.speculate.draft_max,
-        },
-        None => Speculation::default(),
-    };
-    let spec = super::bench_spec::speculation_figures(&lm, spec, args.decode_tokens)?;
-    if let (Some(v), Some(o)) = (&spec, out.as_object_mut()) {
-        o.insert("speculate".into(), v.clone());
-    }
+    let spec = super::bench_spec::asked(&lm, common, args.decode_tokens, &mut out)?;
     if args.json {
         outln!("{out}")?;
     } else {

@@ -105,7 +105,7 @@ fn check_cost(lm: &LoadedModel, prompt: &[u32]) -> anyhow::Result<Value> {
 }
 
 /// The speculation figures for `--speculate KIND` (`None`: not asked, or `off`).
-pub fn speculation_figures(
+fn speculation_figures(
     lm: &LoadedModel,
     s: Speculation,
     n: usize,
@@ -129,6 +129,25 @@ pub fn speculation_figures(
         "prose": figures(lm, &prose, n, s)?,
         "check_cost": check_cost(lm, &copy)?,
     })))
+}
+
+/// The speculation figures `--speculate KIND` asks for (only then: `bench`'s decode figures are
+/// plain decoding's), added to `out` as `speculate`.
+pub fn asked(
+    lm: &LoadedModel,
+    common: &super::ModelArgs,
+    n: usize,
+    out: &mut Value,
+) -> anyhow::Result<Option<Value>> {
+    let Some(kind) = common.speculate else {
+        return Ok(None);
+    };
+    let draft_max = common.config()?.speculate.draft_max;
+    let v = speculation_figures(lm, Speculation { kind, draft_max }, n)?;
+    if let (Some(v), Some(o)) = (&v, out.as_object_mut()) {
+        o.insert("speculate".into(), v.clone());
+    }
+    Ok(v)
 }
 
 /// The text lines of the speculation figures.

@@ -144,45 +144,10 @@ impl Worker<'_> {
             .inject_failure
             .take_if(|(t, _)| *t == tab)
             .map(|(_, n)| n);
-        let (channels, end_ids) = (self.channels, self.end_ids.clone());
-        let (thoughts, forced) = (self.thoughts.clone(), self.options.forced.clone());
-        let now = self.tabs.touch(tab);
-        let t = self.tab(tab);
-        // A new seed per turn (from the tab's), so that a regenerate can answer differently.
-        let mut sampling = t.settings.sampling.clone();
-        sampling.seed = sampling.seed.wrapping_add(now);
+        let channels = self.channels;
+        let opts = self.turn_options(tab, prompt.len(), compaction.is_some());
         let summary = compaction.is_some();
-        // Thinking off allows no thought: one opened anyway is closed at once. A summary may
-        // think for half of its tokens at most.
-        let half = summary_tokens(t.context) / 2;
-        let thinking = thoughts.map(|vocab| ThoughtLimit {
-            budget: match (t.settings.thinking, summary) {
-                (false, _) => Some(0),
-                (true, false) => t.settings.thought_budget,
-                (true, true) => Some(t.settings.thought_budget.map_or(half, |b| b.min(half))),
-            },
-            vocab,
-        });
-        let opts = TurnOptions {
-            sampling,
-            // A summary gets what its turn leaves, up to its share.
-            max_new_tokens: match summary {
-                true => summary_tokens(t.context).min(t.context.saturating_sub(prompt.len() + 1)),
-                false => t.settings.max_new_tokens,
-            },
-            end_ids,
-            context: t.context,
-            chunk: CHUNK,
-            boundary_snapshot: true,
-            prompt_logits: false,
-            thinking,
-            forced,
-            // A summary's text is kept, not shown: speculation is for answers.
-            speculation: match summary {
-                true => Default::default(),
-                false => t.settings.speculation,
-            },
-        };
+        let t = self.tab(tab);
         let turn = Turn::start_with(&mut t.session, prompt, images.clone(), opts)?;
         if let Some(n) = inject {
             t.session.fail_after(n);
@@ -211,5 +176,48 @@ impl Worker<'_> {
         });
         self.enforce_budget(tab);
         Ok(())
+    }
+
+    /// The options of a turn of `tab` answering a prompt of `prompt` tokens (`summary`: a
+    /// compaction's summary: short, its text kept rather than shown).
+    fn turn_options(&mut self, tab: TabId, prompt: usize, summary: bool) -> TurnOptions {
+        let end_ids = self.end_ids.clone();
+        let (thoughts, forced) = (self.thoughts.clone(), self.options.forced.clone());
+        let now = self.tabs.touch(tab);
+        let t = self.tab(tab);
+        // A new seed per turn (from the tab's), so that a regenerate can answer differently.
+        let mut sampling = t.settings.sampling.clone();
+        sampling.seed = sampling.seed.wrapping_add(now);
+        // Thinking off allows no thought: one opened anyway is closed at once. A summary may
+        // think for half of its tokens at most.
+        let half = summary_tokens(t.context) / 2;
+        let thinking = thoughts.map(|vocab| ThoughtLimit {
+            budget: match (t.settings.thinking, summary) {
+                (false, _) => Some(0),
+                (true, false) => t.settings.thought_budget,
+                (true, true) => Some(t.settings.thought_budget.map_or(half, |b| b.min(half))),
+            },
+            vocab,
+        });
+        TurnOptions {
+            sampling,
+            // A summary gets what its turn leaves, up to its share.
+            max_new_tokens: match summary {
+                true => summary_tokens(t.context).min(t.context.saturating_sub(prompt + 1)),
+                false => t.settings.max_new_tokens,
+            },
+            end_ids,
+            context: t.context,
+            chunk: CHUNK,
+            boundary_snapshot: true,
+            prompt_logits: false,
+            thinking,
+            forced,
+            // A summary's text is kept, not shown: speculation is for answers.
+            speculation: match summary {
+                true => Default::default(),
+                false => t.settings.speculation,
+            },
+        }
     }
 }
