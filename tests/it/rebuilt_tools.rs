@@ -10,22 +10,19 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use burn::tensor::Device;
 use gemma_app::app::tools::ToolRun;
+use gemma_engine::EngineHandle;
 use gemma_engine::convo_store::SavedConvo;
 use gemma_engine::protocol::{
     Attachment, Command, Event, Exchange, Overflow, OverflowMode, Speculate, Speculation, TabId,
     TabSettings, ToolChoice, ToolDecision, ToolSelection,
 };
-use gemma_engine::{EngineHandle, EngineOptions, SharedTools, spawn};
-use gemma_model::checkpoint::load;
-use gemma_model::model::ComputeDtype;
 use gemma_model::tokenizer::Tokenizer;
 use gemma_tools::config::Limits;
 use gemma_tools::host::ToolHost;
 
 use crate::audio_chat::clip;
-use crate::common::chat::{chat, configure, convos, first_after_loading, fixture_at, root, store};
+use crate::common::chat::{chat, configure, convos, fixture_at, root, store};
 use crate::common::mcp;
 
 const OFFICIAL: &str = "tests/fixtures/templates/official/gemma4-31b-it.jinja";
@@ -48,24 +45,7 @@ fn host(dir: &Path) -> Arc<ToolHost> {
 
 /// An engine on `dir` with `host`'s tools, saving conversations beside it.
 fn engine(dir: &Path, host: Arc<ToolHost>) -> EngineHandle {
-    let path = dir.to_path_buf();
-    let options = EngineOptions {
-        tools: Some(SharedTools(host)),
-        convo_dir: Some(convos(dir)),
-        ..EngineOptions::default()
-    };
-    let h = spawn(options, move |progress| {
-        load(&path, &Device::flex(), ComputeDtype::F32, &mut |d, t| {
-            progress.layers(d, t)
-        })
-    });
-    loop {
-        match first_after_loading(&h) {
-            Event::Ready { .. } => return h,
-            Event::Tools { .. } => {}
-            other => panic!("unexpected {other:?}"),
-        }
-    }
+    mcp::engine_with_tools(dir, host, Some(convos(dir)))
 }
 
 /// Greedy, every turn calling `forecast` (required), answers of at most 40 tokens.

@@ -9,20 +9,17 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use burn::tensor::Device;
+use gemma_engine::EngineHandle;
 use gemma_engine::protocol::TabSettings;
 use gemma_engine::protocol::{
     Command, Event, Reuse, TabId, ToolCall, ToolChoice, ToolDecision, ToolOutcome, ToolSelection,
     TurnEnd, TurnStats,
 };
-use gemma_engine::{EngineHandle, EngineOptions, SharedTools, spawn};
-use gemma_model::checkpoint::load;
-use gemma_model::model::ComputeDtype;
 use gemma_tools::config::Limits;
 use gemma_tools::host::ToolHost;
 use serde_json::Value;
 
-use super::common::chat::{first_after_loading, fixture, open};
+use super::common::chat::{fixture, open};
 use super::common::mcp::{self, logged, test_server};
 
 const OFFICIAL: &str = "tests/fixtures/templates/official/gemma4-31b-it.jinja";
@@ -44,23 +41,7 @@ fn host(log: &Path, timeout: Duration) -> Arc<ToolHost> {
 /// The tiny Gemma 4 engine with the official template and `host`'s tools; tab 1 open, greedy,
 /// calling only `tool`, as `required`.
 fn engine(dir: &Path, host: Arc<ToolHost>, tool: &str) -> EngineHandle {
-    let path = dir.to_path_buf();
-    let options = EngineOptions {
-        tools: Some(SharedTools(host)),
-        ..EngineOptions::default()
-    };
-    let h = spawn(options, move |progress| {
-        load(&path, &Device::flex(), ComputeDtype::F32, &mut |d, t| {
-            progress.layers(d, t)
-        })
-    });
-    loop {
-        match first_after_loading(&h) {
-            Event::Ready { .. } => break,
-            Event::Tools { .. } => {}
-            other => panic!("unexpected {other:?}"),
-        }
-    }
+    let h = mcp::engine_with_tools(dir, host, None);
     open(&h, 1);
     let settings = TabSettings {
         max_new_tokens: 48,

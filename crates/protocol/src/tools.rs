@@ -145,6 +145,31 @@ impl CallMade {
     }
 }
 
+/// `answer` cut at its hand-overs to the tools: for each hand-over of `calls` (consecutive calls
+/// sharing [`CallMade::handover`]), the answer's text since the one before and its calls; then
+/// the text after the last. A place past the text, or before the previous one, is taken as the
+/// nearest that is not (a hand-edited chat file cannot split a character or go back).
+pub fn hand_overs<'a, C: std::borrow::Borrow<CallMade>>(
+    answer: &'a str,
+    calls: &'a [C],
+) -> (Vec<(&'a str, &'a [C])>, &'a str) {
+    let (mut out, mut from, mut rest) = (Vec::new(), 0, calls);
+    while let Some(first) = rest.first().map(|c| c.borrow()) {
+        let n = rest
+            .iter()
+            .take_while(|c| c.borrow().handover == first.handover)
+            .count();
+        let (batch, later) = rest.split_at(n);
+        let mut at = first.at.clamp(from, answer.len());
+        while !answer.is_char_boundary(at) {
+            at -= 1;
+        }
+        out.push((&answer[from..at], batch));
+        (from, rest) = (at, later);
+    }
+    (out, &answer[from..])
+}
+
 /// A tool's response as the model read it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct CallResponse {

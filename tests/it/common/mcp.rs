@@ -63,3 +63,33 @@ pub fn logged(log: &Path) -> Vec<serde_json::Value> {
         .map(|l| serde_json::from_str(l).expect("a JSON line"))
         .collect()
 }
+
+/// An engine on the checkpoint in `dir` with `host`'s tools (saving conversations in
+/// `convo_dir`, when given), loaded and ready.
+pub fn engine_with_tools(
+    dir: &Path,
+    host: Arc<ToolHost>,
+    convo_dir: Option<PathBuf>,
+) -> gemma_engine::EngineHandle {
+    use gemma_engine::protocol::Event;
+    let path = dir.to_path_buf();
+    let options = gemma_engine::EngineOptions {
+        tools: Some(gemma_engine::SharedTools(host)),
+        convo_dir,
+        ..gemma_engine::EngineOptions::default()
+    };
+    let h = gemma_engine::spawn(options, move |progress| {
+        let (device, dtype) = (
+            burn::tensor::Device::flex(),
+            gemma_model::model::ComputeDtype::F32,
+        );
+        gemma_model::checkpoint::load(&path, &device, dtype, &mut |d, t| progress.layers(d, t))
+    });
+    loop {
+        match super::chat::first_after_loading(&h) {
+            Event::Ready { .. } => return h,
+            Event::Tools { .. } => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}

@@ -258,20 +258,10 @@ pub fn round_messages(
 /// its calls, and a `tool` message per call; then the text after the last. Empty for an answer
 /// that made no call (it is one assistant message).
 pub fn rebuilt_replies(answer: &str, calls: &[CallMade]) -> Vec<Value> {
+    let (parts, tail) = crate::protocol::hand_overs(answer, calls);
     let mut m = Vec::new();
-    let mut from = 0;
-    let mut rest = calls;
-    while let Some(first) = rest.first() {
-        let n = rest
-            .iter()
-            .take_while(|c| c.handover == first.handover)
-            .count();
-        let (batch, later) = rest.split_at(n);
-        let mut at = first.at.clamp(from, answer.len());
-        while !answer.is_char_boundary(at) {
-            at -= 1;
-        }
-        let id = |i: usize| format!("call_{}_{i}", first.handover);
+    for (text, batch) in parts {
+        let id = |i: usize| format!("call_{}_{i}", batch[0].handover);
         let tool_calls: Vec<Value> = batch
             .iter()
             .enumerate()
@@ -280,9 +270,7 @@ pub fn rebuilt_replies(answer: &str, calls: &[CallMade]) -> Vec<Value> {
                        "function": {"name": c.name, "arguments": c.arguments}})
             })
             .collect();
-        m.push(
-            json!({"role": "assistant", "content": &answer[from..at], "tool_calls": tool_calls}),
-        );
+        m.push(json!({"role": "assistant", "content": text, "tool_calls": tool_calls}));
         for (i, c) in batch.iter().enumerate() {
             let content = c.response.as_ref().map_or_else(String::new, |r| {
                 r.structured.clone().unwrap_or_else(|| r.text.clone())
@@ -291,11 +279,9 @@ pub fn rebuilt_replies(answer: &str, calls: &[CallMade]) -> Vec<Value> {
                 json!({"role": "tool", "tool_call_id": id(i), "name": c.name, "content": content}),
             );
         }
-        from = at;
-        rest = later;
     }
     if !m.is_empty() {
-        m.push(json!({"role": "assistant", "content": &answer[from..]}));
+        m.push(json!({"role": "assistant", "content": tail}));
     }
     m
 }

@@ -159,17 +159,9 @@ impl ToolText {
     ) -> crate::error::Result<usize> {
         let (written, left_out): (Vec<&CallMade>, Vec<&CallMade>) =
             calls.iter().partition(|c| !c.written.is_empty());
-        let mut from = 0;
-        let mut rest = &written[..];
-        while let Some(first) = rest.first() {
-            let n = rest
-                .iter()
-                .take_while(|c| c.handover == first.handover)
-                .count();
-            let (batch, later) = rest.split_at(n);
-            let at = text_boundary(answer, first.at.clamp(from, answer.len()));
-            ids.extend(tok.encode(&answer[from..at])?);
-            from = at;
+        let (parts, tail) = crate::protocol::hand_overs(answer, &written);
+        for (text, batch) in parts {
+            ids.extend(tok.encode(text)?);
             for c in batch {
                 ids.extend(self.call(tok, &c.written));
             }
@@ -185,9 +177,8 @@ impl ToolText {
                 .map(|(c, r)| (c.name.as_str(), r.as_ref()))
                 .collect();
             ids.extend(self.responses(tok, &named, room));
-            rest = later;
         }
-        ids.extend(tok.encode(&answer[from..])?);
+        ids.extend(tok.encode(tail)?);
         Ok(left_out.len())
     }
 }
@@ -202,14 +193,6 @@ pub fn read(r: &CallResponse) -> ToolResponse {
         Some(m) => ToolResponse::Object(m),
         None => ToolResponse::Text(r.text.clone()),
     }
-}
-
-/// `at`, moved back to a character boundary of `text`.
-fn text_boundary(text: &str, mut at: usize) -> usize {
-    while !text.is_char_boundary(at) {
-        at -= 1;
-    }
-    at
 }
 
 #[cfg(test)]
