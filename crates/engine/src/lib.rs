@@ -6,6 +6,8 @@
 //! | I want to… | Go to |
 //! |---|---|
 //! | change how a turn prefills, decodes or ends | `turn.rs` (ids), `reply.rs` (text, thoughts, stop strings) |
+//! | change how a token is picked, or speculative decoding | `turn/pick.rs`, `turn/verify.rs` (checks), `speculate.rs` (drafts, when to stop) |
+//! | change how tool calls and responses are written in ids (live and rebuilt) | `tools/text.rs` |
 //! | change the thought budget (bias, forced close) | `budget.rs` |
 //! | fix history reuse, rewinds or memory across tabs | `session.rs`, `tabs.rs`, the model crate's `model/kv_cache/` |
 //! | fix streaming, cancel or tab scheduling | `worker.rs`, `job.rs` |
