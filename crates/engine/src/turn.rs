@@ -286,6 +286,8 @@ impl Turn {
             None => self.advance(model, session),
         };
         if result.is_err() {
+            // A check that failed midway leaves nothing to tell.
+            self.queued.clear();
             self.end = Some(TurnEnd::Cancelled);
             self.clock.finish();
             self.snapshot_end = false;
