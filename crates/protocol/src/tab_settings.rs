@@ -149,6 +149,7 @@ impl std::fmt::Display for Refusal {
                 "tool_choice = \"required\", but no tools are configured ([mcp.servers] or \
                  [tools] in the config)",
             ),
+            // (`Exact` is never refused: it reads as the remote case.)
             Refusal::NoSpeculation(SpecSupport::Remote)
             | Refusal::NoSpeculation(SpecSupport::Exact) => f.write_str(
                 "[speculate] does not apply to a remote engine: the server decides how it \
@@ -291,5 +292,43 @@ mod tests {
                 max: 8192
             }]
         );
+    }
+
+    #[test]
+    fn speculation_is_refused_by_name_only_where_it_cannot_run() {
+        let asked = |kind| TabSettings {
+            speculation: Speculation {
+                kind,
+                ..Speculation::default()
+            },
+            ..TabSettings::default()
+        };
+        let on = |speculation| Capabilities {
+            speculation,
+            ..caps()
+        };
+        // `auto` asks for what there is: never refused.
+        for support in [
+            SpecSupport::Exact,
+            SpecSupport::NotOnThisBackend,
+            SpecSupport::Remote,
+        ] {
+            assert!(asked(Speculate::Auto).check(on(support)).is_empty());
+        }
+        let remote = asked(Speculate::Lookup).check(on(SpecSupport::Remote));
+        assert_eq!(remote, vec![Refusal::NoSpeculation(SpecSupport::Remote)]);
+        assert!(remote[0].to_string().contains("remote engine"));
+        let backend = asked(Speculate::Lookup).check(on(SpecSupport::NotOnThisBackend));
+        assert!(
+            backend[0].to_string().contains("CPU backend in f32"),
+            "{}",
+            backend[0]
+        );
+        assert!(asked(Speculate::Lookup).check(caps()).is_empty());
+        let drafter = asked(Speculate::Drafter).check(caps());
+        assert_eq!(drafter, vec![Refusal::NoDrafter]);
+        // Said once: sent again with the same kind, it is not repeated.
+        let again = asked(Speculate::Drafter);
+        assert!(again.refusals(&again, caps()).is_empty());
     }
 }
