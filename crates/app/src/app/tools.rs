@@ -104,15 +104,21 @@ impl ToolRun {
         }
     }
 
-    /// The call as a rebuilt conversation writes it again: its response once it ended.
+    /// The call as a rebuilt conversation writes it again, with the response the model read:
+    /// none while it runs, nor for a call the turn ended before (`Stopped`: no outcome came, the
+    /// model read nothing).
     pub fn made(&self) -> gemma_protocol::CallMade {
+        let answered = matches!(
+            self.state,
+            RunState::Done | RunState::Failed | RunState::Denied
+        );
         gemma_protocol::CallMade {
             name: self.name.clone(),
             arguments: self.arguments.clone(),
             written: self.written.clone(),
             at: self.at,
             handover: self.handover,
-            response: (!self.state.open()).then(|| gemma_protocol::CallResponse {
+            response: answered.then(|| gemma_protocol::CallResponse {
                 text: self.result.clone(),
                 structured: self.structured.clone(),
             }),
@@ -262,5 +268,18 @@ mod tests {
             let back = RunState::parse(s).as_str();
             assert!(back == s || !RunState::parse(s).open(), "{s}");
         }
+    }
+
+    #[test]
+    fn a_call_gives_the_response_the_model_read_only_once_it_read_one() {
+        let mut r = ToolRun::new(&call(), true);
+        assert!(r.made().response.is_none(), "waiting");
+        r.state = RunState::Stopped;
+        assert!(r.made().response.is_none(), "the turn ended first");
+        r.state = RunState::Denied;
+        r.finish(&outcome(false, "The user denied this call.", 0));
+        assert_eq!(r.state, RunState::Denied);
+        let got = r.made().response.expect("read");
+        assert_eq!(got.text, "The user denied this call.");
     }
 }
