@@ -20,25 +20,30 @@ const JUDGE_AFTER: usize = 4;
 /// as in a step of one) it stops, so that it never loses.
 const MARGIN: f64 = 1.1;
 
-/// Up to `max` ids that followed the latest earlier occurrence of the last `n` ids of `ids`
-/// (the longest `n` from [`MAX_NGRAM`] down to [`MIN_NGRAM`] that occurs earlier); empty when none
-/// does. What llama.cpp's `ngram-simple` drafts: copy-heavy answers (code edited, text quoted)
-/// continue what the conversation already holds.
-pub fn lookup(ids: &[u32], max: usize) -> Vec<u32> {
+/// Up to `max` ids that followed the latest earlier occurrence of the last `n` ids of the
+/// conversation `ids` (its prompt, then its answer so far: read in place, not joined, since a
+/// decode step asks), the longest `n` from [`MAX_NGRAM`] down to [`MIN_NGRAM`] that occurs
+/// earlier; empty when none does. What llama.cpp's `ngram-simple` drafts: copy-heavy answers
+/// (code edited, text quoted) continue what the conversation already holds.
+pub fn lookup(ids: [&[u32]; 2], max: usize) -> Vec<u32> {
+    let [head, rest] = ids;
+    let len = head.len() + rest.len();
+    let at = |i: usize| match i.checked_sub(head.len()) {
+        None => head[i],
+        Some(j) => rest[j],
+    };
     if max == 0 {
         return Vec::new();
     }
     for n in (MIN_NGRAM..=MAX_NGRAM).rev() {
-        if ids.len() <= n {
+        if len <= n {
             continue;
         }
-        let tail = &ids[ids.len() - n..];
         // The latest match that has at least one id after it (the tail itself excluded).
-        let found = (0..ids.len() - n).rev().find(|&s| &ids[s..s + n] == tail);
-        if let Some(s) = found {
+        let same = |s: usize| (0..n).all(|k| at(s + k) == at(len - n + k));
+        if let Some(s) = (0..len - n).rev().find(|&s| same(s)) {
             let from = s + n;
-            let to = (from + max).min(ids.len());
-            return ids[from..to].to_vec();
+            return (from..(from + max).min(len)).map(at).collect();
         }
     }
     Vec::new()
@@ -77,9 +82,9 @@ impl Speculator {
         !self.stats.off
     }
 
-    /// The draft for what follows `ids` (the conversation and the answer so far), at most
-    /// `room` ids; empty when there is none or speculation is off.
-    pub fn draft(&self, ids: &[u32], room: usize) -> Vec<u32> {
+    /// The draft for what follows `ids` (the conversation's prompt and its answer so far), at
+    /// most `room` ids; empty when there is none or speculation is off.
+    pub fn draft(&self, ids: [&[u32]; 2], room: usize) -> Vec<u32> {
         // Off, or due to be judged with no plain step to judge by: a plain step it is.
         if self.stats.off || (self.stats.steps >= JUDGE_AFTER && self.plain.1 == 0) {
             return Vec::new();
@@ -140,12 +145,16 @@ mod tests {
     fn lookup_continues_the_latest_match_of_the_longest_tail() {
         // "1 2 3 4 5 9 … 2 3 4 6 7 … 2 3 4": the latest "2 3 4" is followed by "6 7".
         let ids = [1, 2, 3, 4, 5, 9, 2, 3, 4, 6, 7, 8, 2, 3, 4];
-        assert_eq!(lookup(&ids, 2), vec![6, 7]);
-        assert_eq!(lookup(&ids, 10), vec![6, 7, 8, 2, 3, 4]);
+        // Wherever the prompt ends and the answer starts, the same draft.
+        for cut in 0..=ids.len() {
+            let (p, a) = ids.split_at(cut);
+            assert_eq!(lookup([p, a], 2), vec![6, 7], "{cut}");
+            assert_eq!(lookup([p, a], 10), vec![6, 7, 8, 2, 3, 4], "{cut}");
+            assert!(lookup([p, a], 0).is_empty());
+        }
         // Only a single id matches: no draft.
-        assert!(lookup(&[1, 2, 3, 9, 3], 4).is_empty());
-        assert!(lookup(&[5, 5], 4).is_empty());
-        assert!(lookup(&ids, 0).is_empty());
+        assert!(lookup([&[1, 2, 3], &[9, 3]], 4).is_empty());
+        assert!(lookup([&[5, 5], &[]], 4).is_empty());
     }
 
     #[test]
@@ -155,20 +164,20 @@ mod tests {
             draft_max: 8,
         })
         .expect("on");
-        let ids = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 1, 2];
-        assert_eq!(s.draft(&ids, 100).len(), 8);
-        assert_eq!(s.draft(&ids, 3).len(), 3);
+        let ids: [&[u32]; 2] = [&[1, 2, 3, 4, 5, 6, 7, 8, 9, 10], &[1, 2]];
+        assert_eq!(s.draft(ids, 100).len(), 8);
+        assert_eq!(s.draft(ids, 3).len(), 3);
         s.checked(8, 1, 2, Duration::from_millis(10));
-        assert_eq!(s.draft(&ids, 100).len(), 2);
+        assert_eq!(s.draft(ids, 100).len(), 2);
         s.checked(2, 2, 3, Duration::from_millis(10));
-        assert_eq!(s.draft(&ids, 100).len(), 4);
+        assert_eq!(s.draft(ids, 100).len(), 4);
         // Plain steps of 1 ms a token against checks of ~4 ms a token: off.
         s.plain_step(Duration::from_millis(1));
         s.checked(4, 0, 1, Duration::from_millis(10));
         assert!(s.on());
         s.checked(1, 0, 1, Duration::from_millis(10));
         assert!(!s.on());
-        assert!(s.draft(&ids, 100).is_empty());
+        assert!(s.draft(ids, 100).is_empty());
         let stats = s.stats().expect("ran");
         assert_eq!(
             (stats.drafted, stats.accepted, stats.steps, stats.tokens),

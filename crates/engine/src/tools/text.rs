@@ -28,6 +28,8 @@ pub struct ToolText {
 impl ToolText {
     /// `tok`'s, when its vocabulary has the tool markers (Gemma 4's does).
     pub fn of(tok: &Tokenizer) -> Option<Self> {
+        // The markers first: a vocabulary without them (Gemma 3) is not read whole for nothing.
+        ToolIds::of(tok)?;
         Self::with_bytes(tok, &tok.vocab_bytes())
     }
 

@@ -35,8 +35,7 @@ impl Turn {
             .context
             .saturating_sub(session.position() + 1)
             .min(left);
-        let history = [&self.prompt[..], &self.answer[..]].concat();
-        Some(spec.draft(&history, room)).filter(|d| !d.is_empty())
+        Some(spec.draft([&self.prompt, &self.answer], room)).filter(|d| !d.is_empty())
     }
 
     /// Checks `drafts` after the unfed last token: one forward of both, then a pick per
