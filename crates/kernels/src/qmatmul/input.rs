@@ -31,6 +31,34 @@ pub struct QuantRow {
     pub d256: Vec<f32>,
     /// `Σ x / d256` over each 32 values.
     pub sum32: Vec<f32>,
+    /// [`QuantRow::q`] with each block's values in the order the AVX2 kernel of Q5_0 widens its
+    /// codes ([`LANE_ORDER`]); empty unless a product reads it.
+    pub q_lanes: Vec<i16>,
+    /// [`QuantRow::lo`] in the same order.
+    pub lo_lanes: Vec<i16>,
+}
+
+/// Where each of a block's 32 values sits in [`QuantRow::q_lanes`]: values 0–7, 16–23, 8–15,
+/// 24–31 (what unpacking a 256-bit vector of codes 0–15 | 16–31 with zero gives, low bytes
+/// then high ones, without a shuffle across its two halves).
+pub const LANE_ORDER: [usize; BLOCK] = {
+    let mut order = [0; BLOCK];
+    let mut i = 0;
+    while i < BLOCK {
+        // Slot i: which eighth (0, 2, 1, 3) and where in it.
+        let eighth = [0, 2, 1, 3][i / 8];
+        order[i] = eighth * 8 + i % 8;
+        i += 1;
+    }
+    order
+};
+
+/// `digits` with each block of [`BLOCK`] in [`LANE_ORDER`].
+fn in_lanes(digits: &[i16]) -> Vec<i16> {
+    digits
+        .chunks_exact(BLOCK)
+        .flat_map(|b| LANE_ORDER.iter().map(move |&i| b[i]))
+        .collect()
 }
 
 /// The weight of one unit of [`QuantRow::lo`].
@@ -80,20 +108,28 @@ fn digits_plain(x: &[f32], per: usize, sum_every: usize) -> Digits {
 impl QuantRow {
     /// Quantizes `x` in both forms; a last partial block is padded with zeros.
     pub fn new(x: &[f32]) -> Self {
-        Self::with_super(x, true)
+        Self::with_forms(x, true, true)
     }
 
     /// Quantizes `x`, with the per-256 form only when `wide` (a product with a matrix whose
-    /// kernels read it: [`reads_super`]).
-    pub(super) fn with_super(x: &[f32], wide: bool) -> Self {
+    /// kernels read it: [`reads_super`]) and the digits in lane order only when `lanes`
+    /// (`reads_lanes` in `qmatmul`).
+    pub(super) fn with_forms(x: &[f32], wide: bool, lanes: bool) -> Self {
         let (q, lo, d, sum16) = digits(x, BLOCK, 16);
         let (q256, lo256, d256, sum32) = if wide {
             digits(x, SUPER, BLOCK)
         } else {
             Default::default()
         };
+        let (q_lanes, lo_lanes) = if lanes {
+            (in_lanes(&q), in_lanes(&lo))
+        } else {
+            Default::default()
+        };
         Self {
             x: x.to_vec(),
+            q_lanes,
+            lo_lanes,
             q,
             lo,
             d,

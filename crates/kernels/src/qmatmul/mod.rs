@@ -33,7 +33,7 @@ use std::sync::OnceLock;
 
 use rayon::prelude::*;
 
-pub use self::input::{LO, QuantRow, SUPER};
+pub use self::input::{LANE_ORDER, LO, QuantRow, SUPER};
 pub use self::team::team;
 
 use crate::quant::GgmlType;
@@ -188,9 +188,10 @@ pub fn matmul_many(ms: &[&QMatrix], x: &[f32], t: usize) -> Vec<Vec<f32>> {
     assert_eq!(x.len(), t * cols, "input is not t × cols");
     // The per-256 form only where a kernel reads it: not on the decode step's other products.
     let wide = ms.iter().any(|m| reads_super(m.ty));
+    let lanes = ms.iter().any(|m| reads_lanes(m.ty));
     let xs: Vec<QuantRow> = x
         .chunks_exact(cols)
-        .map(|r| QuantRow::with_super(r, wide))
+        .map(|r| QuantRow::with_forms(r, wide, lanes))
         .collect();
     // Work in pieces of whole rows, a few per thread so that a slow core does not hold everyone
     // up; each piece computes its rows' `[rows_in_piece, t]` outputs.
@@ -297,6 +298,18 @@ fn prefetch(bytes: &[u8], from: usize, len: usize) {
 /// Whether a type's kernels may read the inputs' per-256 form ([`QuantRow::q256`]).
 fn reads_super(ty: GgmlType) -> bool {
     matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K)
+}
+
+/// Whether a type's kernel at this CPU's level reads the inputs' digits in lane order
+/// ([`QuantRow::q_lanes`]): Q5_0 at AVX2 (and AVX-VNNI, which runs AVX2's).
+fn reads_lanes(ty: GgmlType) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return ty == GgmlType::Q5_0 && avx2::available() && !avx512::available();
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = ty;
+        false
+    }
 }
 
 /// Whether the prefill GEMM ([`gemm_with`], [`QMatrix::gemm`]) runs on this CPU (AVX-512 or

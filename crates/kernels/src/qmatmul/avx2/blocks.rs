@@ -1,20 +1,23 @@
 //! AVX2 kernels of the 32-value block types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL): each
 //! block's codes converted to f32 once and multiplied by the input as given, not quantized
 //! (exact to f32 rounding), eight products an FMA; a block's codes serve up to four inputs.
-//! On the AMD cores this was measured on, the conversions cost less than the integer forms
-//! that keep the input exact enough (two i16 `madd` and a byte `maddubs` a block).
+//! Q5_0 runs here only for an input without its lane-order digits (`lanes.rs` otherwise).
+//! On the AMD cores this was measured on (Zen 3), the conversions cost no more than the integer
+//! forms that keep the input exact enough (two i16 `madd`s per digit a block), except for
+//! Q5_0, whose codes take the most unpacking.
 
 #![allow(unsafe_code)]
 
 use std::arch::x86_64::*;
 
 use super::super::{BLOCK, QuantRow};
+use super::lanes;
 use super::{f16_lanes, hsum, load16_u8};
 use crate::quant::{GgmlType, IQ4_VALUES};
 
 /// 0xFF in byte j where bit j of `qh` is set, 0 elsewhere.
 #[target_feature(enable = "avx2,fma,f16c")]
-fn fifth_set(qh: &[u8]) -> __m256i {
+pub(super) fn fifth_set(qh: &[u8]) -> __m256i {
     let qh = u32::from_le_bytes([qh[0], qh[1], qh[2], qh[3]]);
     let v = _mm256_set1_epi32(qh as i32);
     // Byte j takes byte j / 8 of qh, then tests bit j % 8.
@@ -156,7 +159,7 @@ unsafe fn scaled_blocks(
 }
 
 /// The inputs one pass of [`dot_rows`] takes: each weight block is converted once for them.
-const ROWS: usize = 4;
+pub(super) const ROWS: usize = 4;
 
 /// `w · x` for each of `xs` into `out`, for the types whose blocks are one f16 scale and
 /// signed codes (Q4_0, Q5_0, Q8_0, IQ4_NL): each block's codes converted once per [`ROWS`]
@@ -168,6 +171,7 @@ pub(in super::super) fn dot_rows(ty: GgmlType, w: &[u8], xs: &[QuantRow], out: &
     unsafe {
         match ty {
             GgmlType::Q4_0 => rows(w, 18, xs, out, |b| q4_0_codes(b)),
+            GgmlType::Q5_0 if lanes::in_lanes(w, 22, xs) => lanes::q5_0_rows(w, xs, out),
             GgmlType::Q5_0 => rows(w, 22, xs, out, |b| q5_0_codes(b)),
             GgmlType::Q8_0 => rows(w, 34, xs, out, |b| q8_0_codes(b)),
             GgmlType::IQ4_NL => rows(w, 18, xs, out, |b| iq4_nl_codes(b)),
@@ -319,6 +323,10 @@ pub(super) unsafe fn q4_1(w: &[u8], x: &QuantRow) -> f32 {
 
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn q5_0(w: &[u8], x: &QuantRow) -> f32 {
+    if lanes::in_lanes(w, 22, std::slice::from_ref(x)) {
+        let [v] = unsafe { lanes::q5_0_words_rows::<1>(w, [x]) };
+        return hsum(v);
+    }
     unsafe { offset_blocks(w, 22, x, |b| q5_0_codes(b)) }
 }
 

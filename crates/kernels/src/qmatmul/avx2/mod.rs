@@ -1,7 +1,8 @@
 //! AVX2 + FMA kernels: for the super-block types the same integer sums as `scalar.rs`, 16
 //! products per `madd` (codes widened to i16 against the i16 input), one float scale per block
 //! accumulated in eight f32 lanes; for the 32-value types the codes converted to f32 against the
-//! f32 input (`blocks.rs`); float weights converted eight at a time (F16C for f16, a shift for
+//! f32 input (`blocks.rs`), except Q5_0, in integers against the input's digits in lane order
+//! (`lanes.rs`); float weights converted eight at a time (F16C for f16, a shift for
 //! bf16) against the f32 input. Results differ from the scalar ones in the order of the float
 //! additions, and for the 32-value types by the scalar kernels' input digits.
 //! This file holds the dispatch, the helpers and the floats; `blocks.rs` the 32-value blocks,
@@ -10,6 +11,7 @@
 #![allow(unsafe_code)]
 
 mod blocks;
+mod lanes;
 
 pub(super) use blocks::dot_rows;
 pub(super) mod kquants;
