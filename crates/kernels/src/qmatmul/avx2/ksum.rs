@@ -14,7 +14,6 @@
 
 use std::arch::x86_64::*;
 
-use super::super::scalar_k::scale_min;
 use super::super::{QuantRow, SUPER};
 use super::kquants::{k_codes, q6_codes};
 use super::{LO, f16_at, hsum};
@@ -84,17 +83,18 @@ pub(in super::super) unsafe fn k_blocks<M: Madd>(
     // SAFETY: the caller's contract; every load is bounds-checked.
     unsafe {
         let mut acc = _mm256_setzero_ps();
-        let mut mins = 0f32;
+        let mut mins = _mm256_setzero_ps();
         for (sb, blk) in w.chunks_exact(bytes).enumerate() {
             let (d, dmin) = (f16_at(blk, 0), f16_at(blk, 2));
-            let scales = &blk[4..16];
+            let (scales, mins8) = scales_mins(&blk[4..16]);
+            // The eight scales as i16 in both halves; sub-block j's broadcast by a shuffle.
+            let scales =
+                _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(scales as i64)));
             let mut sums = [_mm256_setzero_si256(); 2];
-            let mut msum = 0f32;
             for n in 0..4 {
                 for (half, codes) in k_codes(blk, fifth, n).into_iter().enumerate() {
                     let j = 2 * n + half;
-                    let (sc, m) = scale_min(j, scales);
-                    let s = _mm256_set1_epi16(sc as i16);
+                    let s = _mm256_shuffle_epi8(scales, load_ctrl(&WORD_OF[j]));
                     let c = [
                         _mm256_mullo_epi16(_mm256_cvtepu8_epi16(_mm256_castsi256_si128(codes)), s),
                         _mm256_mullo_epi16(
@@ -103,15 +103,60 @@ pub(in super::super) unsafe fn k_blocks<M: Madd>(
                         ),
                     ];
                     add32::<M>(c, x, sb * SUPER + 32 * j, &mut sums);
-                    msum += m as f32 * x.sum32[sb * 8 + j];
                 }
             }
             let s = _mm256_set1_ps(d * x.d256[sb]);
             acc = _mm256_fmadd_ps(join(sums[0], sums[1]), s, acc);
-            mins += dmin * x.d256[sb] * msum;
+            // The mins times their sub-blocks' input sums, eight at once.
+            let m = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(mins8 as i64)));
+            assert!(x.sum32.len() >= sb * 8 + 8);
+            let sum32 = _mm256_loadu_ps(x.sum32.as_ptr().add(sb * 8));
+            mins = _mm256_fmadd_ps(
+                _mm256_mul_ps(m, sum32),
+                _mm256_set1_ps(dmin * x.d256[sb]),
+                mins,
+            );
         }
-        hsum(acc) - mins
+        hsum(acc) - hsum(mins)
     }
+}
+
+/// The eight 6-bit scales and eight 6-bit mins packed in a Q4_K/Q5_K super-block's 12 scale
+/// bytes, one byte each (sub-block 0 lowest), unpacked as whole words: the same values as
+/// `scalar_k::scale_min` gives one at a time.
+#[inline(always)]
+fn scales_mins(s: &[u8]) -> (u64, u64) {
+    let word = |i: usize| u32::from_le_bytes([s[4 * i], s[4 * i + 1], s[4 * i + 2], s[4 * i + 3]]);
+    let (w0, w1, w2) = (word(0), word(1), word(2));
+    let (low6, low4, top2) = (0x3F3F_3F3Fu32, 0x0F0F_0F0Fu32, 0x0303_0303u32);
+    let scales_hi = (w2 & low4) | (((w0 >> 6) & top2) << 4);
+    let mins_hi = ((w2 >> 4) & low4) | (((w1 >> 6) & top2) << 4);
+    (
+        u64::from(w0 & low6) | u64::from(scales_hi) << 32,
+        u64::from(w1 & low6) | u64::from(mins_hi) << 32,
+    )
+}
+
+/// Shuffle controls that put 16-bit word `j` of each 128-bit half into every word of it.
+const WORD_OF: [[i8; 32]; 8] = {
+    let mut c = [[0i8; 32]; 8];
+    let mut j = 0;
+    while j < 8 {
+        let mut b = 0;
+        while b < 32 {
+            c[j][b] = (2 * j + b % 2) as i8;
+            b += 1;
+        }
+        j += 1;
+    }
+    c
+};
+
+/// A 32-byte shuffle control.
+#[inline(always)]
+unsafe fn load_ctrl(c: &[i8; 32]) -> __m256i {
+    // SAFETY: 32 bytes read from a 32-byte array; AVX is the caller's.
+    unsafe { _mm256_loadu_si256(c.as_ptr() as *const __m256i) }
 }
 
 /// Q6_K.
@@ -128,20 +173,25 @@ pub(in super::super) unsafe fn q6_k_with<M: Madd>(w: &[u8], x: &QuantRow) -> f32
             let d = f16_at(blk, 208);
             let mut v = _mm256_setzero_ps();
             for h in 0..2 {
+                // This half's eight i8 scales (one per 16 values) as i16 in both 128-bit halves;
+                // each broadcast by a shuffle.
+                let scales = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_loadl_epi64(
+                    blk[192 + 8 * h..200 + 8 * h].as_ptr() as *const __m128i,
+                )));
                 // One pair of accumulators per half: four groups of 32.
                 let mut sums = [_mm256_setzero_si256(); 2];
                 for (k, c) in q6_codes(blk, h).into_iter().enumerate() {
                     // Signed values −32..31, each times its 16 values' i8 scale.
                     let c = _mm256_sub_epi8(c, m32);
-                    let sc = &blk[192 + h * 8 + 2 * k..];
+                    let scale = |i: usize| _mm256_shuffle_epi8(scales, load_ctrl(&WORD_OF[i]));
                     let c = [
                         _mm256_mullo_epi16(
                             _mm256_cvtepi8_epi16(_mm256_castsi256_si128(c)),
-                            _mm256_set1_epi16(sc[0] as i8 as i16),
+                            scale(2 * k),
                         ),
                         _mm256_mullo_epi16(
                             _mm256_cvtepi8_epi16(_mm256_extracti128_si256::<1>(c)),
-                            _mm256_set1_epi16(sc[1] as i8 as i16),
+                            scale(2 * k + 1),
                         ),
                     ];
                     add32::<M>(c, x, sb * SUPER + (h * 4 + k) * 32, &mut sums);
