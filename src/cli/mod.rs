@@ -37,6 +37,7 @@ mod headless;
 mod images;
 mod mcp_cmd;
 mod sampling_args;
+mod serve;
 mod template_cmd;
 mod tools;
 mod tui;
@@ -114,6 +115,8 @@ enum Command {
     Import(chats_cmd::ImportArgs),
     /// MCP servers: import them from Claude Desktop's or oterm's JSON, list them and their tools.
     Mcp(mcp_cmd::McpArgs),
+    /// Serve the model behind the OpenAI chat completions API (`[serve]` in the config).
+    Serve(serve::ServeArgs),
 }
 
 /// Options shared by every command that loads a model. Each one overrides the config file.
@@ -308,6 +311,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Export(args)) => return chats_cmd::export(args, cli.raw),
         Some(Command::Import(args)) => return chats_cmd::import(args),
         Some(Command::Mcp(args)) => return mcp_cmd::run(args, &cli.common),
+        Some(Command::Serve(args)) => return serve::run(args, &cli.common, &cli.sampling),
         None => {}
     }
     let interactive = std::io::IsTerminal::is_terminal(&std::io::stdin())

@@ -29,6 +29,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "gemma-tools",
         ],
     ),
+    ("gemma-serve", &["gemma-protocol"]),
     (
         "gemma-app",
         &[

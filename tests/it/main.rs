@@ -32,6 +32,7 @@ mod remote;
 mod remote_faults;
 mod remote_hostile;
 mod remote_tools;
+mod serve;
 mod sessions;
 mod speculate;
 mod templates;

@@ -11,6 +11,7 @@ mod file;
 pub mod keymap;
 mod named;
 pub mod sampling;
+mod serve;
 pub mod thinking;
 pub mod tools;
 pub mod watch;
@@ -23,6 +24,7 @@ use serde::{Deserialize, Deserializer};
 use crate::error::{Error, Result};
 
 pub use self::file::check_url;
+pub use self::serve::ServeConfig;
 pub use self::thinking::{Budgets, Thinking};
 pub use self::tools::{McpConfig, ServerConfig, ToolsConfig};
 pub use gemma_protocol::{Backend, Dtype, GpuWeights, KvDtype, ThinkingPolicy};
@@ -47,6 +49,8 @@ pub struct Config {
     pub sessions: SessionsConfig,
     /// `[speculate]`.
     pub speculate: SpeculateConfig,
+    /// `[serve]`.
+    pub serve: ServeConfig,
     /// `[ui]`.
     pub ui: UiConfig,
     /// `[presets.NAME]`.
@@ -289,7 +293,7 @@ pub struct UiConfig {
 }
 
 /// Reads a whole number of `MIN` or more (refused with the rule otherwise).
-fn at_least<'de, D, T, const MIN: i64>(d: D) -> std::result::Result<T, D::Error>
+pub(crate) fn at_least<'de, D, T, const MIN: i64>(d: D) -> std::result::Result<T, D::Error>
 where
     D: Deserializer<'de>,
     T: TryFrom<i64>,

@@ -1,0 +1,316 @@
+//! The routes: `GET /health`, `GET /v1/models`, `POST /v1/chat/completions` (streamed as
+//! server-sent events or whole), anything else a JSON 404. A request is checked
+//! ([`crate::request`]), given a slot ([`crate::slots`]) and answered by a turn
+//! ([`crate::turn`]) that runs beside the connection: when the client goes away the stream or
+//! the handler is dropped, and the turn cancels itself.
+
+use std::convert::Infallible;
+use std::net::TcpListener;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use futures_util::stream;
+use serde_json::json;
+use tokio::sync::mpsc;
+
+use crate::ServeOptions;
+use crate::error::{ApiError, ServeError};
+use crate::media::attach;
+use crate::pump::{self, Engine};
+use crate::request::{self, ChatRequest, Effort};
+use crate::slots::Pool;
+use crate::turn::{self, Out, TurnInput};
+use crate::wire::{self, Ids};
+use gemma_protocol::{EngineHandle, Exchange, TabSettings};
+
+/// What every handler shares.
+struct App {
+    engine: Arc<Engine>,
+    pool: Arc<Pool>,
+    options: ServeOptions,
+    /// Answers so far (their ids) and the seeds of requests without one.
+    count: AtomicU64,
+}
+
+/// Serves until the listener fails.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    options: ServeOptions,
+    engine: EngineHandle,
+) -> Result<(), ServeError> {
+    let tabs: Vec<u64> = (1..=options.slots as u64).collect();
+    let (engine, receivers) = pump::start(engine, &tabs);
+    let pool = Pool::new(tabs.into_iter().zip(receivers).collect(), options.queue);
+    let max_body = options.max_body;
+    let app = Arc::new(App {
+        engine,
+        pool,
+        options,
+        count: AtomicU64::new(0),
+    });
+    let routes = Router::new()
+        .route("/health", get(health))
+        .route("/v1/models", get(models))
+        .route("/v1/chat/completions", post(chat))
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(max_body))
+        .with_state(app);
+    listener
+        .set_nonblocking(true)
+        .map_err(ServeError::Runtime)?;
+    let listener = tokio::net::TcpListener::from_std(listener).map_err(ServeError::Runtime)?;
+    axum::serve(listener, routes)
+        .await
+        .map_err(ServeError::Runtime)
+}
+
+async fn health(State(app): State<Arc<App>>) -> Response {
+    match app.engine.stopped() {
+        None => Json(json!({"status": "ok"})).into_response(),
+        Some(why) => ApiError::status(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "server_error",
+            format!("the engine stopped: {why}"),
+        )
+        .into_response(),
+    }
+}
+
+async fn models(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
+    if let Err(e) = authorize(&app, &headers) {
+        return e.into_response();
+    }
+    Json(wire::models(&app.options.model, app.options.context_length)).into_response()
+}
+
+async fn not_found() -> Response {
+    ApiError::status(
+        StatusCode::NOT_FOUND,
+        "invalid_request_error",
+        "no such route: gemma-chat serves /v1/chat/completions, /v1/models and /health",
+    )
+    .into_response()
+}
+
+/// The bearer key, where one is set; compared in time independent of where it differs.
+fn authorize(app: &App, headers: &HeaderMap) -> Result<(), ApiError> {
+    let Some(key) = &app.options.api_key else {
+        return Ok(());
+    };
+    let sent = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("");
+    let same = sent.len() == key.len()
+        && sent
+            .bytes()
+            .zip(key.bytes())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0;
+    if same {
+        Ok(())
+    } else {
+        Err(ApiError::status(
+            StatusCode::UNAUTHORIZED,
+            "authentication_error",
+            "a missing or wrong API key: send `Authorization: Bearer <key>`",
+        ))
+    }
+}
+
+async fn chat(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    match start(&app, &headers, body).await {
+        Ok((req, ids, rx)) if req.stream => streamed(req, ids, rx),
+        Ok((_, ids, rx)) => whole(ids, rx).await,
+        Err(e) => e.into_response(),
+    }
+}
+
+/// Checks the request, takes a slot and starts its turn: the turn's output arrives on the
+/// receiver.
+async fn start(
+    app: &Arc<App>,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<(ChatRequest, Ids, mpsc::Receiver<Out>), ApiError> {
+    authorize(app, headers)?;
+    let body = body.map_err(|e| {
+        let too_big = e.status() == StatusCode::PAYLOAD_TOO_LARGE;
+        let message = if too_big {
+            format!("the body is over {} bytes", app.options.max_body)
+        } else {
+            format!("the body could not be read: {e}")
+        };
+        ApiError::status(e.status(), "invalid_request_error", message)
+    })?;
+    let req = request::parse(&body, app.options.max_media)?;
+    let n = app.count.fetch_add(1, Ordering::Relaxed);
+    let settings = settings(&app.options, &req, n)?;
+    let dir = &app.options.media_dir;
+    let mut history = Vec::with_capacity(req.history.len());
+    for e in &req.history {
+        history.push(Exchange {
+            user: e.user.text.clone(),
+            media: e
+                .user
+                .media
+                .iter()
+                .map(|m| attach(dir, m))
+                .collect::<Result<_, _>>()?,
+            answer: e.answer.clone(),
+            calls: Vec::new(),
+        });
+    }
+    let media = req
+        .last
+        .media
+        .iter()
+        .map(|m| attach(dir, m))
+        .collect::<Result<_, _>>()?;
+    let keys = wire::keys(&req);
+    let lease = app.pool.acquire(&keys).await?;
+    let ids = Ids {
+        id: format!("chatcmpl-{n:x}"),
+        created: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+        model: app.options.model.clone(),
+    };
+    let input = TurnInput {
+        settings,
+        history,
+        text: req.last.text.clone(),
+        media,
+        keys,
+    };
+    let (tx, rx) = mpsc::channel(256);
+    tokio::spawn(turn::answer(app.engine.clone(), lease, input, tx));
+    Ok((req, ids, rx))
+}
+
+/// The tab's settings for a request: the config's, with the request's own fields over them.
+fn settings(o: &ServeOptions, r: &ChatRequest, n: u64) -> Result<TabSettings, ApiError> {
+    let mut s = o.base.clone();
+    s.system = r.system.clone();
+    let p = &mut s.sampling;
+    p.temperature = r.temperature.unwrap_or(p.temperature);
+    p.top_p = r.top_p.unwrap_or(p.top_p);
+    p.top_k = r.top_k.unwrap_or(p.top_k);
+    p.min_p = r.min_p.unwrap_or(p.min_p);
+    p.seed = r.seed.unwrap_or_else(|| fresh_seed(n));
+    s.max_new_tokens = r.max_tokens.unwrap_or(s.max_new_tokens);
+    s.stop.extend(r.stop.iter().cloned());
+    match r.effort {
+        None => {}
+        Some(Effort::None) => s.thinking = false,
+        Some(_) if !o.can_think => {
+            return Err(ApiError::invalid(
+                "reasoning_effort",
+                "this model has no thinking mode: leave reasoning_effort out or set it to none",
+            ));
+        }
+        Some(level) => {
+            s.thinking = true;
+            s.thought_budget = Some(match level {
+                Effort::Low => o.budgets[0],
+                Effort::Medium => o.budgets[1],
+                _ => o.budgets[2],
+            });
+        }
+    }
+    Ok(s)
+}
+
+/// A seed for a request that set none: the clock and the request's number, mixed.
+fn fresh_seed(n: u64) -> u64 {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64);
+    let mut z = nanos ^ n.rotate_left(32);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    (z ^ (z >> 31)).max(1)
+}
+
+/// A whole answer, once the turn is done.
+async fn whole(ids: Ids, mut rx: mpsc::Receiver<Out>) -> Response {
+    let (mut text, mut thought) = (String::new(), String::new());
+    while let Some(o) = rx.recv().await {
+        match o {
+            Out::Text(t) => text.push_str(&t),
+            Out::Thought(t) => thought.push_str(&t),
+            Out::Done(d) => {
+                return Json(wire::completion(&ids, &text, &thought, &d)).into_response();
+            }
+            Out::Failed(e) => return e.into_response(),
+        }
+    }
+    ApiError::status(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "server_error",
+        "the turn ended unanswered",
+    )
+    .into_response()
+}
+
+/// A streamed answer: a chunk per piece of text, the finish, the usage when asked, `[DONE]`.
+fn streamed(req: ChatRequest, ids: Ids, rx: mpsc::Receiver<Out>) -> Response {
+    let first = wire::event(&wire::chunk(
+        &ids,
+        json!({"role": "assistant", "content": ""}),
+        None,
+    ));
+    let state = (rx, ids, req.include_usage, false);
+    let rest = stream::unfold(state, |(mut rx, ids, usage, ended)| async move {
+        if ended {
+            return None;
+        }
+        let (text, ended) = match rx.recv().await {
+            Some(Out::Text(t)) => (
+                wire::event(&wire::chunk(&ids, json!({"content": t}), None)),
+                false,
+            ),
+            Some(Out::Thought(t)) => {
+                let delta = json!({"reasoning_content": t});
+                (wire::event(&wire::chunk(&ids, delta, None)), false)
+            }
+            Some(Out::Done(d)) => {
+                let mut s = wire::event(&wire::chunk(&ids, json!({}), Some(d.finish)));
+                if usage {
+                    s.push_str(&wire::event(&wire::usage_chunk(&ids, &d)));
+                }
+                s.push_str("data: [DONE]\n\n");
+                (s, true)
+            }
+            Some(Out::Failed(e)) => (format!("{}data: [DONE]\n\n", wire::event(&e.body())), true),
+            None => ("data: [DONE]\n\n".to_string(), true),
+        };
+        Some((
+            Ok::<_, Infallible>(Bytes::from(text)),
+            (rx, ids, usage, ended),
+        ))
+    });
+    let body = stream::once(async move { Ok::<_, Infallible>(Bytes::from(first)) });
+    let body = Body::from_stream(futures_util::StreamExt::chain(body, rest));
+    (
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        body,
+    )
+        .into_response()
+}

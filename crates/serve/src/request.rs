@@ -1,0 +1,441 @@
+//! What a chat completions request may say, checked field by field ([`parse`]): every error
+//! names the field at fault; what the API has and gemma-chat does not do yet (tools,
+//! `response_format`, log probabilities, penalties, `n > 1`) is refused by name, never ignored.
+//! Messages become the conversation the engine renders: a system prompt, the earlier
+//! exchanges, and the user's last message with its pictures and recordings.
+
+use base64::Engine as _;
+use serde_json::{Map, Value};
+
+use crate::error::ApiError;
+use gemma_protocol::MediaKind;
+
+/// A picture or recording sent in a message, decoded.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Media {
+    pub bytes: Vec<u8>,
+    pub kind: MediaKind,
+    /// The file's extension (`png`, `wav`…).
+    pub ext: &'static str,
+    /// A picture's soft tokens at most (`detail`: low 70, auto 280, high 1120).
+    pub tokens: usize,
+}
+
+/// One message after merging neighbours of the same role.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub(crate) struct Message {
+    pub text: String,
+    pub media: Vec<Media>,
+}
+
+/// An exchange of the history: the user's message and the answer to it.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub(crate) struct Exchange {
+    pub user: Message,
+    pub answer: String,
+}
+
+/// `reasoning_effort`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Effort {
+    None,
+    Low,
+    Medium,
+    High,
+}
+
+/// A request, checked.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub(crate) struct ChatRequest {
+    pub stream: bool,
+    pub include_usage: bool,
+    pub system: Option<String>,
+    pub history: Vec<Exchange>,
+    pub last: Message,
+    pub temperature: Option<f32>,
+    pub top_p: Option<f32>,
+    pub top_k: Option<usize>,
+    pub min_p: Option<f32>,
+    pub seed: Option<u64>,
+    pub max_tokens: Option<usize>,
+    pub stop: Vec<String>,
+    pub effort: Option<Effort>,
+}
+
+/// The most stop strings a request may set.
+const MAX_STOP: usize = 16;
+
+/// Parses and checks a request body; `max_media` bounds its pictures and recordings.
+pub(crate) fn parse(body: &[u8], max_media: usize) -> Result<ChatRequest, ApiError> {
+    let v: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::invalid("body", format!("the body is not valid JSON: {e}")))?;
+    let o = v
+        .as_object()
+        .ok_or_else(|| ApiError::invalid("body", "the body must be a JSON object"))?;
+    refuse_unsupported(o)?;
+    let mut r = ChatRequest {
+        stream: flag(o, "stream")?.unwrap_or(false),
+        ..Default::default()
+    };
+    if let Some(so) = o.get("stream_options").filter(|v| !v.is_null()) {
+        let so = so
+            .as_object()
+            .ok_or_else(|| ApiError::invalid("stream_options", "must be an object"))?;
+        r.include_usage = flag(so, "include_usage")?.unwrap_or(false);
+    }
+    sampling(o, &mut r)?;
+    let messages = o
+        .get("messages")
+        .and_then(Value::as_array)
+        .ok_or_else(|| ApiError::invalid("messages", "`messages` must be an array of messages"))?;
+    conversation(messages, &mut r)?;
+    let media = r.last.media.len() + r.history.iter().map(|e| e.user.media.len()).sum::<usize>();
+    if media > max_media {
+        return Err(ApiError::invalid(
+            "messages",
+            format!("{media} pictures and recordings: at most {max_media} in one request"),
+        ));
+    }
+    Ok(r)
+}
+
+/// The API's fields gemma-chat serve does not honour yet, refused when they ask for anything.
+fn refuse_unsupported(o: &Map<String, Value>) -> Result<(), ApiError> {
+    let set = |k: &str| o.get(k).filter(|v| !v.is_null());
+    if let Some(n) = set("n")
+        && n.as_u64() != Some(1)
+    {
+        return Err(ApiError::invalid(
+            "n",
+            "only n = 1 is served: one answer per request",
+        ));
+    }
+    for k in ["tools", "functions"] {
+        if set(k).is_some_and(|t| t.as_array().is_none_or(|a| !a.is_empty())) {
+            return Err(ApiError::invalid(
+                k,
+                "tools are not served yet: gemma-chat serve answers in text (its own TUI runs \
+                 tools through MCP)",
+            ));
+        }
+    }
+    if let Some(f) = set("response_format")
+        && f.get("type").and_then(Value::as_str) != Some("text")
+    {
+        return Err(ApiError::invalid(
+            "response_format",
+            "only {\"type\": \"text\"} is served yet",
+        ));
+    }
+    if set("logprobs").is_some_and(|v| v.as_bool() != Some(false)) {
+        return Err(ApiError::invalid(
+            "logprobs",
+            "log probabilities are not served",
+        ));
+    }
+    for k in ["presence_penalty", "frequency_penalty"] {
+        if set(k).is_some_and(|v| v.as_f64() != Some(0.0)) {
+            return Err(ApiError::invalid(
+                k,
+                "penalties are not served: leave it at 0",
+            ));
+        }
+    }
+    if set("logit_bias").is_some_and(|v| v.as_object().is_none_or(|m| !m.is_empty())) {
+        return Err(ApiError::invalid(
+            "logit_bias",
+            "logit biases are not served",
+        ));
+    }
+    Ok(())
+}
+
+/// A boolean field, if set.
+fn flag(o: &Map<String, Value>, k: &str) -> Result<Option<bool>, ApiError> {
+    match o.get(k) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Bool(b)) => Ok(Some(*b)),
+        Some(_) => Err(ApiError::invalid(k, format!("`{k}` must be true or false"))),
+    }
+}
+
+/// A number field in `range`, if set.
+fn number(o: &Map<String, Value>, k: &str, lo: f64, hi: f64) -> Result<Option<f64>, ApiError> {
+    match o.get(k) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => match v.as_f64() {
+            Some(x) if (lo..=hi).contains(&x) => Ok(Some(x)),
+            _ => Err(ApiError::invalid(
+                k,
+                format!("`{k}` must be a number from {lo} to {hi}"),
+            )),
+        },
+    }
+}
+
+/// A whole-number field of at least `lo`, if set.
+fn whole(o: &Map<String, Value>, k: &str, lo: u64) -> Result<Option<u64>, ApiError> {
+    match o.get(k) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => match v.as_u64() {
+            Some(x) if x >= lo => Ok(Some(x)),
+            _ => Err(ApiError::invalid(
+                k,
+                format!("`{k}` must be a whole number of at least {lo}"),
+            )),
+        },
+    }
+}
+
+fn sampling(o: &Map<String, Value>, r: &mut ChatRequest) -> Result<(), ApiError> {
+    r.temperature = number(o, "temperature", 0.0, 2.0)?.map(|x| x as f32);
+    r.top_p = number(o, "top_p", 0.0, 1.0)?.map(|x| x as f32);
+    if r.top_p == Some(0.0) {
+        return Err(ApiError::invalid("top_p", "`top_p` must be above 0"));
+    }
+    r.min_p = number(o, "min_p", 0.0, 1.0)?.map(|x| x as f32);
+    r.top_k = whole(o, "top_k", 0)?.map(|x| x as usize);
+    r.seed = match o.get("seed") {
+        None | Some(Value::Null) => None,
+        // Any whole number; a negative one keeps its bits.
+        Some(v) => Some(
+            v.as_u64()
+                .or_else(|| v.as_i64().map(|s| s as u64))
+                .ok_or_else(|| ApiError::invalid("seed", "`seed` must be a whole number"))?,
+        ),
+    };
+    let most = whole(o, "max_completion_tokens", 1)?.or(whole(o, "max_tokens", 1)?);
+    r.max_tokens = most.map(|x| x.min(u32::MAX as u64) as usize);
+    r.stop = match o.get("stop") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::String(s)) => vec![s.clone()],
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|s| s.as_str().map(String::from))
+            .collect::<Option<Vec<_>>>()
+            .filter(|v| v.len() <= MAX_STOP && v.iter().all(|s| !s.is_empty()))
+            .ok_or_else(|| {
+                ApiError::invalid("stop", format!("at most {MAX_STOP} non-empty strings"))
+            })?,
+        Some(_) => return Err(ApiError::invalid("stop", "a string or an array of strings")),
+    };
+    r.effort = match o.get("reasoning_effort") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(match v.as_str() {
+            Some("none" | "minimal") => Effort::None,
+            Some("low") => Effort::Low,
+            Some("medium") => Effort::Medium,
+            Some("high") => Effort::High,
+            _ => {
+                return Err(ApiError::invalid(
+                    "reasoning_effort",
+                    "one of none, minimal, low, medium, high",
+                ));
+            }
+        }),
+    };
+    Ok(())
+}
+
+/// The messages as a system prompt, exchanges and a last user message; neighbours of one role
+/// are joined (a blank line between their texts).
+fn conversation(messages: &[Value], r: &mut ChatRequest) -> Result<(), ApiError> {
+    let mut system: Vec<String> = Vec::new();
+    // (role is user, message) in order, neighbours merged.
+    let mut turns: Vec<(bool, Message)> = Vec::new();
+    for (i, m) in messages.iter().enumerate() {
+        let at = format!("messages[{i}]");
+        let o = m
+            .as_object()
+            .ok_or_else(|| ApiError::invalid(&at, "a message must be an object"))?;
+        let role = o.get("role").and_then(Value::as_str).unwrap_or("");
+        if o.get("tool_calls").is_some_and(|t| !t.is_null()) || role == "tool" {
+            return Err(ApiError::invalid(
+                format!("{at}.role"),
+                "tool calls and tool results are not served yet",
+            ));
+        }
+        let msg = content(o.get("content"), &format!("{at}.content"), role == "user")?;
+        match role {
+            "system" | "developer" if turns.is_empty() => system.push(msg.text),
+            "system" | "developer" => {
+                return Err(ApiError::invalid(
+                    format!("{at}.role"),
+                    "a system message must come before the conversation's first message",
+                ));
+            }
+            "user" | "assistant" => {
+                let user = role == "user";
+                match turns.last_mut() {
+                    Some((u, prev)) if *u == user => join(prev, msg),
+                    _ => turns.push((user, msg)),
+                }
+            }
+            other => {
+                return Err(ApiError::invalid(
+                    format!("{at}.role"),
+                    format!("`{other}` is not a role: system, developer, user or assistant"),
+                ));
+            }
+        }
+    }
+    r.system = Some(system.join("\n\n")).filter(|s| !s.trim().is_empty());
+    let Some((true, last)) = turns.pop() else {
+        return Err(ApiError::invalid(
+            "messages",
+            "the last message must be the user's (the one to answer)",
+        ));
+    };
+    r.last = last;
+    let mut it = turns.into_iter().peekable();
+    while let Some((user, m)) = it.next() {
+        let (user_msg, answer) = if user {
+            let answer = match it.peek() {
+                Some((false, _)) => it.next().map(|(_, a)| a.text).unwrap_or_default(),
+                _ => String::new(),
+            };
+            (m, answer)
+        } else {
+            // An answer with no question before it (a greeting the client shows first).
+            (Message::default(), m.text)
+        };
+        r.history.push(Exchange {
+            user: user_msg,
+            answer,
+        });
+    }
+    Ok(())
+}
+
+fn join(prev: &mut Message, next: Message) {
+    if !prev.text.is_empty() && !next.text.is_empty() {
+        prev.text.push_str("\n\n");
+    }
+    prev.text.push_str(&next.text);
+    prev.media.extend(next.media);
+}
+
+/// A message's content: a string, or parts (text; pictures and recordings only from the user).
+fn content(c: Option<&Value>, at: &str, user: bool) -> Result<Message, ApiError> {
+    let parts = match c {
+        None | Some(Value::Null) => return Ok(Message::default()),
+        Some(Value::String(s)) => {
+            return Ok(Message {
+                text: s.clone(),
+                media: Vec::new(),
+            });
+        }
+        Some(Value::Array(parts)) => parts,
+        Some(_) => return Err(ApiError::invalid(at, "a string or an array of parts")),
+    };
+    let mut m = Message::default();
+    for (j, p) in parts.iter().enumerate() {
+        let at = format!("{at}[{j}]");
+        let kind = p.get("type").and_then(Value::as_str).unwrap_or("");
+        match kind {
+            "text" => {
+                let t = p.get("text").and_then(Value::as_str).ok_or_else(|| {
+                    ApiError::invalid(format!("{at}.text"), "a text part needs `text`")
+                })?;
+                join(
+                    &mut m,
+                    Message {
+                        text: t.into(),
+                        media: Vec::new(),
+                    },
+                );
+            }
+            "image_url" | "input_audio" if !user => {
+                return Err(ApiError::invalid(
+                    at,
+                    "only the user's messages carry media",
+                ));
+            }
+            "image_url" => m.media.push(image(p, &at)?),
+            "input_audio" => m.media.push(audio(p, &at)?),
+            _ => {
+                return Err(ApiError::invalid(
+                    format!("{at}.type"),
+                    "a part is text, image_url or input_audio",
+                ));
+            }
+        }
+    }
+    Ok(m)
+}
+
+fn image(p: &Value, at: &str) -> Result<Media, ApiError> {
+    let url = p
+        .pointer("/image_url/url")
+        .and_then(Value::as_str)
+        .ok_or_else(|| ApiError::invalid(format!("{at}.image_url.url"), "needs a URL"))?;
+    let field = format!("{at}.image_url.url");
+    let rest = url.strip_prefix("data:").ok_or_else(|| {
+        ApiError::invalid(
+            &field,
+            "only data: URLs are served (data:image/png;base64,…)",
+        )
+    })?;
+    let (head, data) = rest
+        .split_once(',')
+        .ok_or_else(|| ApiError::invalid(&field, "a data: URL has a comma before its data"))?;
+    let ext = match head.strip_suffix(";base64") {
+        Some("image/png") => "png",
+        Some("image/jpeg" | "image/jpg") => "jpg",
+        Some("image/webp") => "webp",
+        Some("image/gif") => "gif",
+        _ => {
+            return Err(ApiError::invalid(
+                &field,
+                "a base64 PNG, JPEG, WebP or GIF (data:image/png;base64,…)",
+            ));
+        }
+    };
+    let tokens = match p.pointer("/image_url/detail").and_then(Value::as_str) {
+        Some("low") => 70,
+        Some("high") => 1120,
+        _ => 280,
+    };
+    Ok(Media {
+        bytes: decode(data, &field)?,
+        kind: MediaKind::Image,
+        ext,
+        tokens,
+    })
+}
+
+fn audio(p: &Value, at: &str) -> Result<Media, ApiError> {
+    let field = format!("{at}.input_audio");
+    let data = p
+        .pointer("/input_audio/data")
+        .and_then(Value::as_str)
+        .ok_or_else(|| ApiError::invalid(format!("{field}.data"), "needs base64 data"))?;
+    let ext = match p.pointer("/input_audio/format").and_then(Value::as_str) {
+        Some("wav") => "wav",
+        Some("mp3") => "mp3",
+        Some("flac") => "flac",
+        Some("ogg") => "ogg",
+        _ => {
+            return Err(ApiError::invalid(
+                format!("{field}.format"),
+                "wav, mp3, flac or ogg",
+            ));
+        }
+    };
+    Ok(Media {
+        bytes: decode(data, &format!("{field}.data"))?,
+        kind: MediaKind::Audio,
+        ext,
+        tokens: 0,
+    })
+}
+
+fn decode(data: &str, field: &str) -> Result<Vec<u8>, ApiError> {
+    base64::engine::general_purpose::STANDARD
+        .decode(data.trim())
+        .map_err(|e| ApiError::invalid(field, format!("not base64: {e}")))
+}
+
+#[cfg(test)]
+#[path = "request_tests.rs"]
+mod tests;

@@ -1,0 +1,113 @@
+//! The API's JSON as gemma-chat serve writes it: a streamed answer's chunks (server-sent
+//! events), a whole answer, the usage block, the model list; and the keys by which a slot
+//! recognizes a conversation's messages.
+
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::request::{ChatRequest, Message};
+use crate::turn::Done;
+
+/// What identifies one answer in its chunks.
+#[derive(Debug, Clone)]
+pub(crate) struct Ids {
+    pub id: String,
+    pub created: u64,
+    pub model: String,
+}
+
+/// One streamed chunk with `delta` (and a finish reason on the last).
+pub(crate) fn chunk(ids: &Ids, delta: Value, finish: Option<&str>) -> Value {
+    json!({
+        "id": ids.id,
+        "object": "chat.completion.chunk",
+        "created": ids.created,
+        "model": ids.model,
+        "system_fingerprint": "gemma-chat",
+        "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}],
+    })
+}
+
+/// The chunk with the usage only (`stream_options.include_usage`).
+pub(crate) fn usage_chunk(ids: &Ids, done: &Done) -> Value {
+    json!({
+        "id": ids.id,
+        "object": "chat.completion.chunk",
+        "created": ids.created,
+        "model": ids.model,
+        "system_fingerprint": "gemma-chat",
+        "choices": [],
+        "usage": usage(done),
+    })
+}
+
+/// The usage block, with the reuse as `cached_tokens`.
+pub(crate) fn usage(d: &Done) -> Value {
+    json!({
+        "prompt_tokens": d.prompt,
+        "completion_tokens": d.completion,
+        "total_tokens": d.prompt + d.completion,
+        "prompt_tokens_details": {"cached_tokens": d.cached},
+        "completion_tokens_details": {"reasoning_tokens": d.reasoning},
+    })
+}
+
+/// A whole answer.
+pub(crate) fn completion(ids: &Ids, text: &str, thought: &str, done: &Done) -> Value {
+    let mut message = json!({"role": "assistant", "content": text});
+    if !thought.is_empty() {
+        message["reasoning_content"] = json!(thought);
+    }
+    json!({
+        "id": ids.id,
+        "object": "chat.completion",
+        "created": ids.created,
+        "model": ids.model,
+        "system_fingerprint": "gemma-chat",
+        "choices": [{"index": 0, "message": message, "logprobs": null,
+                     "finish_reason": done.finish}],
+        "usage": usage(done),
+    })
+}
+
+/// `/v1/models`, with the context limit per conversation as vLLM reports it (`max_model_len`,
+/// which gemma-chat's remote engine reads).
+pub(crate) fn models(model: &str, context: usize) -> Value {
+    json!({"object": "list", "data": [
+        {"id": model, "object": "model", "created": 0, "owned_by": "gemma-chat",
+         "max_model_len": context}
+    ]})
+}
+
+/// A server-sent event carrying `v`.
+pub(crate) fn event(v: &Value) -> String {
+    format!("data: {v}\n\n")
+}
+
+/// The keys of a request's messages, in order: the system prompt, each exchange's user message
+/// and answer, the last message. Media count by their content's hash.
+pub(crate) fn keys(r: &ChatRequest) -> Vec<String> {
+    let mut k = vec![format!("s:{}", r.system.as_deref().unwrap_or(""))];
+    for e in &r.history {
+        k.push(user_key(&e.user));
+        k.push(answer_key(&e.answer));
+    }
+    k.push(user_key(&r.last));
+    k
+}
+
+fn user_key(m: &Message) -> String {
+    let mut s = format!("u:{}", m.text);
+    for media in &m.media {
+        s.push('\u{0}');
+        for b in &Sha256::digest(&media.bytes)[..16] {
+            s.push_str(&format!("{b:02x}"));
+        }
+    }
+    s
+}
+
+/// An answer's key.
+pub(crate) fn answer_key(text: &str) -> String {
+    format!("a:{text}")
+}

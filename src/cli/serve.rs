@@ -1,0 +1,138 @@
+//! `gemma-chat serve`: loads the model (or connects the configured engine), then serves it
+//! behind the OpenAI chat completions API (`gemma-serve`), with the settings a new tab would
+//! take as every request's defaults. Stages on stderr, as the headless commands print them.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use gemma_app::app::TabChoices;
+use gemma_engine::protocol::{Event, ProgressUnit, ToolChoice};
+use gemma_model::demo::{self, Fetch};
+use gemma_serve::ServeOptions;
+
+use super::front::{engine_options, spawn_engine, turn_settings};
+use super::{ModelArgs, SamplingArgs, printable};
+
+/// `gemma-chat serve` (each flag over `[serve]` in the config).
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The address to listen on (a non-loopback one needs `[serve] api_key_env`).
+    #[arg(long)]
+    host: Option<String>,
+    /// The port (0: any free one, printed at start).
+    #[arg(long)]
+    port: Option<u16>,
+    /// Conversations kept warm, one engine tab each (1 to 64).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64))]
+    slots: Option<u16>,
+}
+
+/// Runs `serve` until the process is stopped or the engine ends.
+pub fn run(args: ServeArgs, common: &ModelArgs, sampling: &SamplingArgs) -> anyhow::Result<()> {
+    let config = common.config()?;
+    let s = &config.serve;
+    let api_key = match s.api_key_env.as_str() {
+        "" => None,
+        name => Some(std::env::var(name).with_context(|| {
+            format!(
+                "[serve] api_key_env names {name}, which is not set: export it or empty the key"
+            )
+        })?),
+    };
+    let remote = common.remote(&config)?;
+    let is_remote = remote.is_some();
+    let choice = common.choice(&config)?;
+    let name = model_name(choice.model.as_deref()).filter(|_| !is_remote);
+    let mut settings = turn_settings(&config, sampling, None);
+    let engine = spawn_engine(choice, remote, engine_options(&config, None));
+    let ready = wait_ready(&engine)?;
+    settings.model = ready.generation;
+    let choices = TabChoices::new(&settings, ToolChoice::None);
+    let base = settings.tab_settings(&choices, None, ready.thinking);
+    let b = config.model.thinking_budgets;
+    let options = ServeOptions {
+        host: args.host.unwrap_or_else(|| s.host.clone()),
+        port: args.port.unwrap_or(s.port),
+        slots: args.slots.map_or(s.slots, usize::from),
+        queue: s.queue,
+        api_key,
+        max_body: (s.max_body_mb as usize).saturating_mul(1 << 20),
+        max_media: s.max_media,
+        // The file's name where there is one (what clients pass as `model`), else the engine's.
+        model: name.unwrap_or(ready.model),
+        context_length: ready.context_length,
+        can_think: ready.thinking,
+        budgets: [b.low, b.medium, b.high],
+        base,
+        media_dir: media_dir(),
+    };
+    let slots = options.slots;
+    let bound = gemma_serve::bind(options)?;
+    eprintln!(
+        "gemma-chat serve: http://{} ({slots} slots): POST /v1/chat/completions, GET /v1/models, \
+         GET /health",
+        bound.addr()
+    );
+    bound.run(engine)?;
+    Ok(())
+}
+
+/// The model's name for clients: its file's stem (or its folder's name), the demo model's when
+/// none is named; `None` for a remote engine's (it names its own).
+fn model_name(path: Option<&std::path::Path>) -> Option<String> {
+    let path = path.unwrap_or(std::path::Path::new(demo::FILE_NAME));
+    let stem = if path.is_dir() {
+        path.file_name()
+    } else {
+        path.file_stem()
+    };
+    stem.map(|s| s.to_string_lossy().into_owned())
+}
+
+/// Where pictures and recordings sent to the server are kept for the engine to read.
+fn media_dir() -> PathBuf {
+    gemma_app::config::cache_dir().join("serve-media")
+}
+
+/// What the engine said it is.
+struct Ready {
+    model: String,
+    context_length: usize,
+    thinking: bool,
+    generation: gemma_engine::protocol::SamplingLayer,
+}
+
+/// Waits for the engine, printing its stages (and the demo model's download) on stderr.
+fn wait_ready(engine: &gemma_engine::EngineHandle) -> anyhow::Result<Ready> {
+    let mut report = demo::print_progress();
+    loop {
+        match engine.events.recv().context("the engine stopped")? {
+            Event::Loading {
+                done,
+                unit: ProgressUnit::Bytes,
+                ..
+            } => report(Fetch::Bytes(done as u64)),
+            Event::Loading { stage, done: 0, .. } => {
+                report(Fetch::Stage(&printable(&stage, false)))
+            }
+            Event::Ready {
+                model,
+                context_length,
+                thinking,
+                generation,
+            } => {
+                return Ok(Ready {
+                    model,
+                    context_length,
+                    thinking,
+                    generation,
+                });
+            }
+            Event::LoadFailed { error } | Event::EngineStopped { error } => {
+                bail!("{}", printable(&error, false))
+            }
+            _ => {}
+        }
+    }
+}
