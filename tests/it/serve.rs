@@ -31,6 +31,17 @@ fn server(slots: usize, queue: usize, api_key: Option<&str>, max_body: usize) ->
         Event::Ready { context_length, .. } => context_length,
         other => panic!("unexpected {other:?}"),
     };
+    serve(h, context_length, (slots, queue), api_key, max_body)
+}
+
+/// Serves the ready engine `h` on a free port.
+fn serve(
+    h: gemma_engine::EngineHandle,
+    context_length: usize,
+    (slots, queue): (usize, usize),
+    api_key: Option<&str>,
+    max_body: usize,
+) -> SocketAddr {
     let media = tempfile::tempdir().expect("dir").keep();
     let options = ServeOptions {
         host: "127.0.0.1".into(),
@@ -401,4 +412,36 @@ fn gemma_chats_remote_engine_is_a_client() {
             .take(text.chars().count())
             .collect::<String>()
     );
+}
+
+#[test]
+fn a_picture_sent_as_a_data_url_is_seen_and_kept_warm() {
+    use base64::Engine as _;
+    let dir = crate::vision_chat::vision_fixture();
+    let picture = crate::common::chat::root().join("tests/fixtures/vision/e2b_style/a.png");
+    let h = crate::common::chat::engine(dir.path());
+    let addr = serve(h, 1024, (1, 4), None, 1 << 20);
+    let png =
+        base64::engine::general_purpose::STANDARD.encode(std::fs::read(&picture).expect("png"));
+    let message = json!({"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{png}"),
+                                            "detail": "low"}},
+        {"type": "text", "text": "What is it?"},
+    ]});
+    let (status, v) = post(addr, &json!({"messages": [message], "max_tokens": 6}));
+    assert_eq!(status, 200, "{v}");
+    // The same answer as the engine's own path to the same picture (70 soft tokens) and text.
+    let (prompt, answer) = crate::vision_chat::by_hand(dir.path(), &[&picture], "What is it?");
+    assert_eq!(content(&v).trim(), answer.trim());
+    assert_eq!(v["usage"]["prompt_tokens"], prompt);
+    // A follow-up that sends the picture again: it is resident, not encoded again.
+    let follow = json!({"messages": [message, {"role": "assistant", "content": content(&v)},
+                                     {"role": "user", "content": "And the colours?"}],
+                        "max_tokens": 6});
+    let (status, v) = post(addr, &follow);
+    assert_eq!(status, 200, "{v}");
+    let cached = v["usage"]["prompt_tokens_details"]["cached_tokens"]
+        .as_u64()
+        .expect("cached");
+    assert!(cached as usize >= prompt, "{cached} of {prompt}: {v}");
 }

@@ -30,7 +30,7 @@ pub(crate) fn vision_fixture() -> tempfile::TempDir {
 
 /// The answer of the `--ids` path (a fresh session) to the built-in layout of `text` after the
 /// `pictures`: the prompt's length and the answer's text.
-fn by_hand(dir: &Path, pictures: &[&Path], text: &str) -> (usize, String) {
+pub(crate) fn by_hand(dir: &Path, pictures: &[&Path], text: &str) -> (usize, String) {
     let mut lm = load(dir, &Device::flex(), ComputeDtype::F32, &mut |_, _| {}).expect("loads");
     let tower = gemma_model::vision::open_for(&mut lm, None, None).expect("a tower");
     let tok = lm.tokenizer.as_ref().expect("tokenizer");
