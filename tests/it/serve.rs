@@ -371,7 +371,10 @@ fn gemma_chats_remote_engine_is_a_client() {
         Event::Ready { model, .. } => model,
         other => panic!("unexpected {other:?}"),
     };
-    assert!(model.contains("gemma-3-270m"), "{model}");
+    assert!(
+        model.contains("gemma-3-270m") && model.contains("gemma-chat serve"),
+        "{model}"
+    );
     crate::common::chat::configure(
         &h,
         1,

@@ -88,7 +88,12 @@ async fn models(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
     if let Err(e) = authorize(&app, &headers) {
         return e.into_response();
     }
-    Json(wire::models(&app.options.model, app.options.context_length)).into_response()
+    Json(wire::models(
+        &app.options.model,
+        app.options.context_length,
+        app.options.can_think,
+    ))
+    .into_response()
 }
 
 async fn not_found() -> Response {
@@ -213,24 +218,26 @@ fn settings(o: &ServeOptions, r: &ChatRequest, n: u64) -> Result<TabSettings, Ap
     p.seed = r.seed.unwrap_or_else(|| fresh_seed(n));
     s.max_new_tokens = r.max_tokens.unwrap_or(s.max_new_tokens);
     s.stop.extend(r.stop.iter().cloned());
-    match r.effort {
-        None => {}
-        Some(Effort::None) => s.thinking = false,
-        Some(_) if !o.can_think => {
-            return Err(ApiError::invalid(
-                "reasoning_effort",
-                "this model has no thinking mode: leave reasoning_effort out or set it to none",
-            ));
-        }
-        Some(level) => {
-            s.thinking = true;
-            s.thought_budget = Some(match level {
-                Effort::Low => o.budgets[0],
-                Effort::Medium => o.budgets[1],
-                _ => o.budgets[2],
-            });
-        }
+    let (thinking, budget) = match r.effort {
+        Some(Effort::None) => (Some(false), None),
+        Some(Effort::Low) => (Some(true), Some(o.budgets[0])),
+        Some(Effort::Medium) => (Some(true), Some(o.budgets[1])),
+        Some(Effort::High) => (Some(true), Some(o.budgets[2])),
+        None => (r.enable_thinking, None),
+    };
+    if thinking == Some(true) && !o.can_think {
+        let param = if r.effort.is_some() {
+            "reasoning_effort"
+        } else {
+            "chat_template_kwargs.enable_thinking"
+        };
+        return Err(ApiError::invalid(
+            param,
+            "this model has no thinking mode: leave thinking off",
+        ));
     }
+    s.thinking = thinking.unwrap_or(s.thinking && o.can_think);
+    s.thought_budget = r.thought_budget.or(budget).or(s.thought_budget);
     Ok(s)
 }
 

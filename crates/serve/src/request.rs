@@ -60,6 +60,10 @@ pub(crate) struct ChatRequest {
     pub max_tokens: Option<usize>,
     pub stop: Vec<String>,
     pub effort: Option<Effort>,
+    /// `chat_template_kwargs.enable_thinking` (llama-server's and vLLM's switch).
+    pub enable_thinking: Option<bool>,
+    /// `reasoning_budget_tokens` (or `thinking_budget_tokens`): most thought tokens.
+    pub thought_budget: Option<usize>,
 }
 
 /// The most stop strings a request may set.
@@ -219,6 +223,18 @@ fn sampling(o: &Map<String, Value>, r: &mut ChatRequest) -> Result<(), ApiError>
             })?,
         Some(_) => return Err(ApiError::invalid("stop", "a string or an array of strings")),
     };
+    if let Some(kw) = o.get("chat_template_kwargs").filter(|v| !v.is_null()) {
+        let kw = kw
+            .as_object()
+            .ok_or_else(|| ApiError::invalid("chat_template_kwargs", "must be an object"))?;
+        r.enable_thinking = flag(kw, "enable_thinking").map_err(|e| ApiError {
+            param: Some("chat_template_kwargs.enable_thinking".into()),
+            ..e
+        })?;
+    }
+    r.thought_budget = whole(o, "reasoning_budget_tokens", 0)?
+        .or(whole(o, "thinking_budget_tokens", 0)?)
+        .map(|n| n.min(u32::MAX as u64) as usize);
     r.effort = match o.get("reasoning_effort") {
         None | Some(Value::Null) => None,
         Some(v) => Some(match v.as_str() {

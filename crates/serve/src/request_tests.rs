@@ -142,3 +142,23 @@ fn too_many_pictures_are_refused() {
         "content": vec![part; 5]}]});
     assert_eq!(err(body).param.as_deref(), Some("messages"));
 }
+
+#[test]
+fn thinking_comes_as_llama_servers_switch_and_budget_too() {
+    let r = ok(
+        serde_json::json!({"messages": [{"role": "user", "content": "hi"}],
+        "chat_template_kwargs": {"enable_thinking": true}, "reasoning_budget_tokens": 32}),
+    );
+    assert_eq!(
+        (r.enable_thinking, r.thought_budget, r.effort),
+        (Some(true), Some(32), None)
+    );
+    let e = err(
+        serde_json::json!({"messages": [{"role": "user", "content": "hi"}],
+        "chat_template_kwargs": {"enable_thinking": "yes"}}),
+    );
+    assert_eq!(
+        e.param.as_deref(),
+        Some("chat_template_kwargs.enable_thinking")
+    );
+}

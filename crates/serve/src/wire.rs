@@ -70,12 +70,13 @@ pub(crate) fn completion(ids: &Ids, text: &str, thought: &str, done: &Done) -> V
     })
 }
 
-/// `/v1/models`, with the context limit per conversation as vLLM reports it (`max_model_len`,
-/// which gemma-chat's remote engine reads).
-pub(crate) fn models(model: &str, context: usize) -> Value {
+/// `/v1/models`, with the context limit per conversation as vLLM reports it (`max_model_len`)
+/// and whether the model thinks: gemma-chat's remote engine reads both, and knows by `owned_by`
+/// that this server takes a thought budget.
+pub(crate) fn models(model: &str, context: usize, thinking: bool) -> Value {
     json!({"object": "list", "data": [
         {"id": model, "object": "model", "created": 0, "owned_by": "gemma-chat",
-         "max_model_len": context}
+         "max_model_len": context, "thinking": thinking}
     ]})
 }
 

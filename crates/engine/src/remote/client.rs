@@ -359,7 +359,7 @@ impl Client {
                     .ok()?;
                 Some(ids.get("tokens")?.as_array()?.len())
             }
-            ServerKind::OpenAi => {
+            ServerKind::OpenAi | ServerKind::GemmaChat => {
                 let r = self
                     .post_json(
                         "/tokenize",

@@ -1,5 +1,5 @@
-//! What the server is: llama-server (with its slots and its template's thinking switch) or
-//! another OpenAI-compatible server, the model the tabs use, and its context, read from
+//! What the server is: llama-server (with its slots and its template's thinking switch),
+//! `gemma-chat serve` (it says whether its model thinks), or another OpenAI-compatible server, the model the tabs use, and its context, read from
 //! `/v1/models` and `/props`. Counts the server states are believed only within plausible
 //! ranges, and the names it lists reach messages clipped and cleaned.
 
@@ -76,6 +76,15 @@ impl Client {
                 ),
                 slots: slots.clamp(1, MAX_SLOTS) as usize,
                 thinking: template.contains("enable_thinking"),
+            });
+        }
+        if entry.get("owned_by").and_then(Value::as_str) == Some("gemma-chat") {
+            return Ok(ServerInfo {
+                kind: ServerKind::GemmaChat,
+                thinking: entry.get("thinking").and_then(Value::as_bool) == Some(true),
+                model: chosen,
+                context: max_model_len,
+                slots: 0,
             });
         }
         let lower = chosen.to_lowercase();

@@ -255,7 +255,7 @@ impl Server {
         }
         let slot = match self.info.kind {
             ServerKind::LlamaServer => self.slot_for(tab),
-            ServerKind::OpenAi => None,
+            ServerKind::OpenAi | ServerKind::GemmaChat => None,
         };
         self.turns += 1;
         let declared = self.declared(tab);
@@ -286,7 +286,7 @@ impl Server {
         });
         if t.settings.thinking
             && t.settings.thought_budget.is_some()
-            && self.info.kind != ServerKind::LlamaServer
+            && !self.info.kind.takes_thought_budget()
             && !std::mem::replace(&mut t.budget_told, true)
         {
             let _ = self.events.send(Event::Notice {

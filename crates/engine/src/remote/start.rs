@@ -100,6 +100,7 @@ pub(super) async fn announce(
     let kind = match info.kind {
         ServerKind::LlamaServer => format!("llama-server, {} slots", info.slots),
         ServerKind::OpenAi => "OpenAI-compatible".into(),
+        ServerKind::GemmaChat => "gemma-chat serve".into(),
     };
     let probe = [serde_json::json!({"role": "user", "content": "hi"})];
     let counted = match client.count(info, &probe).await {

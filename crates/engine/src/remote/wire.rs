@@ -20,6 +20,16 @@ pub enum ServerKind {
     LlamaServer,
     /// vLLM, SGLang or another OpenAI-compatible server: its prefix cache is automatic.
     OpenAi,
+    /// `gemma-chat serve` (its `/v1/models` entry is `owned_by: "gemma-chat"`): warm slots of its
+    /// own, and a thought budget as llama-server takes it.
+    GemmaChat,
+}
+
+impl ServerKind {
+    /// Whether the server takes a thought budget (`reasoning_budget_tokens`).
+    pub fn takes_thought_budget(self) -> bool {
+        matches!(self, ServerKind::LlamaServer | ServerKind::GemmaChat)
+    }
 }
 
 /// One turn's request: the tab's whole conversation, re-sent byte-identically each turn so the
@@ -160,18 +170,21 @@ pub fn body(r: &TurnRequest) -> Value {
         b["tools"] = tools.clone();
         b["tool_choice"] = json!(r.tool_choice);
     }
+    if r.kind.takes_thought_budget()
+        && let (true, (Some(n), message)) = (r.thinking, r.thought_budget)
+    {
+        // llama.cpp's server reads `reasoning_budget_tokens`, else `thinking_budget_tokens`
+        // (tools/server/server-common.cpp), and the message before its forced close;
+        // gemma-chat serve the first two (its engine writes its own message).
+        b["reasoning_budget_tokens"] = json!(n);
+        b["thinking_budget_tokens"] = json!(n);
+        if let Some(m) = message {
+            b["reasoning_budget_message"] = json!(m);
+        }
+    }
     if r.kind == ServerKind::LlamaServer {
         b["cache_prompt"] = json!(true);
         b["return_progress"] = json!(true);
-        if let (true, (Some(n), message)) = (r.thinking, r.thought_budget) {
-            // llama.cpp's server reads `reasoning_budget_tokens`, else `thinking_budget_tokens`
-            // (tools/server/server-common.cpp), and the message before its forced close.
-            b["reasoning_budget_tokens"] = json!(n);
-            b["thinking_budget_tokens"] = json!(n);
-            if let Some(m) = message {
-                b["reasoning_budget_message"] = json!(m);
-            }
-        }
         if let Some(slot) = r.slot {
             b["id_slot"] = json!(slot);
         }

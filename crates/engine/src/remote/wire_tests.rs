@@ -74,6 +74,13 @@ fn a_turn_resends_the_conversation_with_the_tabs_settings() {
     assert!(b.get("id_slot").is_none() && b.get("cache_prompt").is_none());
     assert!(b.get("reasoning_budget_tokens").is_none());
     assert!(b.get("tools").is_none() && b.get("tool_choice").is_none());
+    // gemma-chat serve takes the budget, and has no slots to pin.
+    let g = body(&TurnRequest {
+        kind: ServerKind::GemmaChat,
+        ..r
+    });
+    assert!(g.get("id_slot").is_none() && g.get("cache_prompt").is_none());
+    assert!(g.get("reasoning_budget_tokens").is_some(), "{g}");
 }
 
 #[test]
