@@ -4,14 +4,17 @@
 
 use std::path::Path;
 
+use anyhow::{Context, bail};
 use gemma_app::app::TurnSettings;
 use gemma_app::config::sampling::SamplingLayer;
 use gemma_app::config::{self, Config};
+use gemma_engine::protocol::{Event, ProgressUnit};
 use gemma_engine::{EngineHandle, EngineOptions, RemoteOptions, spawn, spawn_remote};
 use gemma_model::checkpoint::load_with;
+use gemma_model::demo::Fetch;
 use gemma_model::{backend, demo};
 
-use super::{ModelChoice, SamplingArgs};
+use super::{ModelChoice, SamplingArgs, printable};
 
 /// The engine's options from the config; `data` is the data dir when conversations and warm KV
 /// state are kept across runs (the TUI), `None` for a headless run that keeps nothing.
@@ -119,4 +122,50 @@ pub fn random_seed() -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     (z ^ (z >> 31)).max(1)
+}
+
+/// What the engine said it is.
+pub struct Ready {
+    /// The model, as the engine names it.
+    pub model: String,
+    /// The context limit per tab.
+    pub context_length: usize,
+    /// Whether the model has a thinking mode.
+    pub thinking: bool,
+    /// The sampling defaults the checkpoint declares.
+    pub generation: gemma_engine::protocol::SamplingLayer,
+}
+
+/// Waits for the engine, printing its stages (and the demo model's download) on stderr.
+pub fn wait_ready(engine: &EngineHandle) -> anyhow::Result<Ready> {
+    let mut report = demo::print_progress();
+    loop {
+        match engine.events.recv().context("the engine stopped")? {
+            Event::Loading {
+                done,
+                unit: ProgressUnit::Bytes,
+                ..
+            } => report(Fetch::Bytes(done as u64)),
+            Event::Loading { stage, done: 0, .. } => {
+                report(Fetch::Stage(&printable(&stage, false)))
+            }
+            Event::Ready {
+                model,
+                context_length,
+                thinking,
+                generation,
+            } => {
+                return Ok(Ready {
+                    model,
+                    context_length,
+                    thinking,
+                    generation,
+                });
+            }
+            Event::LoadFailed { error } | Event::EngineStopped { error } => {
+                bail!("{}", printable(&error, false))
+            }
+            _ => {}
+        }
+    }
 }

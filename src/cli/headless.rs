@@ -12,11 +12,10 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use gemma_app::app::{TabChoices, TurnSettings};
 use gemma_app::config::Config;
-use gemma_engine::protocol::{Attachment, Command, Event, ProgressUnit, TabId, TurnEnd, TurnStats};
+use gemma_engine::protocol::{Attachment, Command, Event, TabId, TurnEnd, TurnStats};
 use gemma_engine::{EngineHandle, RemoteOptions};
-use gemma_model::demo::{self, Fetch};
 
-use super::front::{engine_options, spawn_engine, turn_settings};
+use super::front::{engine_options, spawn_engine, turn_settings, wait_ready};
 use super::tools::{ToolConsole, Tools, tools_for};
 use super::{ModelArgs, SamplingArgs, printable};
 
@@ -120,36 +119,12 @@ impl Headless {
     }
 
     fn wait_ready(&mut self) -> anyhow::Result<()> {
-        // Stages and the demo model's download as the other headless commands print them.
-        let mut report = demo::print_progress();
-        loop {
-            match self.engine.events.recv().context("the engine stopped")? {
-                Event::Loading {
-                    done,
-                    unit: ProgressUnit::Bytes,
-                    ..
-                } => report(Fetch::Bytes(done as u64)),
-                Event::Loading { stage, done: 0, .. } => {
-                    report(Fetch::Stage(&printable(&stage, false)))
-                }
-                Event::Ready {
-                    model,
-                    context_length,
-                    thinking,
-                    generation,
-                } => {
-                    errln!("gemma-chat: {}", printable(&model, false));
-                    self.context.1 = context_length;
-                    self.can_think = thinking;
-                    self.settings.model = generation;
-                    return Ok(());
-                }
-                Event::LoadFailed { error } | Event::EngineStopped { error } => {
-                    bail!("{}", printable(&error, false))
-                }
-                _ => {}
-            }
-        }
+        let ready = wait_ready(&self.engine)?;
+        errln!("gemma-chat: {}", printable(&ready.model, false));
+        self.context.1 = ready.context_length;
+        self.can_think = ready.thinking;
+        self.settings.model = ready.generation;
+        Ok(())
     }
 
     /// The tab's settings, resolved as the UI resolves a tab's.

@@ -4,15 +4,15 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use clap::Args;
 use gemma_app::app::TabChoices;
-use gemma_engine::protocol::{Event, ProgressUnit, ToolChoice};
-use gemma_model::demo::{self, Fetch};
+use gemma_engine::protocol::ToolChoice;
+use gemma_model::demo;
 use gemma_serve::ServeOptions;
 
-use super::front::{engine_options, spawn_engine, turn_settings};
-use super::{ModelArgs, SamplingArgs, printable};
+use super::front::{engine_options, spawn_engine, turn_settings, wait_ready};
+use super::{ModelArgs, SamplingArgs};
 
 /// `gemma-chat serve` (each flag over `[serve]` in the config).
 #[derive(Debug, Args)]
@@ -93,46 +93,4 @@ fn model_name(path: Option<&std::path::Path>) -> Option<String> {
 /// Where pictures and recordings sent to the server are kept for the engine to read.
 fn media_dir() -> PathBuf {
     gemma_app::config::cache_dir().join("serve-media")
-}
-
-/// What the engine said it is.
-struct Ready {
-    model: String,
-    context_length: usize,
-    thinking: bool,
-    generation: gemma_engine::protocol::SamplingLayer,
-}
-
-/// Waits for the engine, printing its stages (and the demo model's download) on stderr.
-fn wait_ready(engine: &gemma_engine::EngineHandle) -> anyhow::Result<Ready> {
-    let mut report = demo::print_progress();
-    loop {
-        match engine.events.recv().context("the engine stopped")? {
-            Event::Loading {
-                done,
-                unit: ProgressUnit::Bytes,
-                ..
-            } => report(Fetch::Bytes(done as u64)),
-            Event::Loading { stage, done: 0, .. } => {
-                report(Fetch::Stage(&printable(&stage, false)))
-            }
-            Event::Ready {
-                model,
-                context_length,
-                thinking,
-                generation,
-            } => {
-                return Ok(Ready {
-                    model,
-                    context_length,
-                    thinking,
-                    generation,
-                });
-            }
-            Event::LoadFailed { error } | Event::EngineStopped { error } => {
-                bail!("{}", printable(&error, false))
-            }
-            _ => {}
-        }
-    }
 }

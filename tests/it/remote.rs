@@ -18,18 +18,7 @@ fn demo_model() -> PathBuf {
 }
 
 fn options(port: u16) -> RemoteOptions {
-    RemoteOptions {
-        url: format!("http://127.0.0.1:{port}"),
-        model: Some("gemma-3-270m".into()),
-        api_key: None,
-        connect_timeout: Duration::from_secs(5),
-        first_byte_timeout: Duration::from_secs(120),
-        idle_timeout: Duration::from_secs(120),
-        give_up_after: None,
-        context_length: None,
-        tools: None,
-        thinking_message: None,
-    }
+    crate::common::remote_tools::options(format!("http://127.0.0.1:{port}"), Some("gemma-3-270m"))
 }
 
 /// The engine on the server at `port`, ready, with `tabs` set up (greedy, `max` tokens).

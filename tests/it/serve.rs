@@ -4,7 +4,7 @@
 //! client that leaves mid-answer, four clients on two slots that each get what they would get
 //! alone, and gemma-chat's own remote engine as a client.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
@@ -18,6 +18,7 @@ use gemma_serve::ServeOptions;
 use serde_json::{Value, json};
 
 use crate::common::chat::first_after_loading;
+use crate::common::http::http;
 
 /// A server on the demo model (greedy, 16 tokens an answer by default), on a free port.
 fn server(slots: usize, queue: usize, api_key: Option<&str>, max_body: usize) -> SocketAddr {
@@ -65,59 +66,6 @@ fn serve(
     let addr = bound.addr();
     std::thread::spawn(move || bound.run(h));
     addr
-}
-
-/// One HTTP/1.1 request; the status, the headers (lower-case) and the body, de-chunked.
-fn http(
-    addr: SocketAddr,
-    method: &str,
-    path: &str,
-    headers: &[&str],
-    body: &[u8],
-) -> (u16, String, String) {
-    let mut c = TcpStream::connect(addr).expect("connect");
-    c.set_read_timeout(Some(Duration::from_secs(300)))
-        .expect("timeout");
-    let mut head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    for h in headers {
-        head.push_str(h);
-        head.push_str("\r\n");
-    }
-    head.push_str("\r\n");
-    c.write_all(head.as_bytes()).expect("write");
-    c.write_all(body).expect("write");
-    let mut raw = Vec::new();
-    c.read_to_end(&mut raw).expect("read");
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").expect("a response");
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .expect("status");
-    let head = head.to_lowercase();
-    let body = if head.contains("transfer-encoding: chunked") {
-        dechunk(body)
-    } else {
-        body.to_string()
-    };
-    (status, head, body)
-}
-
-fn dechunk(mut s: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, rest)) = s.split_once("\r\n") {
-        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
-        if n == 0 || rest.len() < n {
-            break;
-        }
-        out.push_str(&rest[..n]);
-        s = rest[n..].trim_start_matches("\r\n");
-    }
-    out
 }
 
 fn post(addr: SocketAddr, body: &Value) -> (u16, Value) {
@@ -260,6 +208,11 @@ fn bad_requests_get_errors_that_name_the_field() {
             br#"{"messages": [{"role": "user", "content": "hi"}], "n": 3}"#,
             "n",
         ),
+        // The demo model does not think.
+        (
+            br#"{"messages": [{"role": "user", "content": "hi"}], "reasoning_effort": "low"}"#,
+            "reasoning_effort",
+        ),
     ] {
         let (s, _, b) = http(addr, "POST", "/v1/chat/completions", &[auth], body);
         assert_eq!(s, 400, "{b}");
@@ -293,13 +246,16 @@ fn bad_requests_get_errors_that_name_the_field() {
         line.clear();
         r.read_line(&mut line).expect("a chunk");
     }
-    let (s, head, b) = http(
-        addr,
-        "POST",
-        "/v1/chat/completions",
-        &[auth],
-        br#"{"messages": [{"role": "user", "content": "hi"}]}"#,
-    );
+    let hi = || {
+        http(
+            addr,
+            "POST",
+            "/v1/chat/completions",
+            &[auth],
+            br#"{"messages": [{"role": "user", "content": "hi"}]}"#,
+        )
+    };
+    let (s, head, b) = hi();
     assert_eq!(s, 503, "{b}");
     assert!(head.contains("retry-after"), "{head}");
     // The first client leaves mid-answer: its turn is cancelled within a step and the slot
@@ -308,13 +264,7 @@ fn bad_requests_get_errors_that_name_the_field() {
     drop(c);
     let left = std::time::Instant::now();
     loop {
-        let (s, _, b) = http(
-            addr,
-            "POST",
-            "/v1/chat/completions",
-            &[auth],
-            br#"{"messages": [{"role": "user", "content": "hi"}]}"#,
-        );
+        let (s, _, b) = hi();
         if s == 200 {
             break;
         }
@@ -355,18 +305,10 @@ fn four_clients_on_two_slots_each_get_what_they_would_alone() {
 #[test]
 fn gemma_chats_remote_engine_is_a_client() {
     let addr = server(1, 4, None, 1 << 20);
-    let h = gemma_engine::spawn_remote(gemma_engine::RemoteOptions {
-        url: format!("http://{addr}"),
-        model: None,
-        api_key: None,
-        connect_timeout: Duration::from_secs(5),
-        first_byte_timeout: Duration::from_secs(120),
-        idle_timeout: Duration::from_secs(120),
-        give_up_after: None,
-        context_length: None,
-        tools: None,
-        thinking_message: None,
-    });
+    let h = gemma_engine::spawn_remote(crate::common::remote_tools::options(
+        format!("http://{addr}"),
+        None,
+    ));
     let model = match first_after_loading(&h) {
         Event::Ready { model, .. } => model,
         other => panic!("unexpected {other:?}"),

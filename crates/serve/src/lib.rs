@@ -9,6 +9,7 @@
 mod error;
 mod http;
 mod media;
+mod parts;
 mod pump;
 mod request;
 mod slots;

@@ -4,10 +4,10 @@
 //! Messages become the conversation the engine renders: a system prompt, the earlier
 //! exchanges, and the user's last message with its pictures and recordings.
 
-use base64::Engine as _;
 use serde_json::{Map, Value};
 
 use crate::error::ApiError;
+use crate::parts::content;
 use gemma_protocol::MediaKind;
 
 /// A picture or recording sent in a message, decoded.
@@ -323,133 +323,12 @@ fn conversation(messages: &[Value], r: &mut ChatRequest) -> Result<(), ApiError>
     Ok(())
 }
 
-fn join(prev: &mut Message, next: Message) {
+pub(crate) fn join(prev: &mut Message, next: Message) {
     if !prev.text.is_empty() && !next.text.is_empty() {
         prev.text.push_str("\n\n");
     }
     prev.text.push_str(&next.text);
     prev.media.extend(next.media);
-}
-
-/// A message's content: a string, or parts (text; pictures and recordings only from the user).
-fn content(c: Option<&Value>, at: &str, user: bool) -> Result<Message, ApiError> {
-    let parts = match c {
-        None | Some(Value::Null) => return Ok(Message::default()),
-        Some(Value::String(s)) => {
-            return Ok(Message {
-                text: s.clone(),
-                media: Vec::new(),
-            });
-        }
-        Some(Value::Array(parts)) => parts,
-        Some(_) => return Err(ApiError::invalid(at, "a string or an array of parts")),
-    };
-    let mut m = Message::default();
-    for (j, p) in parts.iter().enumerate() {
-        let at = format!("{at}[{j}]");
-        let kind = p.get("type").and_then(Value::as_str).unwrap_or("");
-        match kind {
-            "text" => {
-                let t = p.get("text").and_then(Value::as_str).ok_or_else(|| {
-                    ApiError::invalid(format!("{at}.text"), "a text part needs `text`")
-                })?;
-                join(
-                    &mut m,
-                    Message {
-                        text: t.into(),
-                        media: Vec::new(),
-                    },
-                );
-            }
-            "image_url" | "input_audio" if !user => {
-                return Err(ApiError::invalid(
-                    at,
-                    "only the user's messages carry media",
-                ));
-            }
-            "image_url" => m.media.push(image(p, &at)?),
-            "input_audio" => m.media.push(audio(p, &at)?),
-            _ => {
-                return Err(ApiError::invalid(
-                    format!("{at}.type"),
-                    "a part is text, image_url or input_audio",
-                ));
-            }
-        }
-    }
-    Ok(m)
-}
-
-fn image(p: &Value, at: &str) -> Result<Media, ApiError> {
-    let url = p
-        .pointer("/image_url/url")
-        .and_then(Value::as_str)
-        .ok_or_else(|| ApiError::invalid(format!("{at}.image_url.url"), "needs a URL"))?;
-    let field = format!("{at}.image_url.url");
-    let rest = url.strip_prefix("data:").ok_or_else(|| {
-        ApiError::invalid(
-            &field,
-            "only data: URLs are served (data:image/png;base64,…)",
-        )
-    })?;
-    let (head, data) = rest
-        .split_once(',')
-        .ok_or_else(|| ApiError::invalid(&field, "a data: URL has a comma before its data"))?;
-    let ext = match head.strip_suffix(";base64") {
-        Some("image/png") => "png",
-        Some("image/jpeg" | "image/jpg") => "jpg",
-        Some("image/webp") => "webp",
-        Some("image/gif") => "gif",
-        _ => {
-            return Err(ApiError::invalid(
-                &field,
-                "a base64 PNG, JPEG, WebP or GIF (data:image/png;base64,…)",
-            ));
-        }
-    };
-    let tokens = match p.pointer("/image_url/detail").and_then(Value::as_str) {
-        Some("low") => 70,
-        Some("high") => 1120,
-        _ => 280,
-    };
-    Ok(Media {
-        bytes: decode(data, &field)?,
-        kind: MediaKind::Image,
-        ext,
-        tokens,
-    })
-}
-
-fn audio(p: &Value, at: &str) -> Result<Media, ApiError> {
-    let field = format!("{at}.input_audio");
-    let data = p
-        .pointer("/input_audio/data")
-        .and_then(Value::as_str)
-        .ok_or_else(|| ApiError::invalid(format!("{field}.data"), "needs base64 data"))?;
-    let ext = match p.pointer("/input_audio/format").and_then(Value::as_str) {
-        Some("wav") => "wav",
-        Some("mp3") => "mp3",
-        Some("flac") => "flac",
-        Some("ogg") => "ogg",
-        _ => {
-            return Err(ApiError::invalid(
-                format!("{field}.format"),
-                "wav, mp3, flac or ogg",
-            ));
-        }
-    };
-    Ok(Media {
-        bytes: decode(data, &format!("{field}.data"))?,
-        kind: MediaKind::Audio,
-        ext,
-        tokens: 0,
-    })
-}
-
-fn decode(data: &str, field: &str) -> Result<Vec<u8>, ApiError> {
-    base64::engine::general_purpose::STANDARD
-        .decode(data.trim())
-        .map_err(|e| ApiError::invalid(field, format!("not base64: {e}")))
 }
 
 #[cfg(test)]

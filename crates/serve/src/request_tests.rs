@@ -1,6 +1,7 @@
 //! Requests as clients send them, and the errors that name the field at fault.
 
 use super::*;
+use base64::Engine as _;
 
 fn ok(v: serde_json::Value) -> ChatRequest {
     parse(v.to_string().as_bytes(), 4).expect("a valid request")

@@ -16,29 +16,30 @@ pub(crate) struct Ids {
     pub model: String,
 }
 
-/// One streamed chunk with `delta` (and a finish reason on the last).
-pub(crate) fn chunk(ids: &Ids, delta: Value, finish: Option<&str>) -> Value {
+/// The fields every chunk of an answer starts with.
+fn head(ids: &Ids) -> Value {
     json!({
         "id": ids.id,
         "object": "chat.completion.chunk",
         "created": ids.created,
         "model": ids.model,
         "system_fingerprint": "gemma-chat",
-        "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}],
     })
+}
+
+/// One streamed chunk with `delta` (and a finish reason on the last).
+pub(crate) fn chunk(ids: &Ids, delta: Value, finish: Option<&str>) -> Value {
+    let mut c = head(ids);
+    c["choices"] = json!([{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}]);
+    c
 }
 
 /// The chunk with the usage only (`stream_options.include_usage`).
 pub(crate) fn usage_chunk(ids: &Ids, done: &Done) -> Value {
-    json!({
-        "id": ids.id,
-        "object": "chat.completion.chunk",
-        "created": ids.created,
-        "model": ids.model,
-        "system_fingerprint": "gemma-chat",
-        "choices": [],
-        "usage": usage(done),
-    })
+    let mut c = head(ids);
+    c["choices"] = json!([]);
+    c["usage"] = usage(done);
+    c
 }
 
 /// The usage block, with the reuse as `cached_tokens`.

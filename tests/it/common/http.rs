@@ -1,9 +1,11 @@
 //! The scripted HTTP servers the remote tests stand up on 127.0.0.1: reading a request, and a
-//! chat server that answers each request as the test's script says.
+//! chat server that answers each request as the test's script says; and a client of one request
+//! at a time ([`http`]) for `gemma-chat serve`'s tests.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::net::{SocketAddr, TcpStream};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// One request read off `conn`: its head's lines (the request line first, each with its CRLF)
 /// and its body (by `Content-Length`); `None` when the client went away.
@@ -133,4 +135,57 @@ fn pass(mut conn: TcpStream, upstream: u16, kept: &Passed) {
     if up.write_all(out.as_bytes()).is_ok() {
         let _ = std::io::copy(&mut up, &mut conn);
     }
+}
+
+/// One HTTP/1.1 request; the status, the headers (lower-case) and the body, de-chunked.
+pub fn http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[&str],
+    body: &[u8],
+) -> (u16, String, String) {
+    let mut c = TcpStream::connect(addr).expect("connect");
+    c.set_read_timeout(Some(Duration::from_secs(300)))
+        .expect("timeout");
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for h in headers {
+        head.push_str(h);
+        head.push_str("\r\n");
+    }
+    head.push_str("\r\n");
+    c.write_all(head.as_bytes()).expect("write");
+    c.write_all(body).expect("write");
+    let mut raw = Vec::new();
+    c.read_to_end(&mut raw).expect("read");
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").expect("a response");
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("status");
+    let head = head.to_lowercase();
+    let body = if head.contains("transfer-encoding: chunked") {
+        dechunk(body)
+    } else {
+        body.to_string()
+    };
+    (status, head, body)
+}
+
+fn dechunk(mut s: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = s.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 || rest.len() < n {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        s = rest[n..].trim_start_matches("\r\n");
+    }
+    out
 }

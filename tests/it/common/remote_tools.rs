@@ -24,20 +24,29 @@ pub fn host(log: &Path, max_calls: usize) -> Arc<ToolHost> {
     super::mcp::host(log, limits)
 }
 
-/// The remote engine on 127.0.0.1:`port` (serving `model`) with `host`'s tools, ready; tab 1
-/// greedy, all tools declared, `choice`.
-pub fn engine(port: u16, model: &str, host: Arc<ToolHost>, choice: ToolChoice) -> EngineHandle {
-    let h = spawn_remote(RemoteOptions {
-        url: format!("http://127.0.0.1:{port}"),
-        model: Some(model.into()),
+/// The remote engine's options for the tests' servers at `url`: `model` (`None`: the first
+/// listed), 5 s to connect, 120 s to the first byte and between events, no tools.
+pub fn options(url: String, model: Option<&str>) -> RemoteOptions {
+    RemoteOptions {
+        url,
+        model: model.map(String::from),
         api_key: None,
         connect_timeout: Duration::from_secs(5),
         first_byte_timeout: Duration::from_secs(120),
         idle_timeout: Duration::from_secs(120),
         give_up_after: None,
         context_length: None,
-        tools: Some(SharedTools(host)),
+        tools: None,
         thinking_message: None,
+    }
+}
+
+/// The remote engine on 127.0.0.1:`port` (serving `model`) with `host`'s tools, ready; tab 1
+/// greedy, all tools declared, `choice`.
+pub fn engine(port: u16, model: &str, host: Arc<ToolHost>, choice: ToolChoice) -> EngineHandle {
+    let h = spawn_remote(RemoteOptions {
+        tools: Some(SharedTools(host)),
+        ..options(format!("http://127.0.0.1:{port}"), Some(model))
     });
     loop {
         match h
