@@ -114,7 +114,7 @@ def main():
         b = json.loads(out.stdout.strip().splitlines()[-1])
         rows["bench"].append((b["prefill_tok_s"], b["decode_tok_s"]))
         port = free_port()
-        p = subprocess.Popen([binary, "serve", "--port", str(port), "--slots", "4", "--model", model],
+        p = subprocess.Popen([binary, "serve", "--port", str(port), "--slots", "4", "--parallel", "4", "--model", model],
                              env=env, stderr=subprocess.DEVNULL)
         try:
             wait_health(port, p)

@@ -23,9 +23,12 @@ pub struct ServeArgs {
     /// The port (0: any free one, printed at start).
     #[arg(long)]
     port: Option<u16>,
-    /// Conversations kept warm, one engine tab each (1 to 64).
+    /// Conversations kept, one engine tab each (1 to 64).
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64))]
     slots: Option<u16>,
+    /// Answers that run at once (at most the slots).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    parallel: Option<u16>,
 }
 
 /// Runs `serve` until the process is stopped or the engine ends.
@@ -55,6 +58,7 @@ pub fn run(args: ServeArgs, common: &ModelArgs, sampling: &SamplingArgs) -> anyh
         host: args.host.unwrap_or_else(|| s.host.clone()),
         port: args.port.unwrap_or(s.port),
         slots: args.slots.map_or(s.slots, usize::from),
+        parallel: args.parallel.map_or(s.parallel, usize::from),
         queue: s.queue,
         api_key,
         max_body: (s.max_body_mb as usize).saturating_mul(1 << 20),
@@ -67,11 +71,11 @@ pub fn run(args: ServeArgs, common: &ModelArgs, sampling: &SamplingArgs) -> anyh
         base,
         media_dir: media_dir(),
     };
-    let slots = options.slots;
+    let (slots, parallel) = (options.slots, options.parallel.min(options.slots));
     let bound = gemma_serve::bind(options)?;
     eprintln!(
-        "gemma-chat serve: http://{} ({slots} slots): POST /v1/chat/completions, GET /v1/models, \
-         GET /health",
+        "gemma-chat serve: http://{} ({slots} conversations kept, {parallel} answered at once): \
+         POST /v1/chat/completions, GET /v1/models, GET /health",
         bound.addr()
     );
     bound.run(engine)?;

@@ -48,6 +48,7 @@ fn serve(
         host: "127.0.0.1".into(),
         port: 0,
         slots,
+        parallel: slots,
         queue,
         api_key: api_key.map(String::from),
         max_body,

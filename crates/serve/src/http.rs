@@ -48,7 +48,11 @@ pub(crate) async fn serve(
 ) -> Result<(), ServeError> {
     let tabs: Vec<u64> = (1..=options.slots as u64).collect();
     let (engine, receivers) = pump::start(engine, &tabs);
-    let pool = Pool::new(tabs.into_iter().zip(receivers).collect(), options.queue);
+    let pool = Pool::new(
+        tabs.into_iter().zip(receivers).collect(),
+        options.parallel,
+        options.queue,
+    );
     let max_body = options.max_body;
     let app = Arc::new(App {
         engine,

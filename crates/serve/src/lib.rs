@@ -30,9 +30,11 @@ pub struct ServeOptions {
     pub host: String,
     /// The port (0: any free one; [`Bound::addr`] says which).
     pub port: u16,
-    /// Conversations kept warm, one engine tab each; as many answers run at once, interleaved
-    /// step by step by the engine.
+    /// Conversations kept, one engine tab each (the engine moves idle ones to host memory when
+    /// its device budget is spent).
     pub slots: usize,
+    /// Answers that run at once, interleaved step by step by the engine (at most `slots`).
+    pub parallel: usize,
     /// Requests that may wait for a slot; past them a request is answered 503 with Retry-After.
     pub queue: usize,
     /// The key clients must send (`Authorization: Bearer …`); required off loopback.

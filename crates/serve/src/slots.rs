@@ -1,8 +1,11 @@
 //! The conversations kept warm ([`Pool`]): one engine tab each. A request takes the idle slot
 //! whose conversation shares the longest start with its messages — so a client that sends the
 //! whole history every turn finds its conversation resident and only the new message is
-//! prefilled — else the slot used longest ago, whose conversation it replaces. While every slot
-//! is answering, a request waits in a queue of bounded length; past it the answer is 503.
+//! prefilled — else the slot used longest ago, whose conversation it replaces. At most
+//! `parallel` slots answer at once (the engine interleaves them step by step); the others keep
+//! their conversations, which the engine moves to host memory when its device budget is spent
+//! and back when they are used. While no slot may start, a request waits in a queue of bounded
+//! length; past it the answer is 503.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -18,11 +21,14 @@ pub(crate) struct Pool {
     inner: Mutex<Inner>,
     freed: Notify,
     queue: usize,
+    parallel: usize,
 }
 
 struct Inner {
     slots: Vec<Slot>,
     waiting: usize,
+    /// Slots answering now.
+    running: usize,
     clock: u64,
 }
 
@@ -49,8 +55,13 @@ pub(crate) struct Lease {
 }
 
 impl Pool {
-    /// Slots for `tabs`, each with its events; at most `queue` requests wait.
-    pub fn new(slots: Vec<(TabId, UnboundedReceiver<Event>)>, queue: usize) -> Arc<Self> {
+    /// Slots for `tabs`, each with its events; at most `parallel` answer at once and `queue`
+    /// requests wait.
+    pub fn new(
+        slots: Vec<(TabId, UnboundedReceiver<Event>)>,
+        parallel: usize,
+        queue: usize,
+    ) -> Arc<Self> {
         Arc::new(Self {
             inner: Mutex::new(Inner {
                 slots: slots
@@ -63,10 +74,12 @@ impl Pool {
                     })
                     .collect(),
                 waiting: 0,
+                running: 0,
                 clock: 0,
             }),
             freed: Notify::new(),
             queue,
+            parallel: parallel.max(1),
         })
     }
 
@@ -90,9 +103,9 @@ impl Pool {
                             StatusCode::SERVICE_UNAVAILABLE,
                             "server_busy",
                             format!(
-                                "every slot is answering and {} requests wait already: try \
-                                 again shortly",
-                                inner.waiting
+                                "{} answers run and {} requests wait already: try again \
+                                 shortly",
+                                inner.running, inner.waiting
                             ),
                         ));
                     }
@@ -107,6 +120,9 @@ impl Pool {
     /// Takes the idle slot sharing the most messages with `keys` (ties: the one used longest
     /// ago), if any is idle.
     fn take(self: &Arc<Self>, inner: &mut Inner, keys: &[String]) -> Option<Lease> {
+        if inner.running >= self.parallel {
+            return None;
+        }
         let best = inner
             .slots
             .iter()
@@ -116,6 +132,7 @@ impl Pool {
             .max()?;
         let (_, _, index) = best;
         inner.clock += 1;
+        inner.running += 1;
         let slot = &mut inner.slots[index];
         slot.used = inner.clock;
         Some(Lease {
@@ -156,6 +173,7 @@ impl Drop for Lease {
         let events = std::mem::replace(&mut self.events, dummy);
         {
             let mut inner = self.pool.lock();
+            inner.running = inner.running.saturating_sub(1);
             let slot = &mut inner.slots[self.index];
             slot.held = std::mem::take(&mut self.held);
             slot.events = Some(events);
@@ -169,9 +187,10 @@ mod tests {
     use super::*;
     use tokio::sync::mpsc::unbounded_channel;
 
-    fn pool(n: usize, queue: usize) -> Arc<Pool> {
+    fn pool(n: usize, parallel: usize, queue: usize) -> Arc<Pool> {
         Pool::new(
             (1..=n as u64).map(|t| (t, unbounded_channel().1)).collect(),
+            parallel,
             queue,
         )
     }
@@ -182,7 +201,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_conversation_comes_back_to_its_slot_and_a_new_one_takes_the_oldest() {
-        let p = pool(2, 4);
+        let p = pool(2, 2, 4);
         let mut a = p.acquire(&keys(&["u1"])).await.expect("a slot");
         a.keep(keys(&["u1", "a1"]));
         let tab_a = a.tab;
@@ -199,7 +218,7 @@ mod tests {
 
     #[tokio::test]
     async fn requests_wait_for_a_slot_and_past_the_queue_get_503() {
-        let p = pool(1, 1);
+        let p = pool(1, 1, 1);
         let held = p.acquire(&[]).await.expect("a slot");
         let waiter = {
             let p = p.clone();
@@ -210,5 +229,28 @@ mod tests {
         assert_eq!(busy.status, StatusCode::SERVICE_UNAVAILABLE);
         drop(held);
         assert_eq!(waiter.await.expect("joined").expect("served"), 1);
+    }
+
+    #[tokio::test]
+    async fn idle_slots_keep_their_conversations_while_parallel_ones_answer() {
+        let p = pool(3, 1, 4);
+        let mut a = p.acquire(&keys(&["a"])).await.expect("a slot");
+        a.keep(keys(&["a", "x"]));
+        let tab_a = a.tab;
+        // One answer at a time: a second request waits until the first is done.
+        let second = {
+            let p = p.clone();
+            tokio::spawn(async move { p.acquire(&keys(&["b"])).await.map(|l| l.tab) })
+        };
+        tokio::task::yield_now().await;
+        assert!(!second.is_finished(), "only one slot answers at once");
+        drop(a);
+        let tab_b = second.await.expect("joined").expect("served");
+        assert_ne!(
+            tab_b, tab_a,
+            "a new conversation leaves the first one's slot alone"
+        );
+        let back = p.acquire(&keys(&["a", "x", "c"])).await.expect("a slot");
+        assert_eq!(back.tab, tab_a);
     }
 }

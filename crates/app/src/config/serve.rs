@@ -12,9 +12,12 @@ pub struct ServeConfig {
     pub host: String,
     /// The port.
     pub port: u16,
-    /// Conversations kept warm (1 to 64).
+    /// Conversations kept (1 to 64).
     #[serde(deserialize_with = "slots")]
     pub slots: usize,
+    /// Answers at once (1 or more; more than `slots` counts as `slots`).
+    #[serde(deserialize_with = "at_least::<_, _, 1>")]
+    pub parallel: usize,
     /// Requests that may wait for a slot.
     pub queue: usize,
     /// The name of the environment variable with the clients' key (empty: none).
