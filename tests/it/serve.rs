@@ -361,7 +361,7 @@ fn gemma_chats_remote_engine_is_a_client() {
 }
 
 #[test]
-fn a_picture_sent_as_a_data_url_is_seen_and_kept_warm() {
+fn a_picture_sent_as_a_data_url_is_seen_and_kept_warm_and_the_remote_engine_sends_it_too() {
     use base64::Engine as _;
     let dir = crate::vision_chat::vision_fixture();
     let picture = crate::common::chat::root().join("tests/fixtures/vision/e2b_style/a.png");
@@ -390,4 +390,47 @@ fn a_picture_sent_as_a_data_url_is_seen_and_kept_warm() {
         .as_u64()
         .expect("cached");
     assert!(cached as usize >= prompt, "{cached} of {prompt}: {v}");
+    // gemma-chat's remote engine sends the same picture (as its data: URL) and follows up warm.
+    let h = gemma_engine::spawn_remote(crate::common::remote_tools::options(
+        format!("http://{addr}"),
+        None,
+    ));
+    assert!(matches!(first_after_loading(&h), Event::Ready { .. }));
+    let settings = TabSettings {
+        max_new_tokens: 6,
+        ..TabSettings::default()
+    };
+    crate::common::chat::configure(&h, 1, settings);
+    let turn = |text: &str, images: Vec<gemma_engine::protocol::Attachment>| {
+        h.send(gemma_engine::protocol::Command::Submit {
+            tab: 1,
+            text: text.into(),
+            images,
+        });
+        loop {
+            match h
+                .events
+                .recv_timeout(Duration::from_secs(120))
+                .expect("an event")
+            {
+                Event::Finished { stats, .. } => return stats,
+                Event::Failed { error, .. } => panic!("{error}"),
+                _ => {}
+            }
+        }
+    };
+    let first = turn(
+        "What is it?",
+        vec![gemma_engine::protocol::Attachment::image(
+            picture.clone(),
+            70,
+        )],
+    );
+    assert_eq!(first.generated_tokens, 6);
+    let next = turn("And the colours?", Vec::new());
+    let held = first.reused_tokens + first.prefilled_tokens;
+    assert!(
+        next.reused_tokens >= held,
+        "{next:?} after a prompt of {held}"
+    );
 }
