@@ -22,7 +22,7 @@ pub(crate) enum Out {
     Thought(String),
     /// The answer ended.
     Done(Done),
-    /// It failed; `before_text` when nothing had been said yet.
+    /// It failed (a 400 when nothing had been said yet: the request could not be answered).
     Failed(ApiError),
 }
 
@@ -74,6 +74,8 @@ pub(crate) async fn answer(
     out: Sender<Out>,
 ) {
     let tab = lease.tab;
+    // What the tab said while idle (its tier moving under the memory budget) is not this turn's.
+    while lease.events.try_recv().is_ok() {}
     let sent = engine.send(Command::Configure {
         tab,
         settings: Box::new(input.settings),
