@@ -158,8 +158,9 @@ pub struct ModelArgs {
     /// Compute backend: cpu, wgpu or cuda (default: the config's `model.backend`).
     #[arg(long, env = "GEMMA_CHAT_BACKEND", global = true)]
     backend: Option<gemma_protocol::Backend>,
-    /// Chat with the model an OpenAI-compatible server serves (gemma-chat serve, llama-server, vLLM, SGLang) at
-    /// this base URL, e.g. http://127.0.0.1:8080 (sets [engine] kind = "remote" and url).
+    /// Chat with the model an OpenAI-compatible server serves (gemma-chat serve, llama-server,
+    /// vLLM, SGLang) at this base URL, e.g. http://127.0.0.1:8080 (sets [engine] kind = "remote"
+    /// and url).
     #[arg(long, env = "GEMMA_CHAT_REMOTE", global = true, value_name = "URL")]
     remote: Option<String>,
 }
