@@ -232,7 +232,8 @@ fn bad_requests_get_errors_that_name_the_field() {
     let (s, _, b) = http(addr, "GET", "/v2/nothing", &[auth], b"");
     assert_eq!(s, 404, "{b}");
     // One slot, no queue: a second request while the first answers is told to come back.
-    let long = json!({"messages": [{"role": "user", "content": "Count:"}], "max_tokens": 4000, "stream": true});
+    let long = json!({"messages": [{"role": "user", "content": "Count:"}],
+                      "max_tokens": 4000, "stream": true});
     let mut c = TcpStream::connect(addr).expect("connect");
     let b = long.to_string();
     write!(
