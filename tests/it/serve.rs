@@ -14,14 +14,14 @@ use gemma_engine::{EngineOptions, spawn};
 use gemma_model::checkpoint::load;
 use gemma_model::demo;
 use gemma_model::model::ComputeDtype;
-use gemma_serve::ServeOptions;
+use gemma_serve::{Running, ServeOptions};
 use serde_json::{Value, json};
 
 use crate::common::chat::first_after_loading;
 use crate::common::http::http;
 
 /// A server on the demo model (greedy, 16 tokens an answer by default), on a free port.
-fn server(slots: usize, queue: usize, api_key: Option<&str>, max_body: usize) -> SocketAddr {
+fn server(slots: usize, queue: usize, api_key: Option<&str>, max_body: usize) -> Running {
     let path = demo::ensure(&mut demo::print_progress()).expect("demo model");
     let h = spawn(EngineOptions::default(), move |progress| {
         load(&path, &Device::flex(), ComputeDtype::F32, &mut |d, t| {
@@ -42,7 +42,7 @@ fn serve(
     (slots, queue): (usize, usize),
     api_key: Option<&str>,
     max_body: usize,
-) -> SocketAddr {
+) -> Running {
     let media = tempfile::tempdir().expect("dir").keep();
     let options = ServeOptions {
         host: "127.0.0.1".into(),
@@ -63,10 +63,7 @@ fn serve(
         },
         media_dir: media,
     };
-    let bound = gemma_serve::bind(options).expect("bound");
-    let addr = bound.addr();
-    std::thread::spawn(move || bound.run(h));
-    addr
+    gemma_serve::bind(options).expect("bound").spawn(h)
 }
 
 fn post(addr: SocketAddr, body: &Value) -> (u16, Value) {
@@ -130,7 +127,8 @@ fn stream(addr: SocketAddr, messages: Value) -> (String, Vec<Value>) {
 
 #[test]
 fn answers_whole_and_streamed_and_a_follow_up_finds_its_history_resident() {
-    let addr = server(2, 8, None, 1 << 20);
+    let running = server(2, 8, None, 1 << 20);
+    let addr = running.addr();
     let (s, _, h) = http(addr, "GET", "/health", &[], b"");
     assert_eq!((s, h.as_str()), (200, r#"{"status":"ok"}"#));
     let (s, _, m) = http(addr, "GET", "/v1/models", &[], b"");
@@ -187,7 +185,8 @@ fn answers_whole_and_streamed_and_a_follow_up_finds_its_history_resident() {
 
 #[test]
 fn bad_requests_get_errors_that_name_the_field() {
-    let addr = server(1, 0, Some("sesame"), 4096);
+    let running = server(1, 0, Some("sesame"), 4096);
+    let addr = running.addr();
     let auth = "Authorization: Bearer sesame";
     let (s, _, b) = http(addr, "POST", "/v1/chat/completions", &[], b"{}");
     assert_eq!(s, 401, "{b}");
@@ -281,7 +280,8 @@ fn bad_requests_get_errors_that_name_the_field() {
 
 #[test]
 fn four_clients_on_two_slots_each_get_what_they_would_alone() {
-    let addr = server(2, 8, None, 1 << 20);
+    let running = server(2, 8, None, 1 << 20);
+    let addr = running.addr();
     let prompts = [
         "Once upon a time",
         "The best way to cook rice",
@@ -306,7 +306,8 @@ fn four_clients_on_two_slots_each_get_what_they_would_alone() {
 
 #[test]
 fn gemma_chats_remote_engine_is_a_client() {
-    let addr = server(1, 4, None, 1 << 20);
+    let running = server(1, 4, None, 1 << 20);
+    let addr = running.addr();
     let h = gemma_engine::spawn_remote(crate::common::remote_tools::options(
         format!("http://{addr}"),
         None,
@@ -367,7 +368,8 @@ fn a_picture_sent_as_a_data_url_is_seen_and_kept_warm_and_the_remote_engine_send
     let dir = crate::vision_chat::vision_fixture();
     let picture = crate::common::chat::root().join("tests/fixtures/vision/e2b_style/a.png");
     let h = crate::common::chat::engine(dir.path());
-    let addr = serve(h, 1024, (1, 4), None, 1 << 20);
+    let running = serve(h, 1024, (1, 4), None, 1 << 20);
+    let addr = running.addr();
     let png =
         base64::engine::general_purpose::STANDARD.encode(std::fs::read(&picture).expect("png"));
     let message = json!({"role": "user", "content": [

@@ -40,11 +40,13 @@ struct App {
     count: AtomicU64,
 }
 
-/// Serves until the listener fails.
+/// Serves until the listener fails or `stop` resolves (then the connections being answered
+/// finish first, and the engine is shut down as its handle drops).
 pub(crate) async fn serve(
     listener: TcpListener,
     options: ServeOptions,
     engine: EngineHandle,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
     let tabs: Vec<u64> = (1..=options.slots as u64).collect();
     let (engine, receivers) = pump::start(engine, &tabs);
@@ -72,6 +74,7 @@ pub(crate) async fn serve(
         .map_err(ServeError::Runtime)?;
     let listener = tokio::net::TcpListener::from_std(listener).map_err(ServeError::Runtime)?;
     axum::serve(listener, routes)
+        .with_graceful_shutdown(stop)
         .await
         .map_err(ServeError::Runtime)
 }

@@ -93,13 +93,64 @@ impl Bound {
             .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], self.options.port)))
     }
 
-    /// Serves `engine` (ready: its `Ready` event already read) until the engine stops or the
-    /// process ends.
+    /// Serves `engine` (ready: its `Ready` event already read) until the process ends.
     pub fn run(self, engine: EngineHandle) -> Result<(), ServeError> {
+        self.run_until(engine, std::future::pending())
+    }
+
+    /// Serves `engine` on a thread of its own until the returned [`Running`] is dropped; then
+    /// the engine shuts down and its model is freed (what a test that serves wants).
+    pub fn spawn(self, engine: EngineHandle) -> Running {
+        let addr = self.addr();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let _ = self.run_until(engine, async {
+                let _ = rx.await;
+            });
+        });
+        Running {
+            addr,
+            stop: Some(tx),
+            thread: Some(thread),
+        }
+    }
+
+    fn run_until(
+        self,
+        engine: EngineHandle,
+        stop: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> Result<(), ServeError> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(ServeError::Runtime)?;
-        runtime.block_on(http::serve(self.listener, self.options, engine))
+        runtime.block_on(http::serve(self.listener, self.options, engine, stop))
+    }
+}
+
+/// A server running on its own thread ([`Bound::spawn`]); dropping it stops the server (the
+/// answers in progress finish first) and shuts its engine down.
+#[derive(Debug)]
+pub struct Running {
+    addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Running {
+    /// The address clients reach.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
     }
 }
