@@ -1,10 +1,9 @@
-//! AVX2 kernels of the 32-value block types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL): each
-//! block's codes converted to f32 once and multiplied by the input as given, not quantized
-//! (exact to f32 rounding), eight products an FMA; a block's codes serve up to four inputs.
-//! Q5_0 runs here only for an input without its lane-order digits (`lanes.rs` otherwise).
-//! On the AMD cores this was measured on (Zen 3), the conversions cost no more than the integer
-//! forms that keep the input exact enough (two i16 `madd`s per digit a block), except for
-//! Q5_0, whose codes take the most unpacking.
+//! AVX2 kernels of the 32-value block types (Q4_0, Q4_1, Q5_1, Q8_0, IQ4_NL): each block's
+//! codes converted to f32 once and multiplied by the input as given, not quantized (exact to
+//! f32 rounding), eight products an FMA; a block's codes serve up to four inputs. On the AMD
+//! cores this was measured on (Zen 3), the conversions cost no more than the integer forms that
+//! keep the input exact enough (two i16 `madd`s per digit a block), except for Q5_0, whose codes
+//! take the most unpacking: it runs in integers (`lanes.rs`).
 
 #![allow(unsafe_code)]
 
@@ -163,7 +162,7 @@ pub(super) const ROWS: usize = 4;
 
 /// `w · x` for each of `xs` into `out`, for the types whose blocks are one f16 scale and
 /// signed codes (Q4_0, Q5_0, Q8_0, IQ4_NL): each block's codes converted once per [`ROWS`]
-/// inputs, each input's sums the same bits as one at a time. `false` (nothing written) for
+/// inputs (Q5_0's decoded once, `lanes.rs`), each input's sums the same bits as one at a time. `false` (nothing written) for
 /// the other types.
 pub(in super::super) fn dot_rows(ty: GgmlType, w: &[u8], xs: &[QuantRow], out: &mut [f32]) -> bool {
     assert_eq!(xs.len(), out.len(), "one output per input");
@@ -171,8 +170,7 @@ pub(in super::super) fn dot_rows(ty: GgmlType, w: &[u8], xs: &[QuantRow], out: &
     unsafe {
         match ty {
             GgmlType::Q4_0 => rows(w, 18, xs, out, |b| q4_0_codes(b)),
-            GgmlType::Q5_0 if lanes::in_lanes(w, 22, xs) => lanes::q5_0_rows(w, xs, out),
-            GgmlType::Q5_0 => rows(w, 22, xs, out, |b| q5_0_codes(b)),
+            GgmlType::Q5_0 => lanes::q5_0_rows(w, xs, out),
             GgmlType::Q8_0 => rows(w, 34, xs, out, |b| q8_0_codes(b)),
             GgmlType::IQ4_NL => rows(w, 18, xs, out, |b| iq4_nl_codes(b)),
             _ => return false,
@@ -263,17 +261,6 @@ unsafe fn five_bit_halves(qh: &[u8], qs: &[u8]) -> (__m128i, __m128i) {
     )
 }
 
-/// Q5_0's values (−16..15): the nibbles at `qs`, less 16 where the bit at `qh` is clear.
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn five_bit_signed(qh: &[u8], qs: &[u8]) -> (__m128i, __m128i) {
-    let (lo, hi) = unsafe { nibble_halves(qs) };
-    let clear = _mm256_andnot_si256(fifth_set(qh), _mm256_set1_epi8(16));
-    (
-        _mm_sub_epi8(lo, _mm256_castsi256_si128(clear)),
-        _mm_sub_epi8(hi, _mm256_extracti128_si256::<1>(clear)),
-    )
-}
-
 /// Both halves minus `offset`.
 #[target_feature(enable = "avx2,fma,f16c")]
 fn minus(h: (__m128i, __m128i), offset: i8) -> (__m128i, __m128i) {
@@ -284,11 +271,6 @@ fn minus(h: (__m128i, __m128i), offset: i8) -> (__m128i, __m128i) {
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q4_0_codes(b: &[u8]) -> Floats {
     floats(minus(unsafe { nibble_halves(&b[2..18]) }, 8))
-}
-
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q5_0_codes(b: &[u8]) -> Floats {
-    floats(unsafe { five_bit_signed(&b[2..6], &b[6..22]) })
 }
 
 /// Q8_0's codes converted eight at a time straight from the block's bytes.
@@ -319,15 +301,6 @@ pub(super) unsafe fn q4_0(w: &[u8], x: &QuantRow) -> f32 {
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn q4_1(w: &[u8], x: &QuantRow) -> f32 {
     unsafe { min_blocks(w, 20, x, |b| floats(nibble_halves(&b[4..20]))) }
-}
-
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn q5_0(w: &[u8], x: &QuantRow) -> f32 {
-    if lanes::in_lanes(w, 22, std::slice::from_ref(x)) {
-        let [v] = unsafe { lanes::q5_0_words_rows::<1>(w, [x]) };
-        return hsum(v);
-    }
-    unsafe { offset_blocks(w, 22, x, |b| q5_0_codes(b)) }
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]

@@ -1,9 +1,9 @@
 //! The AVX2 kernel of Q5_0 in integers: each block's codes widened to i16 by unpacking (no
 //! widening instruction), against the input's two i16 digits held in lane order
-//! ([`QuantRow::q_lanes`]), two `madd`s a digit. On the AMD cores this was measured on (Zen 3,
-//! AVX2 only) a decode's Q5_0 rows took 16% less time than converting the codes to f32 (the
-//! kernel of the other 32-value types, `blocks.rs`), which stays the fallback for an input
-//! quantized without the lane-order digits.
+//! ([`QuantRow::q_lanes`], which every product with a Q5_0 matrix at this level builds), two
+//! `madd`s a digit. On the AMD cores this was measured on (Zen 3, AVX2 only) a Q5_0 row took 16%
+//! less time than with the codes converted to f32 (the kernel of the other 32-value types,
+//! `blocks.rs`). An input without those digits is refused (a panic), never read past.
 
 #![allow(unsafe_code)]
 
@@ -12,15 +12,6 @@ use std::arch::x86_64::*;
 use super::super::{BLOCK, LO, QuantRow};
 use super::blocks::{ROWS, fifth_set};
 use super::{f16_lanes, hsum, load16_u8};
-
-/// Whether every input holds its digits in lane order for the blocks of `w`
-/// ([`QuantRow::q_lanes`]): then Q5_0 runs in integers ([`q5_0_words_rows`]).
-pub(super) fn in_lanes(w: &[u8], bytes: usize, xs: &[QuantRow]) -> bool {
-    let values = w.len() / bytes * BLOCK;
-    xs.iter().all(|x| {
-        x.q_lanes.len() >= values && x.lo_lanes.len() >= values && x.d.len() >= values / BLOCK
-    })
-}
 
 /// Q5_0's 32 codes (−16..15) as two vectors of 16 i16 in lane order (values 0–7 and 16–23,
 /// then 8–15 and 24–31: [`super::super::LANE_ORDER`]): the nibbles (codes 0–15 in the low
@@ -67,7 +58,7 @@ unsafe fn words_dot(c: (__m256i, __m256i), x: &QuantRow, b: usize) -> __m256 {
 /// ([`q5_0_words`]), then per input two digits' `madd`s and the block's scale times the
 /// input's; each input's sums the same bits whatever `N`.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn q5_0_words_rows<const N: usize>(w: &[u8], xs: [&QuantRow; N]) -> [__m256; N] {
+unsafe fn q5_0_words_rows<const N: usize>(w: &[u8], xs: [&QuantRow; N]) -> [__m256; N] {
     let mut acc = [_mm256_setzero_ps(); N];
     for (b, block) in w.chunks_exact(22).enumerate() {
         let c = unsafe { q5_0_words(block) };
@@ -80,11 +71,18 @@ pub(super) unsafe fn q5_0_words_rows<const N: usize>(w: &[u8], xs: [&QuantRow; N
     acc
 }
 
+/// A Q5_0 row against one input.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn q5_0(w: &[u8], x: &QuantRow) -> f32 {
+    let [v] = unsafe { q5_0_words_rows::<1>(w, [x]) };
+    hsum(v)
+}
+
 /// [`q5_0_words_rows`] over groups of [`ROWS`] inputs, then the rest in one group of fewer.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn q5_0_rows(w: &[u8], xs: &[QuantRow], out: &mut [f32]) {
     for (g, o) in xs.chunks(ROWS).zip(out.chunks_mut(ROWS)) {
-        // SAFETY: the caller checked the digits' lengths (`in_lanes`).
+        // SAFETY: the caller's contract; the digits' reads are bounds-checked (`words_dot`).
         let sums: Vec<__m256> = unsafe {
             match g {
                 [a, b, c, d] => q5_0_words_rows(w, [a, b, c, d]).to_vec(),

@@ -38,7 +38,7 @@ pub(super) fn dot(ty: GgmlType, w: &[u8], x: &QuantRow) -> f32 {
             GgmlType::BF16 => bf16s(w, x),
             GgmlType::Q4_0 => blocks::q4_0(w, x),
             GgmlType::Q4_1 => blocks::q4_1(w, x),
-            GgmlType::Q5_0 => blocks::q5_0(w, x),
+            GgmlType::Q5_0 => lanes::q5_0(w, x),
             GgmlType::Q5_1 => blocks::q5_1(w, x),
             GgmlType::Q8_0 => blocks::q8_0(w, x),
             GgmlType::IQ4_NL => blocks::iq4_nl(w, x),
