@@ -113,15 +113,7 @@ pub fn turn_settings(
 /// A seed that differs from run to run, for settings that ask for a random one (seed unset or
 /// 0): the clock's nanoseconds mixed with the process id.
 pub fn random_seed() -> u64 {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(1, |d| d.as_nanos() as u64);
-    // splitmix64 of both, so that close clocks give unrelated seeds.
-    let mut z = nanos ^ (u64::from(std::process::id()) << 32);
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    (z ^ (z >> 31)).max(1)
+    gemma_protocol::sampling::fresh_seed(u64::from(std::process::id()) << 32)
 }
 
 /// What the engine said it is.

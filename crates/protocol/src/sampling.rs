@@ -44,3 +44,17 @@ impl SamplingParams {
         }
     }
 }
+
+/// A seed that differs from call to call, for settings that ask for a random one (a seed unset or
+/// 0): the clock's nanoseconds mixed with `salt` (a process id, a request's number) by
+/// splitmix64, so that close clocks give unrelated seeds; never 0.
+pub fn fresh_seed(salt: u64) -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64);
+    let mut z = nanos ^ salt;
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    (z ^ (z >> 31)).max(1)
+}

@@ -23,12 +23,13 @@ use tokio::sync::mpsc;
 
 use crate::ServeOptions;
 use crate::error::{ApiError, ServeError};
-use crate::media::attach;
+use crate::media::attach_all;
 use crate::pump::{self, Engine};
 use crate::request::{self, ChatRequest, Effort};
 use crate::slots::Pool;
 use crate::turn::{self, Out, TurnInput};
 use crate::wire::{self, Ids};
+use gemma_protocol::sampling::fresh_seed;
 use gemma_protocol::{EngineHandle, Exchange, TabSettings};
 
 /// What every handler shares.
@@ -145,10 +146,23 @@ async fn chat(
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     match start(&app, &headers, body).await {
-        Ok((req, ids, rx)) if req.stream => streamed(req, ids, rx),
+        Ok((
+            Shape {
+                stream: true,
+                usage,
+            },
+            ids,
+            rx,
+        )) => streamed(usage, ids, rx),
         Ok((_, ids, rx)) => whole(ids, rx).await,
         Err(e) => e.into_response(),
     }
+}
+
+/// How the answer goes back: streamed or whole, with the usage chunk or not.
+struct Shape {
+    stream: bool,
+    usage: bool,
 }
 
 /// Checks the request, takes a slot and starts its turn: the turn's output arrives on the
@@ -157,7 +171,7 @@ async fn start(
     app: &Arc<App>,
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
-) -> Result<(ChatRequest, Ids, mpsc::Receiver<Out>), ApiError> {
+) -> Result<(Shape, Ids, mpsc::Receiver<Out>), ApiError> {
     authorize(app, headers)?;
     let body = body.map_err(|e| {
         let too_big = e.status() == StatusCode::PAYLOAD_TOO_LARGE;
@@ -171,28 +185,25 @@ async fn start(
     let req = request::parse(&body, app.options.max_media)?;
     let n = app.count.fetch_add(1, Ordering::Relaxed);
     let settings = settings(&app.options, &req, n)?;
-    let dir = &app.options.media_dir;
-    let mut history = Vec::with_capacity(req.history.len());
-    for e in &req.history {
-        history.push(Exchange {
-            user: e.user.text.clone(),
-            media: e
-                .user
-                .media
-                .iter()
-                .map(|m| attach(dir, m))
-                .collect::<Result<_, _>>()?,
-            answer: e.answer.clone(),
-            calls: Vec::new(),
-        });
-    }
-    let media = req
-        .last
-        .media
-        .iter()
-        .map(|m| attach(dir, m))
-        .collect::<Result<_, _>>()?;
     let keys = wire::keys(&req);
+    let shape = Shape {
+        stream: req.stream,
+        usage: req.include_usage,
+    };
+    let dir = &app.options.media_dir;
+    let history = req
+        .history
+        .into_iter()
+        .map(|e| {
+            Ok(Exchange {
+                media: attach_all(dir, &e.user.media)?,
+                user: e.user.text,
+                answer: e.answer,
+                calls: Vec::new(),
+            })
+        })
+        .collect::<Result<Vec<_>, ApiError>>()?;
+    let media = attach_all(dir, &req.last.media)?;
     let lease = app.pool.acquire(&keys).await?;
     let ids = Ids {
         id: format!("chatcmpl-{n:x}"),
@@ -204,13 +215,13 @@ async fn start(
     let input = TurnInput {
         settings,
         history,
-        text: req.last.text.clone(),
+        text: req.last.text,
         media,
         keys,
     };
     let (tx, rx) = mpsc::channel(256);
     tokio::spawn(turn::answer(app.engine.clone(), lease, input, tx));
-    Ok((req, ids, rx))
+    Ok((shape, ids, rx))
 }
 
 /// The tab's settings for a request: the config's, with the request's own fields over them.
@@ -222,6 +233,7 @@ fn settings(o: &ServeOptions, r: &ChatRequest, n: u64) -> Result<TabSettings, Ap
     p.top_p = r.top_p.unwrap_or(p.top_p);
     p.top_k = r.top_k.unwrap_or(p.top_k);
     p.min_p = r.min_p.unwrap_or(p.min_p);
+    // A request without a seed gets its own: its number keeps two in one clock tick apart.
     p.seed = r.seed.unwrap_or_else(|| fresh_seed(n));
     s.max_new_tokens = r.max_tokens.unwrap_or(s.max_new_tokens);
     s.stop.extend(r.stop.iter().cloned());
@@ -248,17 +260,6 @@ fn settings(o: &ServeOptions, r: &ChatRequest, n: u64) -> Result<TabSettings, Ap
     Ok(s)
 }
 
-/// A seed for a request that set none: the clock and the request's number, mixed.
-fn fresh_seed(n: u64) -> u64 {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(1, |d| d.as_nanos() as u64);
-    let mut z = nanos ^ n.rotate_left(32);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    (z ^ (z >> 31)).max(1)
-}
-
 /// A whole answer, once the turn is done.
 async fn whole(ids: Ids, mut rx: mpsc::Receiver<Out>) -> Response {
     let (mut text, mut thought) = (String::new(), String::new());
@@ -281,13 +282,13 @@ async fn whole(ids: Ids, mut rx: mpsc::Receiver<Out>) -> Response {
 }
 
 /// A streamed answer: a chunk per piece of text, the finish, the usage when asked, `[DONE]`.
-fn streamed(req: ChatRequest, ids: Ids, rx: mpsc::Receiver<Out>) -> Response {
+fn streamed(usage: bool, ids: Ids, rx: mpsc::Receiver<Out>) -> Response {
     let first = wire::event(&wire::chunk(
         &ids,
         json!({"role": "assistant", "content": ""}),
         None,
     ));
-    let state = (rx, ids, req.include_usage, false);
+    let state = (rx, ids, usage, false);
     let rest = stream::unfold(state, |(mut rx, ids, usage, ended)| async move {
         if ended {
             return None;

@@ -4,16 +4,18 @@
 
 use std::path::Path;
 
-use sha2::{Digest, Sha256};
-
 use crate::error::ApiError;
 use crate::request::Media;
 use gemma_protocol::{Attachment, MediaKind};
 
-/// The attachment for `m`, its file written under `dir` unless it is there already.
-pub(crate) fn attach(dir: &Path, m: &Media) -> Result<Attachment, ApiError> {
-    let hash = Sha256::digest(&m.bytes);
-    let name: String = hash.iter().map(|b| format!("{b:02x}")).collect();
+/// The attachments for `media`, in order, each file written under `dir` unless it is there
+/// already.
+pub(crate) fn attach_all(dir: &Path, media: &[Media]) -> Result<Vec<Attachment>, ApiError> {
+    media.iter().map(|m| attach(dir, m)).collect()
+}
+
+fn attach(dir: &Path, m: &Media) -> Result<Attachment, ApiError> {
+    let name = &m.digest;
     let path = dir.join(format!("{name}.{}", m.ext));
     if !path.exists() {
         // Written aside, then renamed: a reader never sees half a file.

@@ -91,12 +91,12 @@ fn image(p: &Value, at: &str) -> Result<Media, ApiError> {
         Some("high") => 1120,
         _ => 280,
     };
-    Ok(Media {
-        bytes: decode(data, &field)?,
-        kind: MediaKind::Image,
+    Ok(Media::new(
+        decode(data, &field)?,
+        MediaKind::Image,
         ext,
         tokens,
-    })
+    ))
 }
 
 fn audio(p: &Value, at: &str) -> Result<Media, ApiError> {
@@ -117,12 +117,8 @@ fn audio(p: &Value, at: &str) -> Result<Media, ApiError> {
             ));
         }
     };
-    Ok(Media {
-        bytes: decode(data, &format!("{field}.data"))?,
-        kind: MediaKind::Audio,
-        ext,
-        tokens: 0,
-    })
+    let bytes = decode(data, &format!("{field}.data"))?;
+    Ok(Media::new(bytes, MediaKind::Audio, ext, 0))
 }
 
 fn decode(data: &str, field: &str) -> Result<Vec<u8>, ApiError> {

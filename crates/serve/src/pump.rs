@@ -48,30 +48,25 @@ pub(crate) fn start(
     let routed = std::thread::Builder::new()
         .name("gemma-serve-events".into())
         .spawn(move || {
+            // Every turn is told when the engine stops: by its event, or its channel closing.
+            let mut why = "the engine thread ended".to_string();
             while let Ok(e) = events.recv() {
-                match e.tab() {
-                    Some(tab) => {
+                match (e.tab(), e) {
+                    (Some(tab), e) => {
                         if let Some(tx) = routes.get(&tab) {
                             let _ = tx.send(e);
                         }
                     }
-                    None => {
-                        if let Event::EngineStopped { error } = &e {
-                            *flag.lock().unwrap_or_else(|p| p.into_inner()) = Some(error.clone());
-                            for tx in routes.values() {
-                                let _ = tx.send(e.clone());
-                            }
-                        }
+                    (None, Event::EngineStopped { error }) => {
+                        why = error;
+                        break;
                     }
+                    (None, _) => {}
                 }
             }
-            // The channel closed: the engine thread is gone.
-            let mut s = flag.lock().unwrap_or_else(|p| p.into_inner());
-            s.get_or_insert_with(|| "the engine thread ended".into());
+            *flag.lock().unwrap_or_else(|p| p.into_inner()) = Some(why.clone());
             for tx in routes.values() {
-                let _ = tx.send(Event::EngineStopped {
-                    error: s.clone().unwrap_or_default(),
-                });
+                let _ = tx.send(Event::EngineStopped { error: why.clone() });
             }
         });
     if let Err(e) = routed {

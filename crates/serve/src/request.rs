@@ -14,11 +14,30 @@ use gemma_protocol::MediaKind;
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Media {
     pub bytes: Vec<u8>,
+    /// The bytes' SHA-256 in hex: the file's name and the message key's part, hashed once.
+    pub digest: String,
     pub kind: MediaKind,
     /// The file's extension (`png`, `wav`…).
     pub ext: &'static str,
     /// A picture's soft tokens at most (`detail`: low 70, auto 280, high 1120).
     pub tokens: usize,
+}
+
+impl Media {
+    pub fn new(bytes: Vec<u8>, kind: MediaKind, ext: &'static str, tokens: usize) -> Self {
+        use sha2::{Digest, Sha256};
+        let digest = Sha256::digest(&bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        Self {
+            bytes,
+            digest,
+            kind,
+            ext,
+            tokens,
+        }
+    }
 }
 
 /// One message after merging neighbours of the same role.

@@ -3,7 +3,6 @@
 //! recognizes a conversation's messages.
 
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 
 use crate::request::{ChatRequest, Message};
 use crate::turn::Done;
@@ -102,9 +101,7 @@ fn user_key(m: &Message) -> String {
     let mut s = format!("u:{}", m.text);
     for media in &m.media {
         s.push('\u{0}');
-        for b in &Sha256::digest(&media.bytes)[..16] {
-            s.push_str(&format!("{b:02x}"));
-        }
+        s.push_str(&media.digest);
     }
     s
 }
