@@ -31,6 +31,7 @@ pub fn engine_options(config: &Config, data: Option<&Path>) -> EngineOptions {
         forced: Vec::new(),
         // Started by the front end when the config names any ([`super::tools::start_tools`]).
         tools: None,
+        call_limits: super::tools::limits(config),
         // The flag's or the config's, set with the model choice ([`spawn_engine`]).
         mmproj: None,
         kv_dir: data.map(|_| config::cache_dir().join("sessions")),
@@ -124,6 +125,8 @@ pub struct Ready {
     pub context_length: usize,
     /// Whether the model has a thinking mode.
     pub thinking: bool,
+    /// Whether the model writes tool calls (a front end's own tools can be declared).
+    pub tool_calls: bool,
     /// The sampling defaults the checkpoint declares.
     pub generation: gemma_engine::protocol::SamplingLayer,
 }
@@ -145,12 +148,14 @@ pub fn wait_ready(engine: &EngineHandle) -> anyhow::Result<Ready> {
                 model,
                 context_length,
                 thinking,
+                tool_calls,
                 generation,
             } => {
                 return Ok(Ready {
                     model,
                     context_length,
                     thinking,
+                    tool_calls,
                     generation,
                 });
             }

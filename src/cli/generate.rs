@@ -310,6 +310,7 @@ fn finish_reason(end: TurnEnd) -> &'static str {
         TurnEnd::Length => "length",
         TurnEnd::ContextFull => "context_full",
         TurnEnd::Cancelled => "cancelled",
+        TurnEnd::ToolCalls => "tool_calls",
     }
 }
 

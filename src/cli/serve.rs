@@ -67,6 +67,7 @@ pub fn run(args: ServeArgs, common: &ModelArgs, sampling: &SamplingArgs) -> anyh
         model: name.unwrap_or(ready.model),
         context_length: ready.context_length,
         can_think: ready.thinking,
+        can_call_tools: ready.tool_calls,
         budgets: [b.low, b.medium, b.high],
         base,
         media_dir: media_dir(),

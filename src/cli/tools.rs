@@ -37,18 +37,23 @@ pub fn tools_config(config: &Config) -> anyhow::Result<Option<tc::ToolsConfig>> 
         auto_approve: t.auto_approve.clone(),
         max_fetch_bytes: t.max_fetch_bytes,
     };
-    let limits = Limits {
+    Ok(Some(tc::ToolsConfig {
+        servers,
+        builtin,
+        limits: limits(config),
+    }))
+}
+
+/// The bounds `[tools]` sets on calls (a host's, and the engine's for a front end's own tools).
+pub fn limits(config: &Config) -> Limits {
+    let t = &config.tools;
+    Limits {
         max_calls: t.max_calls,
         max_call_tokens: t.max_call_tokens,
         max_result_bytes: t.max_result_bytes,
         call_timeout: Duration::from_secs_f64(t.call_timeout),
         start_timeout: Duration::from_secs_f64(t.start_timeout),
-    };
-    Ok(Some(tc::ToolsConfig {
-        servers,
-        builtin,
-        limits,
-    }))
+    }
 }
 
 /// `~` and `~/…` under the home directory; other paths as written.

@@ -39,12 +39,23 @@ fn server(slots: usize, queue: usize, api_key: Option<&str>, max_body: usize) ->
 fn serve(
     h: gemma_engine::EngineHandle,
     context_length: usize,
-    (slots, queue): (usize, usize),
+    slots: (usize, usize),
     api_key: Option<&str>,
     max_body: usize,
 ) -> Running {
+    let options = options(context_length, slots, api_key, max_body);
+    gemma_serve::bind(options).expect("bound").spawn(h)
+}
+
+/// A server's options for tests: loopback, a free port, greedy, 16 tokens an answer.
+pub(crate) fn options(
+    context_length: usize,
+    (slots, queue): (usize, usize),
+    api_key: Option<&str>,
+    max_body: usize,
+) -> ServeOptions {
     let media = tempfile::tempdir().expect("dir").keep();
-    let options = ServeOptions {
+    ServeOptions {
         host: "127.0.0.1".into(),
         port: 0,
         slots,
@@ -56,17 +67,17 @@ fn serve(
         model: "gemma-3-270m".into(),
         context_length,
         can_think: false,
+        can_call_tools: false,
         budgets: [64, 128, 256],
         base: TabSettings {
             max_new_tokens: 16,
             ..TabSettings::default()
         },
         media_dir: media,
-    };
-    gemma_serve::bind(options).expect("bound").spawn(h)
+    }
 }
 
-fn post(addr: SocketAddr, body: &Value) -> (u16, Value) {
+pub(crate) fn post(addr: SocketAddr, body: &Value) -> (u16, Value) {
     let (status, _, text) = http(
         addr,
         "POST",
@@ -208,10 +219,15 @@ fn bad_requests_get_errors_that_name_the_field() {
             br#"{"messages": [{"role": "user", "content": "hi"}], "n": 3}"#,
             "n",
         ),
-        // The demo model does not think.
+        // The demo model does not think, nor call tools.
         (
             br#"{"messages": [{"role": "user", "content": "hi"}], "reasoning_effort": "low"}"#,
             "reasoning_effort",
+        ),
+        (
+            br#"{"messages": [{"role": "user", "content": "hi"}],
+                 "tools": [{"type": "function", "function": {"name": "f"}}]}"#,
+            "tools",
         ),
     ] {
         let (s, _, b) = http(addr, "POST", "/v1/chat/completions", &[auth], body);

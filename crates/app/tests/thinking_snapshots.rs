@@ -25,6 +25,7 @@ fn thinking_app() -> App {
         model: "gemma4".into(),
         context_length: 8192,
         thinking: true,
+        tool_calls: true,
         generation: SamplingLayer::default(),
     }));
     app

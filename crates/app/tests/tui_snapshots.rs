@@ -28,6 +28,7 @@ fn ready(app: &mut App) {
         model: "gemma3_text".into(),
         context_length: 8192,
         thinking: false,
+        tool_calls: false,
         generation: SamplingLayer {
             temperature: Some(1.0),
             top_k: Some(64),
@@ -322,6 +323,7 @@ fn per_tab_settings_show_their_source_and_reach_the_engine() {
         model: "gemma3_text".into(),
         context_length: 8192,
         thinking: false,
+        tool_calls: false,
         generation: SamplingLayer::default(),
     }));
     assert!(matches!(cmds.first(), Some(Command::Configure { .. })));

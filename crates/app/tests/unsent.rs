@@ -16,6 +16,7 @@ fn ready(app: &mut App) {
         model: "gemma3_text".into(),
         context_length: 8192,
         thinking: false,
+        tool_calls: false,
         generation: SamplingLayer::default(),
     }));
 }

@@ -9,6 +9,7 @@ use super::images::MediaSpan;
 use super::pictures::{Encoded, Marks, expand};
 use super::protocol::{Attachment, CallMade, Exchange, MediaKind};
 use super::tools::ToolText;
+use super::tools::text::ANSWER_ROOM;
 use crate::error::Result;
 use gemma_model::checkpoint::LoadedModel;
 
@@ -36,6 +37,29 @@ impl Held {
             && self.calls == ex.calls
     }
 
+    /// Whether `ex` is this exchange with the responses to the calls its answer ended at (a
+    /// hand-over a front end answers itself): the same text and calls, each call that had no
+    /// response now with one, and nothing after them.
+    fn answered_by(&self, ex: &Exchange) -> bool {
+        let same_call = |h: &CallMade, e: &CallMade| {
+            (&h.name, &h.arguments, &h.written, h.at, h.handover)
+                == (&e.name, &e.arguments, &e.written, e.at, e.handover)
+                && (h.response.is_none() || h.response == e.response)
+        };
+        let open = self.calls.iter().any(|c| c.response.is_none());
+        open && self.user.trim_end() == ex.user.trim_end()
+            && self.answer == ex.answer
+            && self.media == ex.media
+            && self.calls.len() == ex.calls.len()
+            && self
+                .calls
+                .iter()
+                .zip(&ex.calls)
+                .all(|(h, e)| same_call(h, e))
+            && ex.calls.iter().all(|c| c.response.is_some())
+            && self.calls.last().is_some_and(|c| c.at == self.answer.len())
+    }
+
     /// The exchange it holds.
     pub fn exchange(&self) -> Exchange {
         Exchange {
@@ -56,6 +80,8 @@ pub(super) struct Setting<'a> {
     /// The tab's context in tokens (tool responses are fitted to it as the live turn fitted
     /// them).
     pub context: usize,
+    /// The tools declared in the header (`None`: none, or the next turn declares them).
+    pub tools: Option<serde_json::Value>,
 }
 
 impl<'a> Setting<'a> {
@@ -67,7 +93,14 @@ impl<'a> Setting<'a> {
             thinking: settings.thinking,
             marks,
             context,
+            tools: None,
         }
+    }
+
+    /// With `tools` declared in the header, as the tab's next turn declares them: a path
+    /// rendered for a turn that goes on from it (`Command::Continue`) is that turn's.
+    pub fn with_tools(self, tools: Option<serde_json::Value>) -> Self {
+        Self { tools, ..self }
     }
 }
 
@@ -82,7 +115,7 @@ pub(super) struct Rendered {
     pub images: Vec<MediaSpan>,
     /// Pictures and recordings left out: no tower for their kind, or their file unreadable.
     pub left_out: usize,
-    /// Tool calls left out: this model writes no calls, or they came from a server as JSON.
+    /// Tool calls left out: this model writes no calls, or their arguments are not an object.
     pub calls_left_out: usize,
     /// Set when the checkpoint's template failed and the built-in layout stood in.
     pub template_error: Option<gemma_model::tokenizer::template::TemplateError>,
@@ -116,7 +149,7 @@ pub(super) fn render(
             setting.thinking,
             &ex.user,
             &super::pictures::media(&placed),
-            None,
+            setting.tools.as_ref(),
         )?;
         if into.template_error.is_none() {
             into.template_error = turn.template_error;
@@ -200,7 +233,44 @@ pub(super) fn rebase(
         out.header = header;
         out.held = held[..shared].to_vec();
     }
-    render(lm, &mut out, &path[shared..], setting)?;
+    let mut rest = &path[shared..];
+    // The next exchange ended at calls the front end answered: its ids stay as they were
+    // sampled, the responses after them.
+    if let (Some(h), Some(ex)) = (held.get(shared), rest.first())
+        && 1 + header + h.end <= ids.len()
+        && h.answered_by(ex)
+        && let Some(tok) = lm.tokenizer.as_ref()
+        && let Some(text) = ToolText::of(tok)
+    {
+        out.ids = ids[..1 + header + h.end].to_vec();
+        out.header = header;
+        out.held.truncate(shared);
+        let batch: Vec<&CallMade> = ex
+            .calls
+            .iter()
+            .filter(|c| c.handover == ex.calls[ex.calls.len() - 1].handover)
+            .collect();
+        let read: Vec<_> = batch
+            .iter()
+            .map(|c| c.response.as_ref().map(super::tools::text::read))
+            .collect();
+        let named: Vec<_> = batch
+            .iter()
+            .zip(&read)
+            .map(|(c, r)| (c.name.as_str(), r.as_ref()))
+            .collect();
+        let room = setting
+            .context
+            .saturating_sub(out.ids.len() + 1 + ANSWER_ROOM);
+        out.ids.extend(text.responses(tok, &named, room));
+        out.held.push(Held {
+            calls: ex.calls.clone(),
+            end: out.ids.len() - 1 - header,
+            ..h.clone()
+        });
+        rest = &rest[1..];
+    }
+    render(lm, &mut out, rest, setting)?;
     Ok(out)
 }
 

@@ -160,6 +160,7 @@ fn serve<F>(
         model: cfg.model_type.clone(),
         context_length: context,
         thinking: lm.supports_thinking(),
+        tool_calls: crate::tools::ToolIds::of(tok).is_some(),
         generation: lm.generation,
     });
     let kv = options
@@ -184,14 +185,20 @@ fn serve<F>(
 }
 
 /// The engine's tools over the front end's host, when the model can call them; the UI hears of
-/// every change of the host's catalogue.
+/// every change of the host's catalogue. Without a host, a model that calls tools still gets
+/// them for a front end's own tools.
 fn tools_for(
     options: &EngineOptions,
     tok: &Tokenizer,
     events: &Sender<Event>,
 ) -> Option<EngineTools> {
-    let host = options.tools.clone()?.0;
-    match EngineTools::new(host.clone(), tok) {
+    let Some(host) = options.tools.clone().map(|t| t.0) else {
+        let limits = options.call_limits.clone();
+        return crate::tools::ToolIds::of(tok)
+            .and_then(|_| EngineTools::new(None, tok).ok())
+            .map(|t| t.with_limits(limits));
+    };
+    match EngineTools::new(Some(host.clone()), tok) {
         Ok(tools) => {
             let (weak, tx) = (Arc::downgrade(&host), events.clone());
             host.set_changed(Box::new(move || {

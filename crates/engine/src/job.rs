@@ -31,7 +31,7 @@ pub(super) struct Job {
     /// An answer, a settling re-prefill or a summary.
     pub kind: JobKind,
     /// The exchanges before this turn's and its user text, when known: the tab's exchanges
-    /// once the turn commits.
+    /// once the turn commits (the answer's earlier calls with them, when it goes on with one).
     pub exchange: Option<(Vec<Held>, crate::protocol::Exchange)>,
     /// The answer's text as the UI was sent it.
     pub answer_text: String,
@@ -42,6 +42,9 @@ pub(super) struct Job {
     /// Where the answer's text starts after the last tool response (stop strings are looked
     /// for after it).
     pub text_start: usize,
+    /// The turn goes on with the tab's last answer (`Command::Continue`), which starts here in
+    /// the prompt.
+    pub continues: Option<usize>,
 }
 
 /// What a job is for.
@@ -67,6 +70,8 @@ impl JobKind {
 pub(super) struct JobTools {
     /// Declared to the model, by name.
     pub declared: Vec<ToolSpec>,
+    /// They are the front end's own: a hand-over ends the turn, the calls told to it.
+    pub client: bool,
     /// The calls of the hand-over the turn waits for.
     pub run: Option<ToolRun>,
     /// The hand-overs so far.

@@ -34,6 +34,9 @@ pub struct EngineOptions {
     pub thinking_message: Option<String>,
     /// The tools the model may call (MCP servers and built-ins), started by the front end.
     pub tools: Option<crate::tools::SharedTools>,
+    /// Bounds on calls of a front end's own tools when no host is started (`[tools]`'s
+    /// `max_calls` and `max_call_tokens`; a host's tools keep the host's bounds).
+    pub call_limits: gemma_tools::config::Limits,
     /// Tests only: the tab's next turn fails after this many forward steps.
     #[doc(hidden)]
     pub inject_failure: Option<(TabId, usize)>,

@@ -88,6 +88,8 @@ pub struct Turn {
     tool_calls: usize,
     tool_tokens: usize,
     cancelled: bool,
+    /// The hand-over went to the front end: the turn ends at it.
+    handed_back: bool,
     end: Option<TurnEnd>,
     all_logits: Option<Vec<f32>>,
     clock: TurnClock,
@@ -138,6 +140,7 @@ impl Turn {
             tool_calls: 0,
             tool_tokens: 0,
             cancelled: false,
+            handed_back: false,
             end: None,
             all_logits: opts.prompt_logits.then(Vec::new),
             clock,
@@ -226,6 +229,15 @@ impl Turn {
         self.cancelled = true;
     }
 
+    /// Ends the turn at its hand-over, which the front end answers (its own tools): the answer
+    /// up to `<|tool_response>` stays resident and the turn ends with [`TurnEnd::ToolCalls`].
+    pub fn hand_back(&mut self) {
+        if self.paused {
+            self.handed_back = true;
+            self.cancelled = true;
+        }
+    }
+
     /// The turn's thought tokens so far (see [`ThoughtBudget::used`]).
     pub fn thought_tokens(&self) -> usize {
         self.thought.as_ref().map_or(0, ThoughtBudget::used)
@@ -304,7 +316,11 @@ impl Turn {
             while self.fed < self.answer.len() {
                 self.feed_unfed(model, session)?;
             }
-            return Ok(self.finish(TurnEnd::Cancelled));
+            let end = match self.handed_back {
+                true => TurnEnd::ToolCalls,
+                false => TurnEnd::Cancelled,
+            };
+            return Ok(self.finish(end));
         }
         if !self.prompt_done() {
             return self.prefill_chunk(model, session);

@@ -200,6 +200,7 @@ impl<'a> Worker<'a> {
             }
             Command::Compact { tab } => self.compact_now(tab)?,
             Command::Regenerate { tab } => self.regenerate(tab)?,
+            Command::Continue { tab } => self.continue_answer(tab)?,
             Command::Cancel { tab } => {
                 self.stop_encoding(tab);
                 self.stop_tools(tab);
@@ -241,7 +242,8 @@ impl<'a> Worker<'a> {
     fn configure(&mut self, tab: TabId, mut settings: TabSettings) {
         let caps = Capabilities {
             thinking: self.lm.supports_thinking(),
-            tools: self.tools.is_some(),
+            tools: self.tools.as_ref().is_some_and(|t| t.host.is_some()),
+            calls: self.tools.is_some(),
             max_context: Some(self.lm.model.config().max_position_embeddings),
             speculation: match self.lm.model.checks_exact() {
                 true => crate::protocol::SpecSupport::Exact,
@@ -344,7 +346,8 @@ impl<'a> Worker<'a> {
         let stats = job.turn.stats();
         let mut settle = None;
         if job.turn.prompt_done() {
-            let at = job.turn.prompt().len();
+            // A turn that goes on with the last answer keeps where that answer starts.
+            let at = job.continues.unwrap_or(job.turn.prompt().len());
             let mut convo = job.turn.prompt().to_vec();
             match channels {
                 Some(ch) => {
@@ -356,11 +359,13 @@ impl<'a> Worker<'a> {
             t.header = std::mem::take(&mut job.header);
             let base = 1 + t.header.len();
             t.held = job.exchange.take().map(|(mut held, sent)| {
+                let mut calls = sent.calls;
+                calls.extend(job.tools.take().map(|jt| jt.made).unwrap_or_default());
                 held.push(Held {
                     user: sent.user,
                     media: sent.media,
                     answer: std::mem::take(&mut job.answer_text),
-                    calls: job.tools.take().map(|jt| jt.made).unwrap_or_default(),
+                    calls,
                     answer_start: at - base,
                     end: convo.len() - base,
                 });
@@ -386,6 +391,7 @@ impl<'a> Worker<'a> {
                 images: t.images.clone(),
                 tools: None,
                 text_start: 0,
+                continues: None,
             });
         }
         // The conversation as it now stands (unchanged when the prompt was not all prefilled):

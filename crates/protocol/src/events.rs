@@ -31,6 +31,9 @@ pub enum Event {
         context_length: usize,
         /// Whether the model has a thinking mode.
         thinking: bool,
+        /// Whether the model writes tool calls (Gemma 4): a front end may declare tools of its
+        /// own ([`crate::ClientTool`]).
+        tool_calls: bool,
         /// The sampling defaults the checkpoint declares (`generation_config.json`).
         generation: SamplingLayer,
     },

@@ -148,6 +148,11 @@ pub enum TurnEnd {
     StopString,
     /// The context limit was reached: the answer is cut there, visibly.
     ContextFull,
+    /// The model called tools the front end answers (the tab's `client_tools`): the calls were
+    /// told as [`Event::ToolCall`]s; the answer so far, up to its hand-over, is the tab's last
+    /// exchange. The front end sends the responses with the path ([`Command::SetPath`]) and
+    /// the model answers on after them with [`Command::Continue`].
+    ToolCalls,
 }
 
 impl TurnEnd {
@@ -159,6 +164,7 @@ impl TurnEnd {
             TurnEnd::Cancelled => "stopped",
             TurnEnd::StopString => "stop string",
             TurnEnd::ContextFull => "context full",
+            TurnEnd::ToolCalls => "tool calls",
         }
     }
 }
@@ -276,6 +282,13 @@ pub enum Command {
         /// The tab.
         tab: TabId,
     },
+    /// Answer on from the end of the tab's conversation: after the last exchange's tool
+    /// responses, which a front end that answers its own tools (see
+    /// [`crate::ClientTool`]) sent with the path. The answer joins that exchange's.
+    Continue {
+        /// The tab.
+        tab: TabId,
+    },
     /// Answer the tab's last message again.
     Regenerate {
         /// The tab.
@@ -367,6 +380,7 @@ impl Command {
         match self {
             Command::Submit { tab, .. }
             | Command::Cancel { tab }
+            | Command::Continue { tab }
             | Command::Regenerate { tab }
             | Command::CloseTab { tab }
             | Command::Configure { tab, .. }

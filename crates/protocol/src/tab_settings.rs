@@ -7,7 +7,7 @@
 use crate::context::Overflow;
 use crate::sampling::SamplingParams;
 use crate::settings::Speculate;
-use crate::tools::{ToolChoice, ToolSelection};
+use crate::tools::{ClientTool, ToolChoice, ToolSelection};
 
 /// A tab's settings for its next turns.
 #[derive(Debug, Clone, PartialEq)]
@@ -37,6 +37,10 @@ pub struct TabSettings {
     pub tools: ToolSelection,
     /// Whether the model may, must or must not call them.
     pub tool_choice: ToolChoice,
+    /// Tools the front end answers itself (an API client's): when there are any, the model is
+    /// declared these instead of the engine's own, and a call ends the turn
+    /// ([`crate::TurnEnd::ToolCalls`]). A change of them changes the header.
+    pub client_tools: Vec<ClientTool>,
     /// Speculative decoding.
     pub speculation: Speculation,
 }
@@ -82,6 +86,7 @@ impl Default for TabSettings {
             overflow: Overflow::default(),
             tools: ToolSelection::All,
             tool_choice: ToolChoice::Auto,
+            client_tools: Vec::new(),
             speculation: Speculation::default(),
         }
     }
@@ -94,6 +99,8 @@ pub struct Capabilities {
     pub thinking: bool,
     /// The engine has tools configured.
     pub tools: bool,
+    /// The model writes tool calls (Gemma 4), so a front end's own tools can be declared.
+    pub calls: bool,
     /// The longest context the model takes (`None`: the engine does not choose it, a server
     /// keeps its own).
     pub max_context: Option<usize>,
@@ -129,6 +136,8 @@ pub enum Refusal {
     NoThinking,
     /// `tool_choice = "required"` with no tools configured.
     NoTools,
+    /// A front end's own tools, on a model that writes no tool calls.
+    NoToolCalls,
     /// Speculation asked of an engine that cannot do it (see [`SpecSupport`]).
     NoSpeculation(SpecSupport),
     /// `kind = "drafter"` with no drafter loaded.
@@ -148,6 +157,10 @@ impl std::fmt::Display for Refusal {
             Refusal::NoTools => f.write_str(
                 "tool_choice = \"required\", but no tools are configured ([mcp.servers] or \
                  [tools] in the config)",
+            ),
+            Refusal::NoToolCalls => f.write_str(
+                "tools of the front end's own need a model in this process that writes tool \
+                 calls (Gemma 4 does): they are not declared to this one",
             ),
             // (`Exact` is never refused: it reads as the remote case.)
             Refusal::NoSpeculation(SpecSupport::Remote)
@@ -187,7 +200,10 @@ impl TabSettings {
         if self.thinking && !caps.thinking {
             out.push(Refusal::NoThinking);
         }
-        if self.tool_choice == ToolChoice::Required && !caps.tools {
+        let own = !self.client_tools.is_empty();
+        if own && !caps.calls {
+            out.push(Refusal::NoToolCalls);
+        } else if self.tool_choice == ToolChoice::Required && !caps.tools && !own {
             out.push(Refusal::NoTools);
         }
         // `auto` asks for what the engine has, and nothing where it has none.
@@ -211,6 +227,7 @@ impl TabSettings {
             Refusal::Context { .. } => true,
             Refusal::NoThinking => !before.thinking,
             Refusal::NoTools => before.tool_choice != ToolChoice::Required,
+            Refusal::NoToolCalls => before.client_tools != self.client_tools,
             Refusal::NoSpeculation(_) => !matches!(
                 before.speculation.kind,
                 Speculate::Lookup | Speculate::Drafter
@@ -229,6 +246,7 @@ mod tests {
         Capabilities {
             thinking: false,
             tools: false,
+            calls: false,
             max_context: Some(8192),
             speculation: SpecSupport::Exact,
             drafter: false,
@@ -272,6 +290,27 @@ mod tests {
             ..caps()
         };
         assert!(zero.check(server).is_empty());
+    }
+
+    #[test]
+    fn a_front_end_s_own_tools_need_a_model_that_calls_and_stand_for_configured_ones() {
+        let own = TabSettings {
+            client_tools: vec![ClientTool {
+                name: "f".into(),
+                description: String::new(),
+                parameters: "{}".into(),
+            }],
+            tool_choice: ToolChoice::Required,
+            ..TabSettings::default()
+        };
+        assert_eq!(own.check(caps()), vec![Refusal::NoToolCalls]);
+        let calls = Capabilities {
+            calls: true,
+            ..caps()
+        };
+        // Required with the front end's tools: nothing configured in the engine is needed.
+        assert!(own.check(calls).is_empty());
+        assert!(own.refusals(&own, caps()).is_empty(), "said once");
     }
 
     #[test]

@@ -75,6 +75,20 @@ pub struct ToolInfo {
     pub auto_approve: bool,
 }
 
+/// A tool the front end declares and answers itself (an API client's `tools`): the engine
+/// declares it to the model and constrains calls to its schema, but never runs it: a call ends
+/// the turn ([`crate::TurnEnd::ToolCalls`]) and the front end sends the response with the
+/// conversation's path before [`crate::Command::Continue`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientTool {
+    /// The name the model calls it by (`[A-Za-z0-9_-]`, unique among the tab's).
+    pub name: String,
+    /// What it does (cleaned for the prompt by the engine).
+    pub description: String,
+    /// Its arguments' JSON schema, as JSON text (an object).
+    pub parameters: String,
+}
+
 /// A server's state in the catalogue.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerInfo {

@@ -6,8 +6,8 @@
 
 use std::convert::Infallible;
 use std::net::TcpListener;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::body::{Body, Bytes};
@@ -22,15 +22,16 @@ use serde_json::json;
 use tokio::sync::mpsc;
 
 use crate::ServeOptions;
+use crate::calls::CallBook;
 use crate::error::{ApiError, ServeError};
 use crate::media::attach_all;
 use crate::pump::{self, Engine};
 use crate::request::{self, ChatRequest, Effort};
 use crate::slots::Pool;
-use crate::turn::{self, Out, TurnInput};
+use crate::turn::{self, ApiCall, Out, TurnInput};
 use crate::wire::{self, Ids};
 use gemma_protocol::sampling::fresh_seed;
-use gemma_protocol::{EngineHandle, Exchange, TabSettings};
+use gemma_protocol::{CallMade, CallResponse, EngineHandle, Exchange, TabSettings};
 
 /// What every handler shares.
 struct App {
@@ -39,6 +40,8 @@ struct App {
     options: ServeOptions,
     /// Answers so far (their ids) and the seeds of requests without one.
     count: AtomicU64,
+    /// The calls the model made, as it wrote them.
+    book: Arc<Mutex<CallBook>>,
 }
 
 /// Serves until the listener fails or `stop` resolves (then the connections being answered
@@ -62,6 +65,7 @@ pub(crate) async fn serve(
         pool,
         options,
         count: AtomicU64::new(0),
+        book: Arc::default(),
     });
     let routes = Router::new()
         .route("/health", get(health))
@@ -190,20 +194,12 @@ async fn start(
         stream: req.stream,
         usage: req.include_usage,
     };
-    let dir = &app.options.media_dir;
-    let history = req
-        .history
-        .into_iter()
-        .map(|e| {
-            Ok(Exchange {
-                media: attach_all(dir, &e.user.media)?,
-                user: e.user.text,
-                answer: e.answer,
-                calls: Vec::new(),
-            })
-        })
-        .collect::<Result<Vec<_>, ApiError>>()?;
-    let media = attach_all(dir, &req.last.media)?;
+    let prior = match (req.continues, req.history.last()) {
+        (true, Some(e)) => (e.answer.clone(), wire::call_keys(e)),
+        _ => (String::new(), Vec::new()),
+    };
+    let history = exchanges(app, req.history)?;
+    let media = attach_all(&app.options.media_dir, &req.last.media)?;
     let lease = app.pool.acquire(&keys).await?;
     let ids = Ids {
         id: format!("chatcmpl-{n:x}"),
@@ -217,11 +213,47 @@ async fn start(
         history,
         text: req.last.text,
         media,
+        continues: req.continues,
+        prior,
         keys,
+        number: n,
     };
     let (tx, rx) = mpsc::channel(256);
-    tokio::spawn(turn::answer(app.engine.clone(), lease, input, tx));
+    let sink = (app.book.clone(), tx);
+    tokio::spawn(turn::answer(app.engine.clone(), lease, input, sink));
     Ok((shape, ids, rx))
+}
+
+/// The request's exchanges as the engine takes them: media written to files, each call as the
+/// model wrote it where the book still holds it.
+fn exchanges(app: &App, history: Vec<request::Exchange>) -> Result<Vec<Exchange>, ApiError> {
+    let book = app.book.lock().unwrap_or_else(|p| p.into_inner());
+    history
+        .into_iter()
+        .map(|e| {
+            let calls = e
+                .calls
+                .into_iter()
+                .map(|c| CallMade {
+                    written: book.written(&c.id, &c.arguments).unwrap_or_default(),
+                    name: c.name,
+                    arguments: c.arguments,
+                    at: c.at,
+                    handover: c.handover,
+                    response: c.response.map(|text| CallResponse {
+                        text,
+                        structured: None,
+                    }),
+                })
+                .collect();
+            Ok(Exchange {
+                media: attach_all(&app.options.media_dir, &e.user.media)?,
+                user: e.user.text,
+                answer: e.answer,
+                calls,
+            })
+        })
+        .collect()
 }
 
 /// The tab's settings for a request: the config's, with the request's own fields over them.
@@ -257,18 +289,29 @@ fn settings(o: &ServeOptions, r: &ChatRequest, n: u64) -> Result<TabSettings, Ap
     }
     s.thinking = thinking.unwrap_or(s.thinking && o.can_think);
     s.thought_budget = r.thought_budget.or(budget).or(s.thought_budget);
+    if !r.tools.declared.is_empty() && !o.can_call_tools {
+        return Err(ApiError::invalid(
+            "tools",
+            "this model writes no tool calls (Gemma 4 does): send the request without tools",
+        ));
+    }
+    s.client_tools = r.tools.declared.clone();
+    s.tool_choice = r.tools.choice;
     Ok(s)
 }
 
 /// A whole answer, once the turn is done.
 async fn whole(ids: Ids, mut rx: mpsc::Receiver<Out>) -> Response {
     let (mut text, mut thought) = (String::new(), String::new());
+    let mut calls: Vec<ApiCall> = Vec::new();
     while let Some(o) = rx.recv().await {
         match o {
             Out::Text(t) => text.push_str(&t),
             Out::Thought(t) => thought.push_str(&t),
+            Out::Call(c) => calls.push(c),
             Out::Done(d) => {
-                return Json(wire::completion(&ids, &text, &thought, &d)).into_response();
+                let answer = wire::completion(&ids, (&text, &thought), &calls, &d);
+                return Json(answer).into_response();
             }
             Out::Failed(e) => return e.into_response(),
         }
@@ -288,12 +331,18 @@ fn streamed(usage: bool, ids: Ids, rx: mpsc::Receiver<Out>) -> Response {
         json!({"role": "assistant", "content": ""}),
         None,
     ));
-    let state = (rx, ids, usage, false);
-    let rest = stream::unfold(state, |(mut rx, ids, usage, ended)| async move {
+    // (The calls so far: each call's index.)
+    let state = (rx, ids, usage, false, 0usize);
+    let rest = stream::unfold(state, |(mut rx, ids, usage, ended, mut calls)| async move {
         if ended {
             return None;
         }
         let (text, ended) = match rx.recv().await {
+            Some(Out::Call(c)) => {
+                let delta = json!({"tool_calls": [wire::tool_call(&c, Some(calls))]});
+                calls += 1;
+                (wire::event(&wire::chunk(&ids, delta, None)), false)
+            }
             Some(Out::Text(t)) => (
                 wire::event(&wire::chunk(&ids, json!({"content": t}), None)),
                 false,
@@ -315,7 +364,7 @@ fn streamed(usage: bool, ids: Ids, rx: mpsc::Receiver<Out>) -> Response {
         };
         Some((
             Ok::<_, Infallible>(Bytes::from(text)),
-            (rx, ids, usage, ended),
+            (rx, ids, usage, ended, calls),
         ))
     });
     let body = stream::once(async move { Ok::<_, Infallible>(Bytes::from(first)) });

@@ -3,9 +3,12 @@
 //! gemma-chat's own remote engine on another machine) reuse the loaded model and its warm
 //! conversations. This file owns the options and the start; [`http`] the routes, [`request`]
 //! what a request may say, [`slots`] the conversations kept warm, [`turn`] one answer's events,
-//! [`wire`] the API's JSON, [`media`] the pictures and recordings written for the engine and
-//! [`pump`] the engine's events routed to the turns that wait for them.
+//! [`wire`] the API's JSON, [`media`] the pictures and recordings written for the engine,
+//! [`calls`] the client's tools and the calls the model made, [`convo`] the messages as
+//! exchanges and [`pump`] the engine's events routed to the turns that wait for them.
 
+mod calls;
+mod convo;
 mod error;
 mod http;
 mod media;
@@ -49,6 +52,8 @@ pub struct ServeOptions {
     pub context_length: usize,
     /// Whether the model has a thinking mode (`reasoning_effort`).
     pub can_think: bool,
+    /// Whether the model writes tool calls (`tools`).
+    pub can_call_tools: bool,
     /// Thought budgets for `reasoning_effort` low, medium and high.
     pub budgets: [usize; 3],
     /// Every request's settings before its own fields: the config's, resolved as a new tab's.

@@ -1,13 +1,15 @@
 //! What a chat completions request may say, checked field by field ([`parse`]): every error
-//! names the field at fault; what the API has and gemma-chat does not do yet (tools,
-//! `response_format`, log probabilities, penalties, `n > 1`) is refused by name, never ignored.
-//! Messages become the conversation the engine renders: a system prompt, the earlier
-//! exchanges, and the user's last message with its pictures and recordings.
+//! names the field at fault; what the API has and gemma-chat does not do yet
+//! (`response_format`, log probabilities, penalties, `n > 1`) is refused by name, never
+//! ignored. Messages become the conversation the engine renders ([`crate::convo`]), tools the
+//! ones the client answers itself ([`crate::calls`]).
 
 use serde_json::{Map, Value};
 
+use crate::calls::{Tools, tools};
+pub(crate) use crate::convo::Exchange;
+use crate::convo::conversation;
 use crate::error::ApiError;
-use crate::parts::content;
 use gemma_protocol::MediaKind;
 
 /// A picture or recording sent in a message, decoded.
@@ -47,13 +49,6 @@ pub(crate) struct Message {
     pub media: Vec<Media>,
 }
 
-/// An exchange of the history: the user's message and the answer to it.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub(crate) struct Exchange {
-    pub user: Message,
-    pub answer: String,
-}
-
 /// `reasoning_effort`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Effort {
@@ -70,7 +65,12 @@ pub(crate) struct ChatRequest {
     pub include_usage: bool,
     pub system: Option<String>,
     pub history: Vec<Exchange>,
+    /// The user's message to answer (empty when the request `continues`).
     pub last: Message,
+    /// The last message is a tool's result: the model answers on from the last exchange.
+    pub continues: bool,
+    /// The tools the client declares, and what it asks of them.
+    pub tools: Tools,
     pub temperature: Option<f32>,
     pub top_p: Option<f32>,
     pub top_k: Option<usize>,
@@ -98,6 +98,7 @@ pub(crate) fn parse(body: &[u8], max_media: usize) -> Result<ChatRequest, ApiErr
     refuse_unsupported(o)?;
     let mut r = ChatRequest {
         stream: flag(o, "stream")?.unwrap_or(false),
+        tools: tools(o)?,
         ..Default::default()
     };
     if let Some(so) = o.get("stream_options").filter(|v| !v.is_null()) {
@@ -132,15 +133,6 @@ fn refuse_unsupported(o: &Map<String, Value>) -> Result<(), ApiError> {
             "n",
             "only n = 1 is served: one answer per request",
         ));
-    }
-    for k in ["tools", "functions"] {
-        if set(k).is_some_and(|t| t.as_array().is_none_or(|a| !a.is_empty())) {
-            return Err(ApiError::invalid(
-                k,
-                "tools are not served yet: gemma-chat serve answers in text (its own TUI runs \
-                 tools through MCP)",
-            ));
-        }
     }
     if let Some(f) = set("response_format")
         && f.get("type").and_then(Value::as_str) != Some("text")
@@ -269,76 +261,6 @@ fn sampling(o: &Map<String, Value>, r: &mut ChatRequest) -> Result<(), ApiError>
             }
         }),
     };
-    Ok(())
-}
-
-/// The messages as a system prompt, exchanges and a last user message; neighbours of one role
-/// are joined (a blank line between their texts).
-fn conversation(messages: &[Value], r: &mut ChatRequest) -> Result<(), ApiError> {
-    let mut system: Vec<String> = Vec::new();
-    // (role is user, message) in order, neighbours merged.
-    let mut turns: Vec<(bool, Message)> = Vec::new();
-    for (i, m) in messages.iter().enumerate() {
-        let at = format!("messages[{i}]");
-        let o = m
-            .as_object()
-            .ok_or_else(|| ApiError::invalid(&at, "a message must be an object"))?;
-        let role = o.get("role").and_then(Value::as_str).unwrap_or("");
-        if o.get("tool_calls").is_some_and(|t| !t.is_null()) || role == "tool" {
-            return Err(ApiError::invalid(
-                format!("{at}.role"),
-                "tool calls and tool results are not served yet",
-            ));
-        }
-        let msg = content(o.get("content"), &format!("{at}.content"), role == "user")?;
-        match role {
-            "system" | "developer" if turns.is_empty() => system.push(msg.text),
-            "system" | "developer" => {
-                return Err(ApiError::invalid(
-                    format!("{at}.role"),
-                    "a system message must come before the conversation's first message",
-                ));
-            }
-            "user" | "assistant" => {
-                let user = role == "user";
-                match turns.last_mut() {
-                    Some((u, prev)) if *u == user => join(prev, msg),
-                    _ => turns.push((user, msg)),
-                }
-            }
-            other => {
-                return Err(ApiError::invalid(
-                    format!("{at}.role"),
-                    format!("`{other}` is not a role: system, developer, user or assistant"),
-                ));
-            }
-        }
-    }
-    r.system = Some(system.join("\n\n")).filter(|s| !s.trim().is_empty());
-    let Some((true, last)) = turns.pop() else {
-        return Err(ApiError::invalid(
-            "messages",
-            "the last message must be the user's (the one to answer)",
-        ));
-    };
-    r.last = last;
-    let mut it = turns.into_iter().peekable();
-    while let Some((user, m)) = it.next() {
-        let (user_msg, answer) = if user {
-            let answer = match it.peek() {
-                Some((false, _)) => it.next().map(|(_, a)| a.text).unwrap_or_default(),
-                _ => String::new(),
-            };
-            (m, answer)
-        } else {
-            // An answer with no question before it (a greeting the client shows first).
-            (Message::default(), m.text)
-        };
-        r.history.push(Exchange {
-            user: user_msg,
-            answer,
-        });
-    }
     Ok(())
 }
 

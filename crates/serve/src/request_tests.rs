@@ -80,7 +80,7 @@ fn every_error_names_its_field() {
         (serde_json::json!({"messages": m, "n": 2}), "n"),
         (
             serde_json::json!({"messages": m, "tools": [{"type": "function"}]}),
-            "tools",
+            "tools[0].function",
         ),
         (
             serde_json::json!({"messages": m, "response_format": {"type": "json_object"}}),
@@ -105,7 +105,7 @@ fn every_error_names_its_field() {
         ),
         (
             serde_json::json!({"messages": [{"role": "tool", "content": "1"}]}),
-            "messages[0].role",
+            "messages[0].tool_call_id",
         ),
         (
             serde_json::json!({"messages": [{"role": "user", "content": [
@@ -162,4 +162,90 @@ fn thinking_comes_as_llama_servers_switch_and_budget_too() {
         e.param.as_deref(),
         Some("chat_template_kwargs.enable_thinking")
     );
+}
+
+/// An assistant's call as a client sends it back.
+fn call(id: &str, args: &str) -> serde_json::Value {
+    serde_json::json!({"id": id, "type": "function",
+                       "function": {"name": "weather", "arguments": args}})
+}
+
+#[test]
+fn tool_calls_and_results_join_their_answer_where_they_were_made() {
+    let messages = serde_json::json!([
+        {"role": "user", "content": "Weather in Paris and Rome?"},
+        {"role": "assistant", "content": "Let me look.",
+         "tool_calls": [call("a", r#"{"city": "Paris"}"#), call("b", r#"{"city":"Rome"}"#)]},
+        {"role": "tool", "tool_call_id": "b", "content": "18"},
+        {"role": "tool", "tool_call_id": "a", "content": [{"type": "text", "text": "21"}]},
+        {"role": "assistant", "content": " Paris 21,", "tool_calls": [call("c", "{}")]},
+        {"role": "tool", "tool_call_id": "c", "content": "ok"},
+        {"role": "assistant", "content": " Rome 18."},
+        {"role": "user", "content": "Thanks"},
+    ]);
+    let r = ok(serde_json::json!({ "messages": messages }));
+    assert!(!r.continues);
+    assert_eq!(r.last.text, "Thanks");
+    let ex = &r.history[0];
+    assert_eq!(ex.answer, "Let me look. Paris 21, Rome 18.");
+    let placed: Vec<_> = ex
+        .calls
+        .iter()
+        .map(|c| (c.id.as_str(), c.at, c.handover, c.response.as_deref()))
+        .collect();
+    assert_eq!(
+        placed,
+        vec![
+            ("a", 12, 0, Some("21")),
+            ("b", 12, 0, Some("18")),
+            ("c", 22, 1, Some("ok"))
+        ]
+    );
+    // Arguments are kept as compact JSON, whatever the client's spacing.
+    assert_eq!(ex.calls[0].arguments, r#"{"city":"Paris"}"#);
+    // Ending with a result: the model answers on from it.
+    let on = ok(serde_json::json!({"messages": [
+        {"role": "user", "content": "Weather?"},
+        {"role": "assistant", "content": null, "tool_calls": [call("a", "{}")]},
+        {"role": "tool", "tool_call_id": "a", "content": "sunny"},
+    ]}));
+    assert!(on.continues);
+    assert_eq!(on.history.len(), 1);
+    assert_eq!(on.history[0].calls[0].response.as_deref(), Some("sunny"));
+}
+
+#[test]
+fn a_call_without_its_result_or_a_result_without_its_call_is_named() {
+    let asked = serde_json::json!({"role": "assistant", "tool_calls": [call("a", "{}")]});
+    let cases = [
+        (
+            serde_json::json!([{"role": "user", "content": "x"}, asked,
+                               {"role": "user", "content": "y"}]),
+            "messages[2]",
+        ),
+        (
+            serde_json::json!([{"role": "user", "content": "x"}, asked,
+                               {"role": "tool", "tool_call_id": "z", "content": "1"}]),
+            "messages[2].tool_call_id",
+        ),
+        (
+            serde_json::json!([{"role": "user", "content": "x"},
+                               {"role": "assistant", "tool_calls": [call("a", "[1]")]}]),
+            "messages[1].tool_calls[0].function.arguments",
+        ),
+        (
+            serde_json::json!([{"role": "user", "content": "x"},
+                               {"role": "assistant", "tool_calls": [call("a", "{}"),
+                                                                    call("a", "{}")]}]),
+            "messages[1].tool_calls[1].id",
+        ),
+        (
+            serde_json::json!([{"role": "user", "content": "x"}, asked]),
+            "messages",
+        ),
+    ];
+    for (messages, field) in cases {
+        let e = err(serde_json::json!({ "messages": messages }));
+        assert_eq!(e.param.as_deref(), Some(field), "{messages}: {}", e.message);
+    }
 }

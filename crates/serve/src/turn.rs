@@ -1,13 +1,15 @@
 //! One answer on a slot ([`answer`]): the tab's settings, the conversation's path and the user's
-//! message sent to the engine, then its events turned into what the HTTP side writes ([`Out`]).
+//! message (or, after tool results, the word to go on) sent to the engine, then its events turned
+//! into what the HTTP side writes ([`Out`]); the model's calls of the client's tools end it.
 //! A client that goes away cancels the turn; the turn is still drained to its end, so the slot
 //! is given back with its conversation intact.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use axum::http::StatusCode;
 use tokio::sync::mpsc::Sender;
 
+use crate::calls::CallBook;
 use crate::error::ApiError;
 use crate::pump::Engine;
 use crate::slots::Lease;
@@ -20,10 +22,21 @@ pub(crate) enum Out {
     Text(String),
     /// More thought text (Gemma 4 thinking).
     Thought(String),
+    /// The model called one of the client's tools.
+    Call(ApiCall),
     /// The answer ended.
     Done(Done),
     /// It failed (a 400 when nothing had been said yet: the request could not be answered).
     Failed(ApiError),
+}
+
+/// A call of the client's tools, as the API gives it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ApiCall {
+    pub id: String,
+    pub name: String,
+    /// JSON text (an object).
+    pub arguments: String,
 }
 
 /// How an answer ended and what it cost.
@@ -46,6 +59,7 @@ impl Done {
         Self {
             finish: match end {
                 TurnEnd::Length | TurnEnd::ContextFull => "length",
+                TurnEnd::ToolCalls => "tool_calls",
                 _ => "stop",
             },
             prompt: s.reused_tokens + s.prefilled_tokens,
@@ -62,8 +76,14 @@ pub(crate) struct TurnInput {
     pub history: Vec<Exchange>,
     pub text: String,
     pub media: Vec<Attachment>,
+    /// The model answers on from the last exchange's tool results instead of a new message.
+    pub continues: bool,
+    /// The answer it goes on with: its text and its calls' keys.
+    pub prior: (String, Vec<String>),
     /// The request's messages (their keys), which the slot holds after the answer.
     pub keys: Vec<String>,
+    /// The request's number (its calls' ids).
+    pub number: u64,
 }
 
 /// Runs the turn on `lease`'s tab, telling `out` as it goes.
@@ -71,27 +91,32 @@ pub(crate) async fn answer(
     engine: Arc<Engine>,
     mut lease: Lease,
     input: TurnInput,
-    out: Sender<Out>,
+    (book, out): (Arc<Mutex<CallBook>>, Sender<Out>),
 ) {
     let tab = lease.tab;
     // What the tab said while idle (its tier moving under the memory budget) is not this turn's.
     while lease.events.try_recv().is_ok() {}
+    let go = match input.continues {
+        true => Command::Continue { tab },
+        false => Command::Submit {
+            tab,
+            text: input.text,
+            images: input.media,
+        },
+    };
     let sent = engine.send(Command::Configure {
         tab,
         settings: Box::new(input.settings),
     }) && engine.send(Command::SetPath {
         tab,
         history: input.history,
-    }) && engine.send(Command::Submit {
-        tab,
-        text: input.text,
-        images: input.media,
-    });
+    }) && engine.send(go);
     if !sent {
         let _ = out.send(Out::Failed(stopped(engine.stopped()))).await;
         return;
     }
-    let (mut text, mut gone) = (String::new(), false);
+    let (mut text, mut calls) = input.prior;
+    let (mut spoke, mut gone) = (false, false);
     loop {
         let event = tokio::select! {
             e = lease.events.recv() => e,
@@ -109,26 +134,33 @@ pub(crate) async fn answer(
             }
             Some(Event::Token { text: t, .. }) => {
                 text.push_str(&t);
+                spoke = true;
                 Out::Text(t)
             }
             Some(Event::Thought { text: t, .. }) => Out::Thought(t),
+            Some(Event::ToolCall { call, .. }) => {
+                let id = format!("call_{:x}_{}", input.number, call.id);
+                let mut b = book.lock().unwrap_or_else(|p| p.into_inner());
+                b.keep(&id, &call.arguments, &call.written);
+                calls.push(crate::wire::call_key(&call.name, &call.arguments));
+                spoke = true;
+                Out::Call(ApiCall {
+                    id,
+                    name: call.name,
+                    arguments: call.arguments,
+                })
+            }
             Some(Event::Finished { end, stats, .. }) => {
                 let mut keys = input.keys;
-                keys.push(crate::wire::answer_key(&text));
+                keys.push(crate::wire::answer_key(&text, &calls));
                 lease.keep(keys);
                 let _ = out.send(Out::Done(Done::of(end, &stats))).await;
                 return;
             }
             Some(Event::Failed { error, .. }) => {
-                let status = if text.is_empty() {
-                    StatusCode::BAD_REQUEST
-                } else {
-                    StatusCode::INTERNAL_SERVER_ERROR
-                };
-                let kind = if text.is_empty() {
-                    "invalid_request_error"
-                } else {
-                    "server_error"
+                let (status, kind) = match spoke {
+                    false => (StatusCode::BAD_REQUEST, "invalid_request_error"),
+                    true => (StatusCode::INTERNAL_SERVER_ERROR, "server_error"),
                 };
                 let _ = out
                     .send(Out::Failed(ApiError::status(status, kind, error)))

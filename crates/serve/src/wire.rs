@@ -4,8 +4,9 @@
 
 use serde_json::{Value, json};
 
+use crate::convo::Exchange;
 use crate::request::{ChatRequest, Message};
-use crate::turn::Done;
+use crate::turn::{ApiCall, Done};
 
 /// What identifies one answer in its chunks.
 #[derive(Debug, Clone)]
@@ -52,11 +53,34 @@ pub(crate) fn usage(d: &Done) -> Value {
     })
 }
 
-/// A whole answer.
-pub(crate) fn completion(ids: &Ids, text: &str, thought: &str, done: &Done) -> Value {
+/// A call as the API writes it (`index`: its place in the answer's calls, for a streamed
+/// delta).
+pub(crate) fn tool_call(c: &ApiCall, index: Option<usize>) -> Value {
+    let mut v = json!({"id": c.id, "type": "function",
+                       "function": {"name": c.name, "arguments": c.arguments}});
+    if let Some(i) = index {
+        v["index"] = json!(i);
+    }
+    v
+}
+
+/// A whole answer (its content `null` when it only called tools).
+pub(crate) fn completion(
+    ids: &Ids,
+    (text, thought): (&str, &str),
+    calls: &[ApiCall],
+    done: &Done,
+) -> Value {
     let mut message = json!({"role": "assistant", "content": text});
     if !thought.is_empty() {
         message["reasoning_content"] = json!(thought);
+    }
+    if !calls.is_empty() {
+        let calls: Vec<Value> = calls.iter().map(|c| tool_call(c, None)).collect();
+        message["tool_calls"] = json!(calls);
+        if text.is_empty() {
+            message["content"] = Value::Null;
+        }
     }
     json!({
         "id": ids.id,
@@ -86,15 +110,34 @@ pub(crate) fn event(v: &Value) -> String {
 }
 
 /// The keys of a request's messages, in order: the system prompt, each exchange's user message
-/// and answer, the last message. Media count by their content's hash.
+/// and answer, the last message (none when the request goes on with the last answer: its key
+/// is the answer's once the turn ends). Media count by their content's hash.
 pub(crate) fn keys(r: &ChatRequest) -> Vec<String> {
     let mut k = vec![format!("s:{}", r.system.as_deref().unwrap_or(""))];
     for e in &r.history {
         k.push(user_key(&e.user));
-        k.push(answer_key(&e.answer));
+        k.push(answer_key(&e.answer, &call_keys(e)));
     }
-    k.push(user_key(&r.last));
+    match r.continues {
+        true => {
+            k.pop();
+        }
+        false => k.push(user_key(&r.last)),
+    }
     k
+}
+
+/// The keys of an exchange's calls (their results left out: a slot holds them open).
+pub(crate) fn call_keys(e: &Exchange) -> Vec<String> {
+    e.calls
+        .iter()
+        .map(|c| call_key(&c.name, &c.arguments))
+        .collect()
+}
+
+/// A call's key.
+pub(crate) fn call_key(name: &str, arguments: &str) -> String {
+    format!("{name}\u{0}{arguments}")
 }
 
 fn user_key(m: &Message) -> String {
@@ -106,7 +149,12 @@ fn user_key(m: &Message) -> String {
     s
 }
 
-/// An answer's key.
-pub(crate) fn answer_key(text: &str) -> String {
-    format!("a:{text}")
+/// An answer's key: its text and its calls.
+pub(crate) fn answer_key(text: &str, calls: &[String]) -> String {
+    let mut s = format!("a:{text}");
+    for c in calls {
+        s.push('\u{1}');
+        s.push_str(c);
+    }
+    s
 }

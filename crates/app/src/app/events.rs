@@ -79,6 +79,7 @@ impl App {
                 context_length,
                 thinking,
                 generation,
+                ..
             } => return self.ready(model, context_length, thinking, generation),
             Event::EngineStopped { error } => self.engine_stopped(error),
             Event::LoadFailed { error } => self.load_failed(error),

@@ -82,6 +82,8 @@ impl TurnSettings {
             overflow: self.overflow.clone(),
             tools: c.tools.clone(),
             tool_choice: c.tool_choice,
+            // The TUI's tools run on the engine's host.
+            client_tools: Vec::new(),
             speculation: Speculation {
                 kind: c.speculate.unwrap_or(self.speculation.kind),
                 ..self.speculation

@@ -68,6 +68,7 @@ pub fn ready_app() -> App {
         model: "gemma3_text".into(),
         context_length: 8192,
         thinking: false,
+        tool_calls: false,
         generation: SamplingLayer::default(),
     }));
     app

@@ -111,6 +111,10 @@ impl Server {
                 }
             }
             Command::Regenerate { tab } => self.regenerate(tab),
+            Command::Continue { tab } => self.fail(
+                tab,
+                "a front end's own tools run on the model in this process, not through a server",
+            ),
             Command::Cancel { tab } => {
                 match self.tabs.get_mut(&tab).and_then(|t| t.running.take()) {
                     Some(cancel) => {
@@ -210,6 +214,7 @@ impl Server {
         let caps = Capabilities {
             thinking: true,
             tools: self.host.is_some(),
+            calls: false,
             max_context: None,
             speculation: crate::protocol::SpecSupport::Remote,
             drafter: false,

@@ -112,6 +112,8 @@ pub(super) async fn announce(
         model: format!("{model} @ {} ({kind}; {counted})", client.url()),
         context_length: context,
         thinking: info.thinking,
+        // A front end's own tools are declared only to a model in this process.
+        tool_calls: false,
         generation: SamplingLayer::default(),
     });
 }

@@ -233,7 +233,7 @@ impl Server {
                 .count(),
         };
         let (run, events) = ToolRun::begin(
-            host,
+            Some(host),
             &self.always,
             &mut t.tools,
             &turn.declared,
@@ -295,9 +295,14 @@ impl Server {
         let found = match (&self.host, self.tabs.get_mut(&tab)) {
             (Some(host), Some(t)) => match t.turn.as_mut().and_then(|x| x.waiting.as_mut()) {
                 Some(w) => {
-                    let (found, events) =
-                        w.run
-                            .decide_on(host, &mut self.always, &mut t.tools, call, decision, tab);
+                    let (found, events) = w.run.decide_on(
+                        Some(host),
+                        &mut self.always,
+                        &mut t.tools,
+                        call,
+                        decision,
+                        tab,
+                    );
                     for e in events {
                         let _ = self.events.send(e);
                     }

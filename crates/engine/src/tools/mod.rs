@@ -15,7 +15,9 @@ use gemma_model::tokenizer::Tokenizer;
 use gemma_tools::host::{ToolHost, ToolSpec};
 use gemma_tools::syntax::{CallGrammar, Vocab};
 
-use super::protocol::ToolSelection;
+use super::protocol::{ClientTool, ToolSelection};
+use gemma_tools::config::Limits;
+use gemma_tools::host::clean;
 pub use text::ToolText;
 
 /// How often an engine whose turns wait only for their tools looks for the results (both
@@ -78,21 +80,24 @@ pub struct TabTools {
     pub last_call: u64,
 }
 
-/// The engine's tools: the host and the model's vocabulary for the grammar.
+/// The engine's tools: the host (when the front end started one) and the model's vocabulary for
+/// the grammar, which a front end's own tools ([`ClientTool`]) need too.
 pub struct EngineTools {
-    /// Runs the calls.
-    pub host: Arc<ToolHost>,
+    /// Runs the calls (`None`: only a front end's own tools can be declared).
+    pub host: Option<Arc<ToolHost>>,
     /// The vocabulary as bytes, for the call grammar.
     pub vocab: Arc<Vocab>,
     /// The markers, and calls and responses in ids.
     pub text: ToolText,
     /// Tools approved everywhere this run ("a").
     pub always: BTreeSet<String>,
+    /// Bounds on calls: the host's, or the engine's own for a front end's tools.
+    limits: Limits,
 }
 
 impl EngineTools {
     /// Tools for a model read by `tok`, or why it cannot call any.
-    pub fn new(host: Arc<ToolHost>, tok: &Tokenizer) -> Result<Self, String> {
+    pub fn new(host: Option<Arc<ToolHost>>, tok: &Tokenizer) -> Result<Self, String> {
         let bytes = tok.vocab_bytes();
         let text = ToolText::with_bytes(tok, &bytes).ok_or_else(|| {
             "this model's vocabulary has no tool-call markers (<|tool_call>…): only Gemma 4 calls \
@@ -100,24 +105,40 @@ impl EngineTools {
                 .to_string()
         })?;
         let vocab = Vocab::new(bytes, text.ids.quote, text.ids.call_end);
+        let limits = host
+            .as_ref()
+            .map_or_else(Limits::default, |h| h.limits().clone());
         Ok(Self {
             host,
             vocab: Arc::new(vocab),
             text,
             always: BTreeSet::new(),
+            limits,
         })
+    }
+
+    /// With `limits` on calls (for a front end's own tools, without a host).
+    pub fn with_limits(self, limits: Limits) -> Self {
+        Self { limits, ..self }
     }
 
     /// The tools a tab with `selection` declares, by name.
     pub fn declared(&self, selection: &ToolSelection) -> Vec<ToolSpec> {
-        let mut tools: Vec<ToolSpec> = self
-            .host
+        let Some(host) = &self.host else {
+            return Vec::new();
+        };
+        let mut tools: Vec<ToolSpec> = host
             .tools()
             .into_iter()
             .filter(|t| selection.includes(&t.server, &t.name))
             .collect();
         tools.sort_by(|a, b| a.name.cmp(&b.name));
         tools
+    }
+
+    /// The bounds on calls.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
     }
 
     /// Whether a call of `tool` runs without asking.
@@ -133,6 +154,37 @@ impl EngineTools {
             .collect();
         CallGrammar::new(&decl).map_err(|e| e.to_string())
     }
+}
+
+/// The server name a front end's own tools go by in calls and specs.
+pub const CLIENT: &str = "client";
+
+/// A front end's tools as specs, cleaned as a server's are; a tool whose name is not
+/// `[A-Za-z0-9_-]` (the name the front end expects back) or whose schema cannot be read is left
+/// out, with why.
+pub fn client_specs(tools: &[ClientTool]) -> (Vec<ToolSpec>, Vec<String>) {
+    let (mut ok, mut refused) = (Vec::new(), Vec::new());
+    for t in tools {
+        if clean::tool_name(&t.name) != t.name {
+            refused.push(format!("{} (a name is 1 to 64 of A-Z a-z 0-9 _ -)", t.name));
+            continue;
+        }
+        let schema = match serde_json::from_str::<serde_json::Value>(&t.parameters) {
+            Ok(serde_json::Value::Object(m)) => clean::schema(&m),
+            _ => Err("its parameters are not a JSON object".to_string()),
+        };
+        match schema {
+            Ok(m) => ok.push(ToolSpec {
+                name: t.name.clone(),
+                server: CLIENT.into(),
+                description: clean::prompt_text(&t.description, clean::MAX_DESCRIPTION),
+                parameters: serde_json::Value::Object(m),
+                auto_approve: false,
+            }),
+            Err(e) => refused.push(format!("{} ({e})", t.name)),
+        }
+    }
+    (ok, refused)
 }
 
 /// `tools` as the chat template takes them (`apply_chat_template(tools=…)`): OpenAI's function

@@ -110,6 +110,14 @@ fn done(call: &ToolCall, response: ToolResponse, ok: bool, text: &str, run: (usi
     State::Done(response, outcome)
 }
 
+/// `call` started on `host` (without one, it fails: nothing could run it).
+fn run_on(host: Option<&ToolHost>, call: &ToolCall, args: Map<String, Value>) -> State {
+    match host {
+        Some(h) => State::Running(h.call(&call.name, args)),
+        None => failure(call, "no tool host runs this tool"),
+    }
+}
+
 /// A failure the model reads as the tool's response.
 fn failure(call: &ToolCall, text: &str) -> State {
     let mut m = Map::new();
@@ -148,7 +156,7 @@ impl ToolRun {
             }
         };
         let attempts = batch.into_iter().map(read).collect();
-        let (host, always) = (&tools.host, &tools.always);
+        let (host, always) = (tools.host.as_deref(), &tools.always);
         Self::begin(host, always, tab_tools, declared, attempts, place)
     }
 
@@ -156,7 +164,7 @@ impl ToolRun {
     /// is asked about or started on `host` (`always`: tools approved everywhere), the others
     /// end at once with an error the model reads; the events that say so.
     pub fn begin(
-        host: &ToolHost,
+        host: Option<&ToolHost>,
         always: &BTreeSet<String>,
         tab_tools: &mut TabTools,
         declared: &[ToolSpec],
@@ -194,7 +202,7 @@ impl ToolRun {
                 (Err(e), _) => failure(&call, &e),
                 (Ok(_), None) => failure(&call, &format!("there is no tool named {name}")),
                 (Ok(_), Some(_)) if approval => State::Asking,
-                (Ok(_), Some(_)) => State::Running(host.call(&name, args.clone())),
+                (Ok(_), Some(_)) => run_on(host, &call, args.clone()),
             };
             events.push(Event::ToolCall {
                 tab,
@@ -222,13 +230,14 @@ impl ToolRun {
         decision: ToolDecision,
         tab: TabId,
     ) -> (bool, Vec<Event>) {
-        self.decide_on(&tools.host, &mut tools.always, tab_tools, id, decision, tab)
+        let host = tools.host.as_deref();
+        self.decide_on(host, &mut tools.always, tab_tools, id, decision, tab)
     }
 
     /// [`ToolRun::decide`] for any engine: runs on `host`, "always" joins `always`.
     pub fn decide_on(
         &mut self,
-        host: &ToolHost,
+        host: Option<&ToolHost>,
         always: &mut BTreeSet<String>,
         tab_tools: &mut TabTools,
         id: u64,
@@ -261,7 +270,7 @@ impl ToolRun {
                     }
                     _ => {}
                 }
-                State::Running(host.call(&name, c.args.clone()))
+                run_on(host, &c.call, c.args.clone())
             }
         };
         let events = match &c.state {

@@ -149,8 +149,9 @@ impl ToolText {
     /// An answer rebuilt from its text and the calls it made, appended to `ids`: its text up to
     /// each hand-over, the hand-over's calls as written, the `<|tool_response>` the model
     /// sampled and the responses fitted as the live turn fitted them (`limit`: the context's
-    /// tokens), then the rest of the text. Calls written in no syntax of this model's (a
-    /// server's) are left out; how many is returned.
+    /// tokens), then the rest of the text. A call that came as JSON (a server's, an API
+    /// client's) is written as the chat template writes one; a call whose arguments are not an
+    /// object is left out, and how many were is returned.
     pub fn answer(
         &self,
         tok: &Tokenizer,
@@ -159,8 +160,8 @@ impl ToolText {
         calls: &[CallMade],
         limit: usize,
     ) -> crate::error::Result<usize> {
-        let (written, left_out): (Vec<&CallMade>, Vec<&CallMade>) =
-            calls.iter().partition(|c| !c.written.is_empty());
+        let written: Vec<CallMade> = calls.iter().filter_map(in_syntax).collect();
+        let left_out = calls.len() - written.len();
         let (parts, tail) = crate::protocol::hand_overs(answer, &written);
         for (text, batch) in parts {
             ids.extend(tok.encode(text)?);
@@ -181,8 +182,21 @@ impl ToolText {
             ids.extend(self.responses(tok, &named, room));
         }
         ids.extend(tok.encode(tail)?);
-        Ok(left_out.len())
+        Ok(left_out)
     }
+}
+
+/// `c` with its call in the model's syntax: as written, or written from its JSON arguments
+/// (`None` when they are not an object).
+fn in_syntax(c: &CallMade) -> Option<CallMade> {
+    if !c.written.is_empty() {
+        return Some(c.clone());
+    }
+    let args = serde_json::from_str::<Map<String, Value>>(&c.arguments).ok()?;
+    Some(CallMade {
+        written: syntax::format_call(&c.name, &args),
+        ..c.clone()
+    })
 }
 
 /// The response the model read, from what the transcript keeps.
@@ -276,15 +290,27 @@ mod tests {
     }
 
     #[test]
-    fn a_server_s_call_is_left_out_and_counted() {
+    fn a_json_call_is_written_in_the_model_s_syntax_and_one_without_an_object_left_out() {
         let tok = tok();
         let text = ToolText::of(&tok).expect("Gemma 4 markers");
-        let c = CallMade {
+        let json = CallMade {
             written: String::new(),
             ..call(3, 0, Some("ok"))
         };
+        // As the model writes it: the same ids as the call it wrote itself.
         let mut ids = Vec::new();
-        let left = text.answer(&tok, &mut ids, "Yes.", &[c], 10_000);
+        let left = text.answer(&tok, &mut ids, "Yes.", std::slice::from_ref(&json), 10_000);
+        assert_eq!(left.expect("writes"), 0);
+        let mut same = Vec::new();
+        text.answer(&tok, &mut same, "Yes.", &[call(3, 0, Some("ok"))], 10_000)
+            .expect("writes");
+        assert_eq!(ids, same);
+        let broken = CallMade {
+            arguments: "[1]".into(),
+            ..json
+        };
+        let mut ids = Vec::new();
+        let left = text.answer(&tok, &mut ids, "Yes.", &[broken], 10_000);
         assert_eq!(left.expect("writes"), 1);
         assert_eq!(tok.decode(&ids, false).expect("decodes"), "Yes.");
     }

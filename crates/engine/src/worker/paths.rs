@@ -119,8 +119,9 @@ impl Worker<'_> {
     /// [`branch::rebase`]); the next turn rewinds the session to what the two share.
     pub(super) fn set_path(&mut self, tab: TabId, history: &[Exchange]) -> Result<()> {
         let (lm, marks, context) = (self.lm, self.towers.marks(), self.context);
+        let decl = Self::declarations(&self.declarable(tab).0);
         let t = self.idle_tab(tab)?;
-        let setting = Setting::of(&t.settings, marks, t.context.min(context));
+        let setting = Setting::of(&t.settings, marks, t.context.min(context)).with_tools(decl);
         let r = branch::rebase(
             lm,
             &t.convo,
@@ -153,8 +154,8 @@ impl Worker<'_> {
                 tab,
                 text: format!(
                     "{} tool call(s) of this conversation are not written again (this model \
-                     writes no tool calls, or they came from a server): the model sees the \
-                     answers' text only",
+                     writes no tool calls, or their arguments are not an object): the model \
+                     sees the answers' text only",
                     r.calls_left_out
                 ),
             });

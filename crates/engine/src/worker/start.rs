@@ -116,13 +116,61 @@ impl Worker<'_> {
         let prompt = t.convo[..at].to_vec();
         let header = t.header.clone();
         let images = t.images.clone();
-        // The last exchange is answered again.
+        // The last exchange is answered again (its calls were the old answer's).
         let exchange = t.held.clone().and_then(|mut h| {
             let last = h.pop()?;
-            Some((h, last.exchange()))
+            let sent = crate::protocol::Exchange {
+                calls: Vec::new(),
+                ..last.exchange()
+            };
+            Some((h, sent))
         });
         let declared = self.declared(tab);
         self.start(tab, prompt, header, exchange, images, declared, None)
+    }
+
+    /// Answers on from the end of the tab's conversation (`Command::Continue`): after the last
+    /// exchange's tool responses, which the front end sent with the path. The header is
+    /// rendered again with the tab's tools (a path rebuilt from a transcript has none in it);
+    /// the answer, its text and its calls join the last exchange's.
+    pub(super) fn continue_answer(&mut self, tab: TabId) -> Result<()> {
+        let (lm, hidden) = (self.lm, self.lm.model.config().hidden_size);
+        let declared = self.declared(tab);
+        let decl = Self::declarations(&declared);
+        let t = self.idle_tab(tab)?;
+        let (Some(at), Some(mut held)) = (t.last_answer, t.held.clone()) else {
+            return Err(Error::Invalid("there is no answer to go on with".into()));
+        };
+        let last = held
+            .pop()
+            .ok_or_else(|| Error::Invalid("there is no answer to go on with".into()))?;
+        let turn = lm.user_turn(
+            &t.convo,
+            t.header.len(),
+            t.settings.system_prompt(),
+            t.settings.thinking,
+            "",
+            &[],
+            decl.as_ref(),
+        )?;
+        let (old, new) = (1 + t.header.len(), 1 + turn.header.len());
+        let mut prompt = t.convo[..1].to_vec();
+        prompt.extend(&turn.header);
+        prompt.extend(&t.convo[old..]);
+        let images = crate::pictures::carry(&t.images, hidden, (&t.convo, old), (&prompt, new));
+        let answer = last.exchange();
+        let handovers = answer.calls.last().map_or(0, |c| c.handover + 1);
+        let text = answer.answer.clone();
+        let sent = Some((held, answer));
+        self.start(tab, prompt, turn.header, sent, images, declared, None)?;
+        if let Some(job) = self.tabs.get_mut(tab).and_then(|t| t.job.as_mut()) {
+            job.continues = Some(at - old + new);
+            job.answer_text = text;
+            if let Some(jt) = job.tools.as_mut() {
+                jt.handovers = handovers;
+            }
+        }
+        Ok(())
     }
 
     /// Starts a turn whose whole conversation is `prompt`; `exchange` is what the tab's
@@ -173,6 +221,7 @@ impl Worker<'_> {
             images,
             tools,
             text_start: 0,
+            continues: None,
         });
         self.enforce_budget(tab);
         Ok(())

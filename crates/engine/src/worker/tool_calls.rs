@@ -7,30 +7,21 @@ use std::sync::Arc;
 use super::Worker;
 use crate::error::{Error, Result};
 use crate::job::JobTools;
+use crate::protocol::{CallMade, ToolCall};
 use crate::protocol::{Event, TabId, ToolChoice, ToolDecision};
 use crate::tools::guide::{CallGuide, RESERVE};
 use crate::tools::run::{HandOver, ToolRun, calls_in};
-use crate::tools::{EngineTools, declarations};
+use crate::tools::{CLIENT, EngineTools, TabTools, client_specs, declarations};
 use crate::turn::Turn;
 use gemma_tools::host::ToolSpec;
 
 use crate::tools::text::ANSWER_ROOM;
 impl Worker<'_> {
-    /// The tools `tab` declares now (none without a host or with tools off), each one whose
-    /// arguments' grammar compiles; a tool that cannot be declared is told once per turn.
+    /// The tools `tab` declares now (none without tools, or with them off): the front end's own
+    /// when it declares any, else the host's; each one whose arguments' grammar compiles. A
+    /// tool that cannot be declared is told once per turn.
     pub(super) fn declared(&mut self, tab: TabId) -> Vec<ToolSpec> {
-        let Some(tools) = self.tools.as_ref() else {
-            return Vec::new();
-        };
-        let t = self.tabs.get_or_insert(tab, &self.lm.model, self.context);
-        let mut ok = Vec::new();
-        let mut refused = Vec::new();
-        for spec in tools.declared(&t.settings.tools) {
-            match EngineTools::grammar(std::slice::from_ref(&spec)) {
-                Ok(_) => ok.push(spec),
-                Err(e) => refused.push(format!("{} ({e})", spec.name)),
-            }
-        }
+        let (ok, refused) = self.declarable(tab);
         if !refused.is_empty() {
             self.emit(Event::Notice {
                 tab,
@@ -41,6 +32,26 @@ impl Worker<'_> {
             });
         }
         ok
+    }
+
+    /// [`Self::declared`], untold: the tools, and those that cannot be declared with why.
+    pub(super) fn declarable(&mut self, tab: TabId) -> (Vec<ToolSpec>, Vec<String>) {
+        let Some(tools) = self.tools.as_ref() else {
+            return (Vec::new(), Vec::new());
+        };
+        let t = self.tabs.get_or_insert(tab, &self.lm.model, self.context);
+        let (specs, mut refused) = match t.settings.client_tools.is_empty() {
+            true => (tools.declared(&t.settings.tools), Vec::new()),
+            false => client_specs(&t.settings.client_tools),
+        };
+        let mut ok = Vec::new();
+        for spec in specs {
+            match EngineTools::grammar(std::slice::from_ref(&spec)) {
+                Ok(_) => ok.push(spec),
+                Err(e) => refused.push(format!("{} ({e})", spec.name)),
+            }
+        }
+        (ok, refused)
     }
 
     /// The declarations of `declared` for the chat template (`None`: no tools).
@@ -87,10 +98,11 @@ impl Worker<'_> {
             tools.vocab.clone(),
             tools.text.ids,
             choice,
-            tools.host.limits().max_calls,
-            tools.host.limits().max_call_tokens,
+            tools.limits().max_calls,
+            tools.limits().max_call_tokens,
         );
         let job = JobTools {
+            client: declared.iter().any(|d| d.server == CLIENT),
             declared,
             ..JobTools::default()
         };
@@ -124,6 +136,19 @@ impl Worker<'_> {
                     number: jt.handovers,
                 };
                 jt.handovers += 1;
+                if jt.client {
+                    let calls = client_calls(&mut t.tools, tok, batch, place);
+                    jt.made.extend(calls.iter().map(|c| CallMade::new(c, None)));
+                    job.turn.hand_back();
+                    for call in calls {
+                        self.emit(Event::ToolCall {
+                            tab,
+                            call,
+                            approval: false,
+                        });
+                    }
+                    return true;
+                }
                 let (run, ev) =
                     ToolRun::start(tools, &mut t.tools, &jt.declared, tok, batch, place);
                 events = ev;
@@ -216,15 +241,41 @@ impl Worker<'_> {
 
     /// Tells the UI the tools the engine can run.
     pub(super) fn report_tools(&self) {
-        if let Some(tools) = &self.tools {
-            self.emit(catalogue(tools));
+        if let Some(host) = self.tools.as_ref().and_then(|t| t.host.as_ref()) {
+            self.emit(catalogue_of(host));
         }
     }
 }
 
-/// The host's catalogue as an event.
-pub(super) fn catalogue(tools: &EngineTools) -> Event {
-    catalogue_of(&tools.host)
+/// A hand-over's calls to a front end's own tools, as the front end is told them: each read
+/// from the model's syntax into JSON arguments (a call that cannot be read, which the grammar
+/// prevents unless a call was finished by force, keeps its text under `"call"`).
+fn client_calls(
+    tab_tools: &mut TabTools,
+    tok: &gemma_model::tokenizer::Tokenizer,
+    batch: Vec<Vec<u32>>,
+    place: HandOver,
+) -> Vec<ToolCall> {
+    batch
+        .into_iter()
+        .map(|ids| {
+            let written = tok.decode(&ids, false).unwrap_or_default();
+            let (name, arguments) = match gemma_tools::syntax::parse_call(&written) {
+                Ok(p) => (p.name, serde_json::Value::Object(p.arguments)),
+                Err(_) => (String::new(), serde_json::json!({ "call": written })),
+            };
+            tab_tools.last_call += 1;
+            ToolCall {
+                id: tab_tools.last_call,
+                name,
+                server: CLIENT.into(),
+                arguments: arguments.to_string(),
+                written,
+                at: place.at,
+                handover: place.number,
+            }
+        })
+        .collect()
 }
 
 /// `host`'s catalogue as an event.
