@@ -205,3 +205,54 @@ fn gemma_chat_s_remote_engine_runs_its_own_tools_through_the_server() {
     assert_eq!(stats.tool_calls, 1);
     assert_ne!(end, TurnEnd::Cancelled);
 }
+
+#[test]
+fn a_json_answer_follows_its_schema_through_the_call_grammar() {
+    let dir = fixture("gemma4_e2b_style", Some(OFFICIAL));
+    let running = server(dir.path());
+    let addr = running.addr();
+    let place = json!({"type": "object", "properties": {"city": {"type": "string"},
+                       "days": {"type": "integer"}}, "required": ["city", "days"]});
+    let v = ok(
+        addr,
+        &json!({"messages": [question()], "response_format": {"type": "json_schema",
+                "json_schema": {"name": "place", "schema": place}}}),
+    );
+    assert_eq!(v["choices"][0]["finish_reason"], "stop", "{v}");
+    assert!(v["choices"][0]["message"]["tool_calls"].is_null(), "{v}");
+    let text = v["choices"][0]["message"]["content"]
+        .as_str()
+        .expect("text");
+    let answer: Value = serde_json::from_str(text).expect("the content is JSON");
+    assert!(
+        answer["city"].is_string() && answer["days"].is_i64(),
+        "{answer}"
+    );
+    // A root that is not an object is asked wrapped and given back as itself.
+    let list = json!({"type": "array", "items": {"type": "integer"}});
+    let v = ok(
+        addr,
+        &json!({"messages": [question()], "response_format": {"type": "json_schema",
+                "json_schema": {"name": "days", "schema": list}}}),
+    );
+    let text = v["choices"][0]["message"]["content"]
+        .as_str()
+        .expect("text");
+    let answer: Value = serde_json::from_str(text).expect("the content is JSON");
+    assert!(
+        answer
+            .as_array()
+            .is_some_and(|a| a.iter().all(Value::is_i64)),
+        "{answer}"
+    );
+    // Tools and a JSON answer at once are refused by name.
+    let (status, e) = post(
+        addr,
+        &json!({"messages": [question()], "tools": forecast(),
+                "response_format": {"type": "json_object"}}),
+    );
+    assert_eq!(
+        (status, &e["error"]["param"]),
+        (400, &json!("response_format"))
+    );
+}

@@ -1,7 +1,8 @@
 //! Tools as the API declares them ([`tools`]: `tools`, `tool_choice`), bounded as the app bounds
-//! a server's, and the [`CallBook`]: each call the model made, by the id the client got, as the
-//! model wrote it, so that a client sending the call back gives the engine the very ids it
-//! sampled.
+//! a server's; `response_format` as a tool the answer must call ([`response_format`]), so the
+//! call grammar constrains the JSON; and the [`CallBook`]: each call the model made, by the id
+//! the client got, as the model wrote it, so that a client sending the call back gives the
+//! engine the very ids it sampled.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -84,6 +85,55 @@ pub(crate) fn tools(o: &Map<String, Value>) -> Result<Tools, ApiError> {
         ));
     }
     Ok(Tools { declared, choice })
+}
+
+/// The tool a JSON answer is written through (`response_format`).
+pub(crate) const JSON_ANSWER: &str = "json_answer";
+
+/// A JSON answer asked for: the tool that carries it, and whether its value is wrapped (a schema
+/// whose root is not an object is asked as `{"value": …}`, and unwrapped).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct JsonFormat {
+    pub tool: ClientTool,
+    pub wrapped: bool,
+}
+
+/// `response_format`: `text` (nothing to do), `json_object` or `json_schema`.
+pub(crate) fn response_format(o: &Map<String, Value>) -> Result<Option<JsonFormat>, ApiError> {
+    let Some(f) = o.get("response_format").filter(|v| !v.is_null()) else {
+        return Ok(None);
+    };
+    let schema = match f.get("type").and_then(Value::as_str) {
+        Some("text") => return Ok(None),
+        Some("json_object") => serde_json::json!({"type": "object"}),
+        Some("json_schema") => f
+            .pointer("/json_schema/schema")
+            .filter(|s| s.is_object())
+            .cloned()
+            .ok_or_else(|| {
+                ApiError::invalid("response_format.json_schema.schema", "a JSON schema object")
+            })?,
+        _ => {
+            return Err(ApiError::invalid(
+                "response_format.type",
+                "text, json_object or json_schema",
+            ));
+        }
+    };
+    let wrapped = schema.get("type").and_then(Value::as_str) != Some("object");
+    let parameters = match wrapped {
+        true => serde_json::json!({"type": "object", "properties": {"value": schema},
+                                   "required": ["value"]}),
+        false => schema,
+    };
+    Ok(Some(JsonFormat {
+        tool: ClientTool {
+            name: JSON_ANSWER.into(),
+            description: "Gives the answer as JSON: its arguments are the answer.".into(),
+            parameters: parameters.to_string(),
+        },
+        wrapped,
+    }))
 }
 
 /// One `{"type": "function", "function": {...}}`.
@@ -229,6 +279,32 @@ mod tests {
         }
         let many: Vec<Value> = (0..=MAX_TOOLS).map(|i| f(&format!("t{i}"))).collect();
         assert!(parse(json!({ "tools": many })).is_err());
+    }
+
+    #[test]
+    fn a_json_answer_is_a_tool_of_its_schema_wrapped_when_its_root_is_no_object() {
+        let f = |v: Value| response_format(v.as_object().expect("object"));
+        assert_eq!(
+            f(json!({"response_format": {"type": "text"}})).expect("ok"),
+            None
+        );
+        let any = f(json!({"response_format": {"type": "json_object"}}))
+            .expect("ok")
+            .expect("json");
+        assert!(!any.wrapped);
+        assert_eq!(any.tool.name, JSON_ANSWER);
+        let list = json!({"type": "array", "items": {"type": "integer"}});
+        let schema = json!({"response_format": {"type": "json_schema",
+                            "json_schema": {"name": "n", "schema": list}}});
+        let wrapped = f(schema).expect("ok").expect("json");
+        assert!(wrapped.wrapped);
+        let p: Value = serde_json::from_str(&wrapped.tool.parameters).expect("json");
+        assert_eq!(p["properties"]["value"], list);
+        let e = f(json!({"response_format": {"type": "json_schema", "json_schema": {}}}));
+        assert_eq!(
+            e.expect_err("no schema").param.as_deref(),
+            Some("response_format.json_schema.schema")
+        );
     }
 
     #[test]

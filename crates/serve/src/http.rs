@@ -214,6 +214,7 @@ async fn start(
         text: req.last.text,
         media,
         continues: req.continues,
+        json: req.json.as_ref().map(|f| f.wrapped),
         prior,
         keys,
         number: n,
@@ -289,14 +290,28 @@ fn settings(o: &ServeOptions, r: &ChatRequest, n: u64) -> Result<TabSettings, Ap
     }
     s.thinking = thinking.unwrap_or(s.thinking && o.can_think);
     s.thought_budget = r.thought_budget.or(budget).or(s.thought_budget);
-    if !r.tools.declared.is_empty() && !o.can_call_tools {
+    let (declared, param) = match &r.json {
+        Some(_) if !r.tools.declared.is_empty() => {
+            return Err(ApiError::invalid(
+                "response_format",
+                "a JSON answer and tools in one request are not served: send one of them",
+            ));
+        }
+        Some(f) => (vec![f.tool.clone()], "response_format"),
+        None => (r.tools.declared.clone(), "tools"),
+    };
+    if !declared.is_empty() && !o.can_call_tools {
         return Err(ApiError::invalid(
-            "tools",
-            "this model writes no tool calls (Gemma 4 does): send the request without tools",
+            param,
+            "this model writes no tool calls (Gemma 4 does), and the call grammar is what \
+             constrains tools and JSON answers: send the request without it",
         ));
     }
-    s.client_tools = r.tools.declared.clone();
-    s.tool_choice = r.tools.choice;
+    s.client_tools = declared;
+    s.tool_choice = match r.json {
+        Some(_) => gemma_protocol::ToolChoice::Required,
+        None => r.tools.choice,
+    };
     Ok(s)
 }
 

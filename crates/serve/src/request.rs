@@ -1,12 +1,11 @@
 //! What a chat completions request may say, checked field by field ([`parse`]): every error
-//! names the field at fault; what the API has and gemma-chat does not do yet
-//! (`response_format`, log probabilities, penalties, `n > 1`) is refused by name, never
-//! ignored. Messages become the conversation the engine renders ([`crate::convo`]), tools the
+//! names the field at fault; what the API has and gemma-chat does not do yet (log
+//! probabilities, penalties, `n > 1`) is refused by name, never ignored. Messages become the conversation the engine renders ([`crate::convo`]), tools the
 //! ones the client answers itself ([`crate::calls`]).
 
 use serde_json::{Map, Value};
 
-use crate::calls::{Tools, tools};
+use crate::calls::{JsonFormat, Tools, response_format, tools};
 pub(crate) use crate::convo::Exchange;
 use crate::convo::conversation;
 use crate::error::ApiError;
@@ -71,6 +70,8 @@ pub(crate) struct ChatRequest {
     pub continues: bool,
     /// The tools the client declares, and what it asks of them.
     pub tools: Tools,
+    /// `response_format` asks for JSON.
+    pub json: Option<JsonFormat>,
     pub temperature: Option<f32>,
     pub top_p: Option<f32>,
     pub top_k: Option<usize>,
@@ -99,6 +100,7 @@ pub(crate) fn parse(body: &[u8], max_media: usize) -> Result<ChatRequest, ApiErr
     let mut r = ChatRequest {
         stream: flag(o, "stream")?.unwrap_or(false),
         tools: tools(o)?,
+        json: response_format(o)?,
         ..Default::default()
     };
     if let Some(so) = o.get("stream_options").filter(|v| !v.is_null()) {
@@ -132,14 +134,6 @@ fn refuse_unsupported(o: &Map<String, Value>) -> Result<(), ApiError> {
         return Err(ApiError::invalid(
             "n",
             "only n = 1 is served: one answer per request",
-        ));
-    }
-    if let Some(f) = set("response_format")
-        && f.get("type").and_then(Value::as_str) != Some("text")
-    {
-        return Err(ApiError::invalid(
-            "response_format",
-            "only {\"type\": \"text\"} is served yet",
         ));
     }
     if set("logprobs").is_some_and(|v| v.as_bool() != Some(false)) {

@@ -83,8 +83,8 @@ fn every_error_names_its_field() {
             "tools[0].function",
         ),
         (
-            serde_json::json!({"messages": m, "response_format": {"type": "json_object"}}),
-            "response_format",
+            serde_json::json!({"messages": m, "response_format": {"type": "xml"}}),
+            "response_format.type",
         ),
         (serde_json::json!({"messages": m, "stop": [1]}), "stop"),
         (

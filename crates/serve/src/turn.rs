@@ -78,6 +78,9 @@ pub(crate) struct TurnInput {
     pub media: Vec<Attachment>,
     /// The model answers on from the last exchange's tool results instead of a new message.
     pub continues: bool,
+    /// The answer is JSON, written through the call grammar (`Some(wrapped)`: its value is the
+    /// call's arguments, or their `value` when wrapped).
+    pub json: Option<bool>,
     /// The answer it goes on with: its text and its calls' keys.
     pub prior: (String, Vec<String>),
     /// The request's messages (their keys), which the slot holds after the answer.
@@ -138,6 +141,14 @@ pub(crate) async fn answer(
                 Out::Text(t)
             }
             Some(Event::Thought { text: t, .. }) => Out::Thought(t),
+            // A JSON answer is its first call (one hand-over may hold more).
+            Some(Event::ToolCall { .. }) if input.json.is_some() && spoke => continue,
+            Some(Event::ToolCall { call, .. }) if input.json.is_some() => {
+                let value = json_answer(&call.arguments, input.json == Some(true));
+                text.push_str(&value);
+                spoke = true;
+                Out::Text(value)
+            }
             Some(Event::ToolCall { call, .. }) => {
                 let id = format!("call_{:x}_{}", input.number, call.id);
                 let mut b = book.lock().unwrap_or_else(|p| p.into_inner());
@@ -154,7 +165,12 @@ pub(crate) async fn answer(
                 let mut keys = input.keys;
                 keys.push(crate::wire::answer_key(&text, &calls));
                 lease.keep(keys);
-                let _ = out.send(Out::Done(Done::of(end, &stats))).await;
+                let mut done = Done::of(end, &stats);
+                if input.json.is_some() && end == TurnEnd::ToolCalls {
+                    // The JSON answer is whole: it stopped as an answer does.
+                    done.finish = "stop";
+                }
+                let _ = out.send(Out::Done(done)).await;
                 return;
             }
             Some(Event::Failed { error, .. }) => {
@@ -173,6 +189,17 @@ pub(crate) async fn answer(
             gone = true;
             engine.send(Command::Cancel { tab });
         }
+    }
+}
+
+/// The answer a JSON call's `arguments` carry (their `value` when `wrapped`).
+fn json_answer(arguments: &str, wrapped: bool) -> String {
+    match wrapped {
+        false => arguments.to_string(),
+        true => serde_json::from_str::<serde_json::Value>(arguments)
+            .ok()
+            .and_then(|v| v.get("value").map(|x| x.to_string()))
+            .unwrap_or_else(|| arguments.to_string()),
     }
 }
 
