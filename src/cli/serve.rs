@@ -48,7 +48,14 @@ pub fn run(args: ServeArgs, common: &ModelArgs, sampling: &SamplingArgs) -> anyh
     let choice = common.choice(&config)?;
     let name = model_name(choice.model.as_deref()).filter(|_| !is_remote);
     let mut settings = turn_settings(&config, sampling, None);
-    let engine = spawn_engine(choice, remote, engine_options(&config, None));
+    let sessions = sessions_dir();
+    let mut engine_opts = engine_options(&config, None);
+    // Conversations that leave their slot are parked here (their ids and KV state), within
+    // `[sessions] kv_disk_mb`, and brought back when their client returns.
+    engine_opts.kv_dir = Some(sessions.join("kv"));
+    engine_opts.convo_dir = Some(sessions.join("conversations"));
+    engine_opts.kv_disk_bytes = config.sessions.kv_disk_mb << 20;
+    let engine = spawn_engine(choice, remote, engine_opts);
     let ready = wait_ready(&engine)?;
     settings.model = ready.generation;
     let choices = TabChoices::new(&settings, ToolChoice::None);
@@ -79,8 +86,25 @@ pub fn run(args: ServeArgs, common: &ModelArgs, sampling: &SamplingArgs) -> anyh
          POST /v1/chat/completions, GET /v1/models, GET /health",
         bound.addr()
     );
-    bound.run(engine)?;
+    let served = bound.run(engine);
+    let _ = std::fs::remove_dir_all(&sessions);
+    served?;
     Ok(())
+}
+
+/// This server's parked conversations: a folder of its own (by process id) under the cache;
+/// those of servers no longer running are removed first (where `/proc` tells).
+fn sessions_dir() -> PathBuf {
+    let root = gemma_app::config::cache_dir().join("serve-sessions");
+    let proc = std::path::Path::new("/proc/self");
+    for e in std::fs::read_dir(&root).into_iter().flatten().flatten() {
+        let pid = e.file_name().to_string_lossy().into_owned();
+        let gone = proc.exists() && !std::path::Path::new("/proc").join(&pid).exists();
+        if gone && pid.bytes().all(|b| b.is_ascii_digit()) {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+    root.join(std::process::id().to_string())
 }
 
 /// The model's name for clients: its file's stem (or its folder's name), the demo model's when

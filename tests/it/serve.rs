@@ -22,8 +22,18 @@ use crate::common::http::http;
 
 /// A server on the demo model (greedy, 16 tokens an answer by default), on a free port.
 fn server(slots: usize, queue: usize, api_key: Option<&str>, max_body: usize) -> Running {
+    server_with(EngineOptions::default(), (slots, queue), api_key, max_body)
+}
+
+/// [`server`] with the engine's `options`.
+fn server_with(
+    options: EngineOptions,
+    (slots, queue): (usize, usize),
+    api_key: Option<&str>,
+    max_body: usize,
+) -> Running {
     let path = demo::ensure(&mut demo::print_progress()).expect("demo model");
-    let h = spawn(EngineOptions::default(), move |progress| {
+    let h = spawn(options, move |progress| {
         load(&path, &Device::flex(), ComputeDtype::F32, &mut |d, t| {
             progress.layers(d, t)
         })
@@ -33,6 +43,45 @@ fn server(slots: usize, queue: usize, api_key: Option<&str>, max_body: usize) ->
         other => panic!("unexpected {other:?}"),
     };
     serve(h, context_length, (slots, queue), api_key, max_body)
+}
+
+#[test]
+fn a_conversation_that_leaves_its_slot_is_parked_on_disk_and_comes_back_warm() {
+    let dir = tempfile::tempdir().expect("dir");
+    let engine = EngineOptions {
+        kv_dir: Some(dir.path().join("kv")),
+        convo_dir: Some(dir.path().join("conversations")),
+        kv_disk_bytes: 256 << 20,
+        ..EngineOptions::default()
+    };
+    // One slot: each new conversation takes it from the one before.
+    let running = server_with(engine, (1, 4), None, 1 << 20);
+    let addr = running.addr();
+    let a = json!([{"role": "user", "content": "The capital of France is"}]);
+    let first = ask(addr, a.clone());
+    let held = first["usage"]["total_tokens"].as_u64().expect("tokens");
+    let other = ask(
+        addr,
+        json!([{"role": "user", "content": "Write a list of fruit:"}]),
+    );
+    // (Only the template's opening is shared.)
+    let shared = other["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64();
+    assert!(shared < first["usage"]["prompt_tokens"].as_u64(), "{other}");
+    let parked = std::fs::read_dir(dir.path().join("kv"))
+        .expect("kv")
+        .count();
+    assert_eq!(parked, 1, "the first conversation's KV state is on disk");
+    // Its client comes back with the history: it is brought back, not prefilled again.
+    let follow = json!([a[0], {"role": "assistant", "content": content(&first)},
+                        {"role": "user", "content": "And of Italy?"}]);
+    let back = ask(addr, follow);
+    let cached = back["usage"]["prompt_tokens_details"]["cached_tokens"]
+        .as_u64()
+        .expect("cached");
+    assert!(
+        cached + 1 >= held,
+        "{cached} of the {held} tokens it held: {back}"
+    );
 }
 
 /// Serves the ready engine `h` on a free port.

@@ -56,6 +56,10 @@ pub(super) fn attach(
         // Attached already: its conversation is the one in memory.
         return Ok(None);
     }
+    // The conversation of the chat the tab leaves is parked on disk, warm for its return.
+    if let (Some(kv), Some(_)) = (&stores.kv, &t.chat) {
+        let _ = kv.park(&t.convo, &t.session);
+    }
     t.chat = Some(r.chat.clone());
     let legacy_ids = r.legacy.as_ref().map(|l| l.ids.clone());
     let setting = Setting::of(&t.settings, r.towers.marks(), t.context);

@@ -182,13 +182,57 @@ impl KvStore {
         }
     }
 
-    /// Saves `session` (whose conversation is `convo`) if it fits in what is left of the cap;
-    /// returns the bytes written.
+    /// Saves `session` (whose conversation is `convo`) if it fits in what is left of the cap
+    /// after `used` bytes; returns the bytes written.
     pub fn save(&self, convo: &[u32], session: &Session, used: u64) -> Result<u64> {
+        self.save_if(convo, session, &mut |need| need + used <= self.cap)
+    }
+
+    /// Parks `session` (whose conversation is `convo`) for a later return while the store's
+    /// other snapshots stay: the oldest are removed until it fits in the cap. Returns the bytes
+    /// written (0: larger than the cap).
+    pub fn park(&self, convo: &[u32], session: &Session) -> Result<u64> {
+        let own = self.file(convo);
+        self.save_if(convo, session, &mut |need| {
+            if need > self.cap {
+                return false;
+            }
+            let mut files: Vec<(std::time::SystemTime, u64, PathBuf)> =
+                std::fs::read_dir(&self.dir)
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .filter(|e| e.path().extension().is_some_and(|x| x == "kv") && e.path() != own)
+                    .filter_map(|e| {
+                        let m = e.metadata().ok()?;
+                        Some((m.modified().ok()?, m.len(), e.path()))
+                    })
+                    .collect();
+            files.sort();
+            let mut used: u64 = files.iter().map(|f| f.1).sum();
+            for (_, len, path) in files {
+                if need + used <= self.cap {
+                    break;
+                }
+                if std::fs::remove_file(&path).is_ok() {
+                    used -= len;
+                }
+            }
+            need + used <= self.cap
+        })
+    }
+
+    /// Saves `session` when `fits` says its bytes fit.
+    fn save_if(
+        &self,
+        convo: &[u32],
+        session: &Session,
+        fits: &mut dyn FnMut(u64) -> bool,
+    ) -> Result<u64> {
         let Some((host, resident, images)) = session.export() else {
             return Ok(0);
         };
-        if host.bytes() as u64 + used > self.cap {
+        if !fits(host.bytes() as u64) {
             return Ok(0);
         }
         let mut views = Vec::new();

@@ -107,3 +107,34 @@ fn a_resealed_snapshot_with_a_layer_missing_or_nans_is_refused() {
         "a missing layer is refused"
     );
 }
+
+#[test]
+fn parking_makes_room_by_removing_the_oldest_snapshots_only() {
+    let dir =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/oracle/gemma4_e2b_style");
+    let lm = load(&dir, &Device::flex(), ComputeDtype::F32, &mut |_, _| {}).expect("load");
+    let m = &lm.model;
+    let tmp = tempfile::tempdir().expect("tmp");
+    let convo = |k: u32| -> Vec<u32> { (0..20).map(|i| 3 + (i * 7 + k) % 500).collect() };
+    let session = |c: &[u32]| {
+        let mut s = Session::new(m);
+        s.prefill(m, c, 8).expect("prefill");
+        s
+    };
+    let (a, b, c) = (convo(1), convo(2), convo(3));
+    // Room for two snapshots, not three.
+    let probe = KvStore::new(tmp.path().to_path_buf(), &dir, m, 1 << 30);
+    let one = probe.park(&a, &session(&a)).expect("parks");
+    let store = KvStore::new(tmp.path().to_path_buf(), &dir, m, 2 * one + one / 2);
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    assert_eq!(store.park(&b, &session(&b)).expect("parks"), one);
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    assert_eq!(store.park(&c, &session(&c)).expect("parks"), one);
+    let back = |cv: &[u32]| store.load(cv, m, &mut Session::new(m));
+    assert!(!back(&a), "the oldest made room");
+    assert!(back(&b) && back(&c), "the newer two stay");
+    // One larger than the whole cap is not written, and removes nothing.
+    let tiny = KvStore::new(tmp.path().to_path_buf(), &dir, m, one / 2);
+    assert_eq!(tiny.park(&a, &session(&a)).expect("skips"), 0);
+    assert!(back(&b) && back(&c));
+}

@@ -1,7 +1,9 @@
-//! The conversations kept warm ([`Pool`]): one engine tab each. A request takes the idle slot
-//! whose conversation shares the longest start with its messages — so a client that sends the
-//! whole history every turn finds its conversation resident and only the new message is
-//! prefilled — else the slot used longest ago, whose conversation it replaces. At most
+//! The conversations kept warm ([`Pool`]): one engine tab each, each conversation a chat of the
+//! engine's. A request takes the idle slot whose conversation shares the longest start with its
+//! messages — so a client that sends the whole history every turn finds its conversation
+//! resident and only the new message is prefilled — else the slot used longest ago: its
+//! conversation is parked (the engine keeps its ids and KV state on disk when its tab moves to
+//! another chat) and brought back when its client returns. At most
 //! `parallel` slots answer at once (the engine interleaves them step by step); the others keep
 //! their conversations, which the engine moves to host memory when its device budget is spent
 //! and back when they are used. While no slot may start, a request waits in a queue of bounded
@@ -26,20 +28,46 @@ pub(crate) struct Pool {
 
 struct Inner {
     slots: Vec<Slot>,
+    /// Conversations that left their slot, newest last.
+    parked: Vec<Parked>,
     waiting: usize,
     /// Slots answering now.
     running: usize,
     clock: u64,
+    /// Chats named so far.
+    named: u64,
 }
 
 struct Slot {
     tab: TabId,
+    /// The chat its conversation is (`None` before its first).
+    chat: Option<String>,
     /// The messages (their keys) of the conversation the tab holds.
     held: Vec<String>,
     /// The tab's events; `None` while a lease has them (the slot is answering).
     events: Option<UnboundedReceiver<Event>>,
     /// When it was last taken ([`Inner::clock`]).
     used: u64,
+}
+
+/// A conversation parked: its chat and its messages.
+struct Parked {
+    chat: String,
+    held: Vec<String>,
+}
+
+/// Keys two requests share when they are one conversation: the system prompt and the first
+/// message.
+const SAME: usize = 2;
+/// Parked conversations kept, per slot.
+const PARKED_PER_SLOT: usize = 4;
+
+/// The chat a slot's tab is to be attached to before the turn: its name, and how many of the
+/// request's exchanges it held when parked (0: a new conversation).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Attach {
+    pub chat: String,
+    pub exchanges: usize,
 }
 
 /// A slot taken by one request; given back when dropped.
@@ -50,6 +78,8 @@ pub(crate) struct Lease {
     pub tab: TabId,
     /// The tab's events.
     pub events: UnboundedReceiver<Event>,
+    /// The chat the tab moves to first, when the request is not the slot's conversation.
+    pub attach: Option<Attach>,
     /// What the slot holds after this request ([`Lease::keep`]); nothing known when unset.
     held: Vec<String>,
 }
@@ -68,14 +98,17 @@ impl Pool {
                     .into_iter()
                     .map(|(tab, events)| Slot {
                         tab,
+                        chat: None,
                         held: Vec::new(),
                         events: Some(events),
                         used: 0,
                     })
                     .collect(),
+                parked: Vec::new(),
                 waiting: 0,
                 running: 0,
                 clock: 0,
+                named: 0,
             }),
             freed: Notify::new(),
             queue,
@@ -118,19 +151,44 @@ impl Pool {
     }
 
     /// Takes the idle slot sharing the most messages with `keys` (ties: the one used longest
-    /// ago), if any is idle.
+    /// ago), if any is idle; a parked conversation sharing more comes back into it.
     fn take(self: &Arc<Self>, inner: &mut Inner, keys: &[String]) -> Option<Lease> {
         if inner.running >= self.parallel {
             return None;
         }
-        let best = inner
+        let (shared, _, mut index) = inner
             .slots
             .iter()
             .enumerate()
             .filter(|(_, s)| s.events.is_some())
             .map(|(i, s)| (common(&s.held, keys), std::cmp::Reverse(s.used), i))
             .max()?;
-        let (_, _, index) = best;
+        let parked = (inner.parked.iter().enumerate())
+            .map(|(i, p)| (common(&p.held, keys), i))
+            .max()
+            .filter(|&(n, _)| n >= SAME && n > shared);
+        let attach = match parked {
+            Some((_, i)) => {
+                // Back into the slot used longest ago.
+                index = (inner.slots.iter().enumerate())
+                    .filter(|(_, s)| s.events.is_some())
+                    .min_by_key(|(_, s)| s.used)
+                    .map(|(i, _)| i)?;
+                let p = inner.parked.remove(i);
+                let exchanges = p.held.len().saturating_sub(1) / 2;
+                inner.park(index, Some(p.chat.clone()), p.held);
+                Some(Attach {
+                    chat: p.chat,
+                    exchanges,
+                })
+            }
+            None if shared < SAME => {
+                let chat = inner.new_chat();
+                inner.park(index, Some(chat.clone()), Vec::new());
+                Some(Attach { chat, exchanges: 0 })
+            }
+            None => None,
+        };
         inner.clock += 1;
         inner.running += 1;
         let slot = &mut inner.slots[index];
@@ -140,8 +198,44 @@ impl Pool {
             index,
             tab: slot.tab,
             events: slot.events.take()?,
+            attach,
             held: Vec::new(),
         })
+    }
+}
+
+impl Inner {
+    /// Slot `index` takes the conversation `chat` holding `held`; the one it had is parked
+    /// (the oldest parked one forgotten past the bound).
+    fn park(&mut self, index: usize, chat: Option<String>, held: Vec<String>) {
+        let slot = &mut self.slots[index];
+        let old = std::mem::replace(&mut slot.chat, chat);
+        let old_held = std::mem::replace(&mut slot.held, held);
+        if let Some(chat) = old.filter(|_| !old_held.is_empty()) {
+            self.parked.push(Parked {
+                chat,
+                held: old_held,
+            });
+        }
+        let bound = self.slots.len() * PARKED_PER_SLOT;
+        if self.parked.len() > bound {
+            self.parked.remove(0);
+        }
+    }
+
+    /// A chat name no slot holds, from a cycle as long as the slots and the parked
+    /// conversations together; a parked conversation under it is forgotten (its files are the
+    /// new one's).
+    fn new_chat(&mut self) -> String {
+        let names = self.slots.len() * (1 + PARKED_PER_SLOT);
+        loop {
+            self.named += 1;
+            let chat = format!("serve-{}", self.named % names as u64);
+            if self.slots.iter().all(|s| s.chat.as_deref() != Some(&chat)) {
+                self.parked.retain(|p| p.chat != chat);
+                return chat;
+            }
+        }
     }
 }
 
@@ -252,5 +346,50 @@ mod tests {
         );
         let back = p.acquire(&keys(&["a", "x", "c"])).await.expect("a slot");
         assert_eq!(back.tab, tab_a);
+    }
+
+    #[tokio::test]
+    async fn a_conversation_that_loses_its_slot_is_parked_and_comes_back_with_its_exchanges() {
+        let p = pool(1, 1, 4);
+        let mut a = p.acquire(&keys(&["s", "u1"])).await.expect("a slot");
+        let first = a
+            .attach
+            .clone()
+            .expect("a new conversation is a chat of its own");
+        assert_eq!(first.exchanges, 0);
+        a.keep(keys(&["s", "u1", "a1"]));
+        drop(a);
+        // The same conversation goes on in its slot: nothing to attach.
+        let mut a = p
+            .acquire(&keys(&["s", "u1", "a1", "u2"]))
+            .await
+            .expect("a slot");
+        assert_eq!(a.attach, None);
+        a.keep(keys(&["s", "u1", "a1", "u2", "a2"]));
+        drop(a);
+        let mut b = p.acquire(&keys(&["s", "other"])).await.expect("a slot");
+        let second = b.attach.clone().expect("another conversation");
+        assert_ne!(second.chat, first.chat);
+        b.keep(keys(&["s", "other", "b1"]));
+        drop(b);
+        // The first comes back from where it was parked, with its two exchanges.
+        let back = p
+            .acquire(&keys(&["s", "u1", "a1", "u2", "a2", "u3"]))
+            .await
+            .expect("a slot");
+        assert_eq!(
+            back.attach,
+            Some(Attach {
+                chat: first.chat,
+                exchanges: 2
+            })
+        );
+        drop(back);
+        // And the second is parked in its turn.
+        let b = p
+            .acquire(&keys(&["s", "other", "b1", "x"]))
+            .await
+            .expect("a slot");
+        assert_eq!(b.attach.clone().map(|a| a.chat), Some(second.chat));
     }
 }

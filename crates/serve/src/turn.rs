@@ -107,13 +107,28 @@ pub(crate) async fn answer(
             images: input.media,
         },
     };
-    let sent = engine.send(Command::Configure {
+    let configured = engine.send(Command::Configure {
         tab,
         settings: Box::new(input.settings),
-    }) && engine.send(Command::SetPath {
-        tab,
-        history: input.history,
-    }) && engine.send(go);
+    });
+    // A conversation new to the slot is a chat of its own; a parked one comes back warm from
+    // the engine's disk (the exchanges it held, so that they keep their ids).
+    let attached = match lease.attach.take() {
+        Some(a) => engine.send(Command::Attach {
+            tab,
+            chat: a.chat,
+            history: input.history[..a.exchanges.min(input.history.len())].to_vec(),
+            legacy: None,
+        }),
+        None => true,
+    };
+    let sent = configured
+        && attached
+        && engine.send(Command::SetPath {
+            tab,
+            history: input.history,
+        })
+        && engine.send(go);
     if !sent {
         let _ = out.send(Out::Failed(stopped(engine.stopped()))).await;
         return;
