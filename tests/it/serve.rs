@@ -149,17 +149,8 @@ fn ask(addr: SocketAddr, messages: Value) -> Value {
     v
 }
 
-fn content(v: &Value) -> String {
-    v["choices"][0]["message"]["content"]
-        .as_str()
-        .expect("content")
-        .to_string()
-}
-
-/// A streamed answer's text, its events and its usage.
-fn stream(addr: SocketAddr, messages: Value) -> (String, Vec<Value>) {
-    let body =
-        json!({"messages": messages, "stream": true, "stream_options": {"include_usage": true}});
+/// The chunks of a streamed answer to `body` (an event stream ending in `[DONE]`).
+pub(crate) fn streamed(addr: SocketAddr, body: &Value) -> Vec<Value> {
     let (status, head, text) = http(
         addr,
         "POST",
@@ -174,10 +165,24 @@ fn stream(addr: SocketAddr, messages: Value) -> (String, Vec<Value>) {
         .filter_map(|l| l.strip_prefix("data: "))
         .collect();
     assert_eq!(datas.last(), Some(&"[DONE]"), "{text}");
-    let events: Vec<Value> = datas[..datas.len() - 1]
+    datas[..datas.len() - 1]
         .iter()
         .map(|d| serde_json::from_str(d).expect("json"))
-        .collect();
+        .collect()
+}
+
+fn content(v: &Value) -> String {
+    v["choices"][0]["message"]["content"]
+        .as_str()
+        .expect("content")
+        .to_string()
+}
+
+/// A streamed answer's text, its events and its usage.
+fn stream(addr: SocketAddr, messages: Value) -> (String, Vec<Value>) {
+    let body =
+        json!({"messages": messages, "stream": true, "stream_options": {"include_usage": true}});
+    let events = streamed(addr, &body);
     let said: String = events
         .iter()
         .filter_map(|e| e["choices"][0]["delta"]["content"].as_str())

@@ -17,7 +17,7 @@ use gemma_tools::config::Limits;
 use serde_json::{Value, json};
 
 use crate::common::chat::{first_after_loading, fixture};
-use crate::serve::{options, post};
+use crate::serve::{options, post, streamed};
 
 const OFFICIAL: &str = "tests/fixtures/templates/official/gemma4-31b-it.jinja";
 
@@ -76,20 +76,9 @@ fn ok(addr: SocketAddr, body: &Value) -> Value {
 fn streamed_calls(addr: SocketAddr, body: &Value) -> (Vec<Value>, String) {
     let mut body = body.clone();
     body["stream"] = json!(true);
-    let (status, _, text) = crate::common::http::http(
-        addr,
-        "POST",
-        "/v1/chat/completions",
-        &[],
-        body.to_string().as_bytes(),
-    );
-    assert_eq!(status, 200, "{text}");
     let mut calls: Vec<Value> = Vec::new();
     let mut finish = String::new();
-    for data in text.lines().filter_map(|l| l.strip_prefix("data: ")) {
-        let Ok(chunk) = serde_json::from_str::<Value>(data) else {
-            continue;
-        };
+    for chunk in streamed(addr, &body) {
         let choice = &chunk["choices"][0];
         if let Some(f) = choice["finish_reason"].as_str() {
             finish = f.to_string();

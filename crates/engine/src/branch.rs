@@ -245,33 +245,40 @@ pub(super) fn rebase(
         out.ids = ids[..1 + header + h.end].to_vec();
         out.header = header;
         out.held.truncate(shared);
-        let batch: Vec<&CallMade> = ex
-            .calls
-            .iter()
-            .filter(|c| c.handover == ex.calls[ex.calls.len() - 1].handover)
-            .collect();
-        let read: Vec<_> = batch
-            .iter()
-            .map(|c| c.response.as_ref().map(super::tools::text::read))
-            .collect();
-        let named: Vec<_> = batch
-            .iter()
-            .zip(&read)
-            .map(|(c, r)| (c.name.as_str(), r.as_ref()))
-            .collect();
-        let room = setting
-            .context
-            .saturating_sub(out.ids.len() + 1 + ANSWER_ROOM);
-        out.ids.extend(text.responses(tok, &named, room));
-        out.held.push(Held {
-            calls: ex.calls.clone(),
-            end: out.ids.len() - 1 - header,
-            ..h.clone()
-        });
+        answered(&mut out, (tok, &text), h, ex, setting.context);
         rest = &rest[1..];
     }
     render(lm, &mut out, rest, setting)?;
     Ok(out)
+}
+
+/// Appends to `out` the responses `ex` gives to the calls held exchange `h` ended at, fitted to
+/// a context of `context` tokens as the live turn fits them, and `ex` as its exchange.
+fn answered(
+    out: &mut Rendered,
+    (tok, text): (&gemma_model::tokenizer::Tokenizer, &ToolText),
+    h: &Held,
+    ex: &Exchange,
+    context: usize,
+) {
+    let last = ex.calls.last().map_or(0, |c| c.handover);
+    let batch: Vec<&CallMade> = ex.calls.iter().filter(|c| c.handover == last).collect();
+    let read: Vec<_> = batch
+        .iter()
+        .map(|c| c.response.as_ref().map(super::tools::text::read))
+        .collect();
+    let named: Vec<_> = batch
+        .iter()
+        .zip(&read)
+        .map(|(c, r)| (c.name.as_str(), r.as_ref()))
+        .collect();
+    let room = context.saturating_sub(out.ids.len() + 1 + ANSWER_ROOM);
+    out.ids.extend(text.responses(tok, &named, room));
+    out.held.push(Held {
+        calls: ex.calls.clone(),
+        end: out.ids.len() - 1 - out.header,
+        ..h.clone()
+    });
 }
 
 /// How many leading ids `a` and `b` share.
