@@ -29,6 +29,7 @@ mod quant_types;
 mod rebuilt_media;
 mod rebuilt_tools;
 mod remote;
+mod remote_compact;
 mod remote_faults;
 mod remote_hostile;
 mod remote_tools;

@@ -21,7 +21,12 @@ use crate::common::chat::first_after_loading;
 use crate::common::http::http;
 
 /// A server on the demo model (greedy, 16 tokens an answer by default), on a free port.
-fn server(slots: usize, queue: usize, api_key: Option<&str>, max_body: usize) -> Running {
+pub(crate) fn server(
+    slots: usize,
+    queue: usize,
+    api_key: Option<&str>,
+    max_body: usize,
+) -> Running {
     server_with(EngineOptions::default(), (slots, queue), api_key, max_body)
 }
 

@@ -11,6 +11,7 @@
 mod answer;
 pub mod calls;
 pub mod client;
+mod compact;
 pub mod info;
 mod limits;
 mod serve;

@@ -126,10 +126,7 @@ impl Server {
             }
             Command::CloseTab { tab } => self.close(tab),
             Command::Configure { tab, settings } => self.configure(tab, *settings),
-            Command::Compact { tab } => self.fail(
-                tab,
-                "compaction runs on the model in this process; a server keeps its own context",
-            ),
+            Command::Compact { tab } => self.compact(tab),
             // The server's prefix cache finds what a new path shares with the old one.
             Command::Attach { tab, history, .. }
             | Command::SetPath { tab, history }
@@ -234,7 +231,7 @@ impl Server {
     }
 
     /// The slot for `tab`: its own, else a free one, else the least recently used idle one.
-    fn slot_for(&mut self, tab: TabId) -> Option<usize> {
+    pub(super) fn slot_for(&mut self, tab: TabId) -> Option<usize> {
         let now = Instant::now();
         let running = |t: TabId| self.tabs.get(&t).is_some_and(RemoteTab::busy);
         let pick = self
@@ -325,6 +322,7 @@ impl Server {
             slot,
             budget,
             messages_after,
+            quiet: false,
         });
     }
 
@@ -349,6 +347,9 @@ impl Server {
             return;
         };
         t.running = None;
+        if let Some(c) = t.compacting.take() {
+            return self.compacted(d, c);
+        }
         if t.turn.is_some() {
             return self.round_done(d);
         }

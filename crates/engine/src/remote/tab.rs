@@ -32,6 +32,8 @@ pub(super) struct RemoteTab {
     pub tools: TabTools,
     /// The running turn's tool rounds, when it declares tools.
     pub turn: Option<ToolTurn>,
+    /// The summary being written, when the running request is one (`/compact`).
+    pub compacting: Option<super::compact::Compacting>,
 }
 
 impl RemoteTab {

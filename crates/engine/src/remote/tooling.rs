@@ -374,6 +374,7 @@ impl Server {
             body,
             slot: turn.slot,
             budget: turn.budget,
+            quiet: false,
         };
         self.spawn(job);
     }

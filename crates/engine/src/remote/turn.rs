@@ -48,6 +48,8 @@ pub(super) struct TurnDone {
 struct Out<'a> {
     tab: TabId,
     events: &'a Sender<Event>,
+    /// The answer is kept, not shown.
+    quiet: bool,
     answer: Redactor,
     thought: Redactor,
 }
@@ -76,6 +78,12 @@ impl Out<'_> {
         if text.is_empty() {
             return;
         }
+        if self.quiet {
+            if !thought {
+                done.answer.push_str(&text);
+            }
+            return;
+        }
         let tab = self.tab;
         let _ = self.events.send(if thought {
             Event::Thought {
@@ -100,6 +108,8 @@ pub(super) struct TurnJob {
     pub budget: Budget,
     /// The conversation after this turn, for the server's count when usage is missing.
     pub messages_after: Vec<Value>,
+    /// Nothing is shown: the answer is kept (a summary).
+    pub quiet: bool,
 }
 
 /// Runs `job` to its end; `cancel` stops it.
@@ -134,6 +144,7 @@ pub(super) async fn run(
     let mut out = Out {
         tab: job.tab,
         events: &events,
+        quiet: job.quiet,
         answer: Redactor::new(client.secret()),
         thought: Redactor::new(client.secret()),
     };
@@ -263,7 +274,7 @@ impl Seen {
                     total,
                     cache,
                     processed,
-                } => {
+                } if !out.quiet => {
                     let _ = out.events.send(Event::Prefill {
                         tab,
                         done: processed.saturating_sub(cache),
@@ -271,6 +282,7 @@ impl Seen {
                         reused: cache,
                     });
                 }
+                Piece::Progress { .. } => {}
                 Piece::Thought(text) => {
                     self.first.get_or_insert_with(Instant::now);
                     done.pieces += 1;
