@@ -1,6 +1,6 @@
 """`gemma-chat serve` through HTTP against `gemma-chat bench` and llama-server on the same file:
 one client's time to first token (a prompt of about 800 tokens, as prompt tokens per second
-against bench's prefill of 512) and decode speed, then the throughput of
+against bench's prefill of a prompt as long) and decode speed, then the throughput of
 four clients at once (gemma-chat with 4 slots, llama-server with -np 4), each side alternated.
 
     cargo build --release
@@ -108,11 +108,6 @@ def main():
     rows = {"bench": [], "serve": [], "serve4": [], "llama4": []}
     load = os.getloadavg()[0]
     for r in range(a.rounds):
-        out = subprocess.run([binary, "bench", "--json", "--no-sessions", "--prompt-tokens", "512",
-                              "--decode-tokens", "128", "--model", model],
-                             capture_output=True, text=True, env=env, check=True)
-        b = json.loads(out.stdout.strip().splitlines()[-1])
-        rows["bench"].append((b["prefill_tok_s"], b["decode_tok_s"]))
         port = free_port()
         p = subprocess.Popen([binary, "serve", "--port", str(port), "--slots", "4", "--parallel", "4", "--model", model],
                              env=env, stderr=subprocess.DEVNULL)
@@ -124,6 +119,12 @@ def main():
         finally:
             p.terminate()
             p.wait()
+        # bench on a prompt of the same length: its prefill is the first token's time there.
+        out = subprocess.run([binary, "bench", "--json", "--no-sessions", "--prompt-tokens", str(n),
+                              "--decode-tokens", "128", "--model", model],
+                             capture_output=True, text=True, env=env, check=True)
+        b = json.loads(out.stdout.strip().splitlines()[-1])
+        rows["bench"].append((b["prefill_tok_s"], b["decode_tok_s"]))
         port = free_port()
         p = subprocess.Popen([str(Path(bin_dir) / "llama-server"), "-m", model, "-t", str(a.threads),
                               "--port", str(port), "-np", "4", "-c", "8192", "--host", "127.0.0.1"],

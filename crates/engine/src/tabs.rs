@@ -127,6 +127,11 @@ impl Tabs {
         self.map.values().any(TabState::busy)
     }
 
+    /// How many tabs have work.
+    pub fn busy_count(&self) -> usize {
+        self.map.values().filter(|t| t.busy()).count()
+    }
+
     /// The next tab with a job after `last`, round-robin.
     pub fn next_busy(&self, last: Option<TabId>) -> Option<TabId> {
         let mut busy = self.map.iter().filter(|(_, t)| t.busy()).map(|(id, _)| *id);

@@ -229,6 +229,11 @@ impl Turn {
         self.cancelled = true;
     }
 
+    /// Prompt (and tool-response) tokens per step from now on.
+    pub fn set_chunk(&mut self, chunk: usize) {
+        self.opts.chunk = chunk;
+    }
+
     /// Ends the turn at its hand-over, which the front end answers (its own tools): the answer
     /// up to `<|tool_response>` stays resident and the turn ends with [`TurnEnd::ToolCalls`].
     pub fn hand_back(&mut self) {

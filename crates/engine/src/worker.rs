@@ -11,7 +11,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 use super::branch::Held;
 use super::budget::ThoughtVocab;
 use super::convo_store::ConvoStore;
-use super::job::{CHUNK, Ctx, Job, JobKind};
+use super::job::{CHUNK, CHUNK_ALONE, Ctx, Job, JobKind};
 use super::kv_store::KvStore;
 use super::options::EngineOptions;
 use super::protocol::{
@@ -286,6 +286,10 @@ impl<'a> Worker<'a> {
             return;
         };
         self.last = Some(tab);
+        let chunk = match self.tabs.busy_count() {
+            1 => CHUNK_ALONE,
+            _ => CHUNK,
+        };
         let cx = Ctx {
             tab,
             model: &self.lm.model,
@@ -304,6 +308,7 @@ impl<'a> Worker<'a> {
             self.tools_step(tab);
             return;
         }
+        job.turn.set_chunk(chunk);
         let result = job.advance(&cx, &mut t.session);
         let quiet = job.kind.quiet();
         let failed = match result {
