@@ -165,6 +165,10 @@ fn calls(v: Option<&Value>, at: &str, c: &mut Exchange) -> Result<(), ApiError> 
                 "a call has a function with a name and arguments (JSON text)",
             ));
         };
+        // No arguments at all is an empty object, as some clients send it.
+        let arguments = Some(arguments)
+            .filter(|a| !a.trim().is_empty())
+            .unwrap_or("{}");
         let args = serde_json::from_str::<Value>(arguments)
             .ok()
             .filter(Value::is_object)
