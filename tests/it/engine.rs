@@ -386,7 +386,7 @@ fn a_failed_turn_is_reported_and_the_next_one_starts_over_from_intact_history() 
         .recv_timeout(Duration::from_secs(10))
         .expect("event")
     {
-        Event::Failed { tab: 9, error } => assert!(error.contains("allowed 1 to 32768"), "{error}"),
+        Event::Notice { tab: 9, text } => assert!(text.contains("allowed 1 to 32768"), "{text}"),
         other => panic!("unexpected {other:?}"),
     }
     configure(&h, 9, context(8));
@@ -406,7 +406,8 @@ fn a_failed_turn_is_reported_and_the_next_one_starts_over_from_intact_history() 
         other => panic!("unexpected {other:?}"),
     }
 
-    // Gemma 3 has no thinking mode: asking for it says so and changes nothing.
+    // Gemma 3 has no thinking mode: asking for it says so (a notice: nothing failed) and changes
+    // nothing.
     let thinking = TabSettings {
         thinking: true,
         ..TabSettings::default()
@@ -417,7 +418,7 @@ fn a_failed_turn_is_reported_and_the_next_one_starts_over_from_intact_history() 
         .recv_timeout(Duration::from_secs(10))
         .expect("event")
     {
-        Event::Failed { tab: 3, error } => assert!(error.contains("no thinking mode"), "{error}"),
+        Event::Notice { tab: 3, text } => assert!(text.contains("no thinking mode"), "{text}"),
         other => panic!("unexpected {other:?}"),
     }
 }
@@ -469,7 +470,9 @@ fn stop_during_a_long_prefill_lands_within_one_chunk() {
         chunks_after_stop <= 1,
         "{chunks_after_stop} chunks ran after the stop"
     );
-    assert!(stats.prefilled_tokens <= 256, "{stats:?}");
+    // (A tab alone prefills 512 tokens a step: the stop lands within the step under way, or the
+    // one after it.)
+    assert!(stats.prefilled_tokens <= 1024, "{stats:?}");
     assert_eq!(stats.generated_tokens, 0);
     // The partial prefill is kept and reused: resending the same text prefills only the rest.
     h.send(Command::Submit {

@@ -238,7 +238,7 @@ impl<'a> Worker<'a> {
     }
 
     /// A tab's settings for its next turns: kept whole; what this model or this engine cannot
-    /// honour is said, one `Failed` each (a refused context keeps the one the tab had).
+    /// honour is said, one `Notice` each (a refused context keeps the one the tab had).
     fn configure(&mut self, tab: TabId, mut settings: TabSettings) {
         let caps = Capabilities {
             thinking: self.lm.supports_thinking(),
@@ -260,10 +260,11 @@ impl<'a> Worker<'a> {
         }
         t.context = settings.context.unwrap_or(default);
         t.settings = settings;
+        // Told, not failed: the other settings apply, and a turn sent after them runs.
         for r in refused {
-            self.emit(Event::Failed {
+            self.emit(Event::Notice {
                 tab,
-                error: r.to_string(),
+                text: r.to_string(),
             });
         }
     }

@@ -305,8 +305,8 @@ pub enum Command {
     /// change. A changed system prompt, thinking or declared tools change the conversation's
     /// header, so the next turn rewinds to it; the rest applies to the next turn as it is. What
     /// the engine cannot honour (a context past the model's, thinking without a thinking mode,
-    /// a required tool with none configured) is answered with `Failed`, naming it; the other
-    /// settings still apply.
+    /// a required tool with none configured) is told with a [`Event::Notice`] naming it, not a
+    /// failure: the other settings still apply, and a turn sent after them runs.
     Configure {
         /// The tab.
         tab: TabId,

@@ -218,7 +218,8 @@ impl Server {
         };
         let refused = settings.refusals(&self.tabs.entry(tab).or_default().settings, caps);
         for r in refused {
-            self.fail(tab, &r.to_string());
+            let text = r.to_string();
+            let _ = self.events.send(Event::Notice { tab, text });
         }
         self.tabs.entry(tab).or_default().settings = settings;
     }
