@@ -99,6 +99,64 @@ pub(crate) async fn answer(
     let tab = lease.tab;
     // What the tab said while idle (its tier moving under the memory budget) is not this turn's.
     while lease.events.try_recv().is_ok() {}
+    let (text, calls) = input.prior.clone();
+    let mut said = Said {
+        text,
+        calls,
+        spoke: false,
+        json: input.json,
+        number: input.number,
+        book,
+    };
+    let keys = input.keys.clone();
+    if !send(&engine, &mut lease, input) {
+        let _ = out.send(Out::Failed(stopped(engine.stopped()))).await;
+        return;
+    }
+    let mut gone = false;
+    loop {
+        let event = tokio::select! {
+            e = lease.events.recv() => e,
+            () = out.closed(), if !gone => {
+                // The client went away: stop the turn, and drain it to its end below.
+                gone = true;
+                engine.send(Command::Cancel { tab });
+                continue;
+            }
+        };
+        let told = match event {
+            None | Some(Event::EngineStopped { .. }) => {
+                let _ = out.send(Out::Failed(stopped(engine.stopped()))).await;
+                return;
+            }
+            Some(Event::Finished { end, stats, .. }) => {
+                let mut keys = keys;
+                keys.push(crate::wire::answer_key(&said.text, &said.calls));
+                lease.keep(keys);
+                let _ = out.send(Out::Done(said.done(end, &stats))).await;
+                return;
+            }
+            Some(Event::Failed { error, .. }) => {
+                let _ = out.send(Out::Failed(said.failure(error))).await;
+                return;
+            }
+            Some(e) => match said.out(e) {
+                Some(o) => o,
+                None => continue,
+            },
+        };
+        if !gone && out.send(told).await.is_err() {
+            gone = true;
+            engine.send(Command::Cancel { tab });
+        }
+    }
+}
+
+/// Sends the turn's commands: its settings, the chat its conversation is (when the slot changes
+/// conversations), its path and the message (or the word to go on); false when the engine is
+/// gone.
+fn send(engine: &Engine, lease: &mut Lease, input: TurnInput) -> bool {
+    let tab = lease.tab;
     let go = match input.continues {
         true => Command::Continue { tab },
         false => Command::Submit {
@@ -122,88 +180,81 @@ pub(crate) async fn answer(
         }),
         None => true,
     };
-    let sent = configured
+    configured
         && attached
         && engine.send(Command::SetPath {
             tab,
             history: input.history,
         })
-        && engine.send(go);
-    if !sent {
-        let _ = out.send(Out::Failed(stopped(engine.stopped()))).await;
-        return;
-    }
-    let (mut text, mut calls) = input.prior;
-    let (mut spoke, mut gone) = (false, false);
-    loop {
-        let event = tokio::select! {
-            e = lease.events.recv() => e,
-            () = out.closed(), if !gone => {
-                // The client went away: stop the turn, and drain it to its end below.
-                gone = true;
-                engine.send(Command::Cancel { tab });
-                continue;
+        && engine.send(go)
+}
+
+/// What a turn has said so far, and how its events become the client's.
+struct Said {
+    /// The answer's text (after the one it goes on with).
+    text: String,
+    /// Its calls' keys.
+    calls: Vec<String>,
+    /// Anything went out (a failure after that is the server's, not the request's).
+    spoke: bool,
+    /// See [`TurnInput::json`].
+    json: Option<bool>,
+    /// The request's number.
+    number: u64,
+    book: Arc<Mutex<CallBook>>,
+}
+
+impl Said {
+    /// What event `e` tells the client (`None`: nothing).
+    fn out(&mut self, e: Event) -> Option<Out> {
+        let o = match e {
+            Event::Token { text, .. } => {
+                self.text.push_str(&text);
+                Out::Text(text)
             }
-        };
-        let said = match event {
-            None | Some(Event::EngineStopped { .. }) => {
-                let _ = out.send(Out::Failed(stopped(engine.stopped()))).await;
-                return;
-            }
-            Some(Event::Token { text: t, .. }) => {
-                text.push_str(&t);
-                spoke = true;
-                Out::Text(t)
-            }
-            Some(Event::Thought { text: t, .. }) => Out::Thought(t),
+            Event::Thought { text, .. } => return Some(Out::Thought(text)),
             // A JSON answer is its first call (one hand-over may hold more).
-            Some(Event::ToolCall { .. }) if input.json.is_some() && spoke => continue,
-            Some(Event::ToolCall { call, .. }) if input.json.is_some() => {
-                let value = json_answer(&call.arguments, input.json == Some(true));
-                text.push_str(&value);
-                spoke = true;
+            Event::ToolCall { .. } if self.json.is_some() && self.spoke => return None,
+            Event::ToolCall { call, .. } if self.json.is_some() => {
+                let value = json_answer(&call.arguments, self.json == Some(true));
+                self.text.push_str(&value);
                 Out::Text(value)
             }
-            Some(Event::ToolCall { call, .. }) => {
-                let id = format!("call_{:x}_{}", input.number, call.id);
-                let mut b = book.lock().unwrap_or_else(|p| p.into_inner());
+            Event::ToolCall { call, .. } => {
+                let id = format!("call_{:x}_{}", self.number, call.id);
+                let mut b = self.book.lock().unwrap_or_else(|p| p.into_inner());
                 b.keep(&id, &call.arguments, &call.written);
-                calls.push(crate::wire::call_key(&call.name, &call.arguments));
-                spoke = true;
+                self.calls
+                    .push(crate::wire::call_key(&call.name, &call.arguments));
                 Out::Call(ApiCall {
                     id,
                     name: call.name,
                     arguments: call.arguments,
                 })
             }
-            Some(Event::Finished { end, stats, .. }) => {
-                let mut keys = input.keys;
-                keys.push(crate::wire::answer_key(&text, &calls));
-                lease.keep(keys);
-                let mut done = Done::of(end, &stats);
-                if input.json.is_some() && end == TurnEnd::ToolCalls {
-                    // The JSON answer is whole: it stopped as an answer does.
-                    done.finish = "stop";
-                }
-                let _ = out.send(Out::Done(done)).await;
-                return;
-            }
-            Some(Event::Failed { error, .. }) => {
-                let (status, kind) = match spoke {
-                    false => (StatusCode::BAD_REQUEST, "invalid_request_error"),
-                    true => (StatusCode::INTERNAL_SERVER_ERROR, "server_error"),
-                };
-                let _ = out
-                    .send(Out::Failed(ApiError::status(status, kind, error)))
-                    .await;
-                return;
-            }
-            Some(_) => continue,
+            _ => return None,
         };
-        if !gone && out.send(said).await.is_err() {
-            gone = true;
-            engine.send(Command::Cancel { tab });
+        self.spoke = true;
+        Some(o)
+    }
+
+    /// How the turn ended, as the API says it.
+    fn done(&self, end: TurnEnd, stats: &TurnStats) -> Done {
+        let mut done = Done::of(end, stats);
+        if self.json.is_some() && end == TurnEnd::ToolCalls {
+            // The JSON answer is whole: it stopped as an answer does.
+            done.finish = "stop";
         }
+        done
+    }
+
+    /// A failure: the request's (400) while nothing was said, the server's after.
+    fn failure(&self, error: String) -> ApiError {
+        let (status, kind) = match self.spoke {
+            false => (StatusCode::BAD_REQUEST, "invalid_request_error"),
+            true => (StatusCode::INTERNAL_SERVER_ERROR, "server_error"),
+        };
+        ApiError::status(status, kind, error)
     }
 }
 
