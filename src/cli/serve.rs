@@ -78,6 +78,9 @@ pub fn run(args: ServeArgs, common: &ModelArgs, sampling: &SamplingArgs) -> anyh
         budgets: [b.low, b.medium, b.high],
         base,
         media_dir: media_dir(),
+        fetch: s
+            .fetch_images
+            .then(|| fetcher((s.max_body_mb as usize).saturating_mul(1 << 20))),
     };
     let (slots, parallel) = (options.slots, options.parallel.min(options.slots));
     let bound = gemma_serve::bind(options)?;
@@ -105,6 +108,26 @@ fn sessions_dir() -> PathBuf {
         }
     }
     root.join(std::process::id().to_string())
+}
+
+/// Fetches a picture's http(s) URL for the server: public addresses only (every redirect
+/// checked), at most `max` bytes, 15 s.
+fn fetcher(max: usize) -> gemma_serve::Fetcher {
+    use gemma_tools::builtin::net;
+    gemma_serve::Fetcher(std::sync::Arc::new(move |url: String| {
+        Box::pin(async move {
+            let url = net::check_url(&url, false).map_err(|e| e.to_string())?;
+            let client = net::client(false, std::time::Duration::from_secs(15))
+                .map_err(|e| e.to_string())?;
+            let got = net::get(&client, url, false, max, "image/*")
+                .await
+                .map_err(|e| e.to_string())?;
+            match got.truncated {
+                true => Err(format!("the picture is over {max} bytes")),
+                false => Ok(got.body),
+            }
+        })
+    }))
 }
 
 /// The model's name for clients: its file's stem (or its folder's name), the demo model's when

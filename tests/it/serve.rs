@@ -128,6 +128,7 @@ pub(crate) fn options(
             ..TabSettings::default()
         },
         media_dir: media,
+        fetch: None,
     }
 }
 
@@ -511,4 +512,52 @@ fn a_picture_sent_as_a_data_url_is_seen_and_kept_warm_and_the_remote_engine_send
         next.reused_tokens >= held,
         "{next:?} after a prompt of {held}"
     );
+}
+
+#[test]
+fn a_picture_url_is_fetched_where_the_server_is_told_to() {
+    let dir = crate::vision_chat::vision_fixture();
+    let picture = crate::common::chat::root().join("tests/fixtures/vision/e2b_style/a.png");
+    let h = crate::common::chat::engine(dir.path());
+    let mut o = options(1024, (1, 4), None, 1 << 20);
+    // The binary's fetcher reaches public addresses only: here one that serves the picture
+    // from memory, and tells what it was asked.
+    let bytes = std::fs::read(&picture).expect("png");
+    let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let seen = asked.clone();
+    o.fetch = Some(gemma_serve::Fetcher(std::sync::Arc::new(
+        move |url: String| {
+            seen.lock().expect("asked").push(url.clone());
+            let bytes = bytes.clone();
+            Box::pin(async move {
+                match url.ends_with("/a.png") {
+                    true => Ok(bytes),
+                    false => Err("404 Not Found".to_string()),
+                }
+            })
+        },
+    )));
+    let running = gemma_serve::bind(o).expect("bound").spawn(h);
+    let addr = running.addr();
+    let ask = |url: &str| {
+        let message = json!({"role": "user", "content": [
+            {"type": "image_url", "image_url": {"url": url, "detail": "low"}},
+            {"type": "text", "text": "What is it?"}]});
+        post(addr, &json!({"messages": [message], "max_tokens": 6}))
+    };
+    let (status, v) = ask("https://pictures.example/a.png");
+    assert_eq!(status, 200, "{v}");
+    let (prompt, answer) = crate::vision_chat::by_hand(dir.path(), &[&picture], "What is it?");
+    assert_eq!(content(&v).trim(), answer.trim());
+    assert_eq!(v["usage"]["prompt_tokens"], prompt);
+    let (status, e) = ask("https://pictures.example/gone.png");
+    assert_eq!(status, 400, "{e}");
+    assert_eq!(e["error"]["param"], "messages[0].content[0].image_url.url");
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("404")),
+        "{e}"
+    );
+    assert_eq!(asked.lock().expect("asked").len(), 2);
 }

@@ -50,7 +50,11 @@ enum Last {
 /// The messages as a system prompt, exchanges and a last user message (or, after tool
 /// results, a last exchange to answer on from); neighbours of one role are joined (a blank line
 /// between their texts).
-pub(crate) fn conversation(messages: &[Value], r: &mut ChatRequest) -> Result<(), ApiError> {
+pub(crate) fn conversation(
+    messages: &[Value],
+    r: &mut ChatRequest,
+    fetch: bool,
+) -> Result<(), ApiError> {
     let mut system: Vec<String> = Vec::new();
     let mut done: Vec<Exchange> = Vec::new();
     let mut cur: Option<Exchange> = None;
@@ -61,7 +65,8 @@ pub(crate) fn conversation(messages: &[Value], r: &mut ChatRequest) -> Result<()
             .as_object()
             .ok_or_else(|| ApiError::invalid(&at, "a message must be an object"))?;
         let role = o.get("role").and_then(Value::as_str).unwrap_or("");
-        let msg = content(o.get("content"), &format!("{at}.content"), role == "user")?;
+        let from = (role == "user").then_some(fetch);
+        let msg = content(o.get("content"), &format!("{at}.content"), from)?;
         match role {
             "system" | "developer" if last == Last::None => system.push(msg.text),
             "system" | "developer" => {

@@ -186,7 +186,9 @@ async fn start(
         };
         ApiError::status(e.status(), "invalid_request_error", message)
     })?;
-    let req = request::parse(&body, app.options.max_media)?;
+    let fetch = app.options.fetch.is_some();
+    let mut req = request::parse(&body, app.options.max_media, fetch)?;
+    fetch_pictures(app, &mut req).await?;
     let n = app.count.fetch_add(1, Ordering::Relaxed);
     let settings = settings(&app.options, &req, n)?;
     let keys = wire::keys(&req);
@@ -223,6 +225,27 @@ async fn start(
     let sink = (app.book.clone(), tx);
     tokio::spawn(turn::answer(app.engine.clone(), lease, input, sink));
     Ok((shape, ids, rx))
+}
+
+/// Fetches the request's pictures given as http(s) URLs (`[serve] fetch_images`), one after
+/// another; a URL that cannot be fetched fails the request, naming its field.
+async fn fetch_pictures(app: &App, req: &mut ChatRequest) -> Result<(), ApiError> {
+    let Some(fetch) = &app.options.fetch else {
+        return Ok(());
+    };
+    let messages = req.history.iter_mut().map(|e| &mut e.user);
+    for m in messages.chain(std::iter::once(&mut req.last)) {
+        for media in &mut m.media {
+            let Some((url, field)) = media.url.clone() else {
+                continue;
+            };
+            let bytes = (fetch.0)(url.clone()).await.map_err(|why| {
+                ApiError::invalid(&field, format!("{url} could not be fetched: {why}"))
+            })?;
+            *media = media.fetched(bytes)?;
+        }
+    }
+    Ok(())
 }
 
 /// The request's exchanges as the engine takes them: media written to files, each call as the

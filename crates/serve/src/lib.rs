@@ -21,6 +21,7 @@ mod wire;
 
 use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use gemma_protocol::{EngineHandle, TabSettings};
 
@@ -61,6 +62,22 @@ pub struct ServeOptions {
     /// Where pictures and recordings sent in requests are written (by their hash) for the
     /// engine to read.
     pub media_dir: PathBuf,
+    /// Fetches http(s) picture URLs (`None`: only data: URLs are taken).
+    pub fetch: Option<Fetcher>,
+}
+
+/// What a fetch of a picture's URL gives: its bytes, or why not (said to the client).
+pub type Fetched =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Vec<u8>, String>> + Send>>;
+
+/// Fetches an http(s) URL, bounded and guarded as the binary decides (`[serve] fetch_images`).
+#[derive(Clone)]
+pub struct Fetcher(pub Arc<dyn Fn(String) -> Fetched + Send + Sync>);
+
+impl std::fmt::Debug for Fetcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Fetcher")
+    }
 }
 
 /// A server whose socket is bound, not yet serving.

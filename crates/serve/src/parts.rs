@@ -10,8 +10,14 @@ use crate::error::ApiError;
 use crate::request::{Media, Message, join};
 use gemma_protocol::MediaKind;
 
-/// A message's content: a string, or parts (text; pictures and recordings only from the user).
-pub(crate) fn content(c: Option<&Value>, at: &str, user: bool) -> Result<Message, ApiError> {
+/// A message's content: a string, or parts (text; pictures and recordings only from the user:
+/// `user` is `Some(fetch)` for the user's, `fetch` saying whether http(s) picture URLs are
+/// taken).
+pub(crate) fn content(
+    c: Option<&Value>,
+    at: &str,
+    user: Option<bool>,
+) -> Result<Message, ApiError> {
     let parts = match c {
         None | Some(Value::Null) => return Ok(Message::default()),
         Some(Value::String(s)) => {
@@ -40,13 +46,13 @@ pub(crate) fn content(c: Option<&Value>, at: &str, user: bool) -> Result<Message
                     },
                 );
             }
-            "image_url" | "input_audio" if !user => {
+            "image_url" | "input_audio" if user.is_none() => {
                 return Err(ApiError::invalid(
                     at,
                     "only the user's messages carry media",
                 ));
             }
-            "image_url" => m.media.push(image(p, &at)?),
+            "image_url" => m.media.push(image(p, &at, user == Some(true))?),
             "input_audio" => m.media.push(audio(p, &at)?),
             _ => {
                 return Err(ApiError::invalid(
@@ -59,16 +65,26 @@ pub(crate) fn content(c: Option<&Value>, at: &str, user: bool) -> Result<Message
     Ok(m)
 }
 
-fn image(p: &Value, at: &str) -> Result<Media, ApiError> {
+fn image(p: &Value, at: &str, fetch: bool) -> Result<Media, ApiError> {
     let url = p
         .pointer("/image_url/url")
         .and_then(Value::as_str)
         .ok_or_else(|| ApiError::invalid(format!("{at}.image_url.url"), "needs a URL"))?;
     let field = format!("{at}.image_url.url");
+    let tokens = match p.pointer("/image_url/detail").and_then(Value::as_str) {
+        Some("low") => 70,
+        Some("high") => 1120,
+        _ => 280,
+    };
+    let web = url.starts_with("http://") || url.starts_with("https://");
+    if web && fetch {
+        return Ok(Media::pending(url, &field, tokens));
+    }
     let rest = url.strip_prefix("data:").ok_or_else(|| {
         ApiError::invalid(
             &field,
-            "only data: URLs are served (data:image/png;base64,…)",
+            "only data: URLs are served (data:image/png;base64,…); http(s) URLs where the \
+             server's [serve] fetch_images is on",
         )
     })?;
     let (head, data) = rest
@@ -85,11 +101,6 @@ fn image(p: &Value, at: &str) -> Result<Media, ApiError> {
                 "a base64 PNG, JPEG, WebP or GIF (data:image/png;base64,…)",
             ));
         }
-    };
-    let tokens = match p.pointer("/image_url/detail").and_then(Value::as_str) {
-        Some("low") => 70,
-        Some("high") => 1120,
-        _ => 280,
     };
     Ok(Media::new(
         decode(data, &field)?,

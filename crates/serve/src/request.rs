@@ -22,6 +22,9 @@ pub(crate) struct Media {
     pub ext: &'static str,
     /// A picture's soft tokens at most (`detail`: low 70, auto 280, high 1120).
     pub tokens: usize,
+    /// A picture still to be fetched: its http(s) URL and the field that named it (its bytes
+    /// come with [`Media::fetched`]).
+    pub url: Option<(String, String)>,
 }
 
 impl Media {
@@ -37,7 +40,53 @@ impl Media {
             kind,
             ext,
             tokens,
+            url: None,
         }
+    }
+
+    /// A picture at `url` (named by `field`), to be fetched before the turn.
+    pub fn pending(url: &str, field: &str, tokens: usize) -> Self {
+        Self {
+            url: Some((url.to_string(), field.to_string())),
+            ..Self::new(Vec::new(), MediaKind::Image, "", tokens)
+        }
+    }
+
+    /// The picture fetched from its URL: `bytes`, which must be a PNG, JPEG, WebP or GIF.
+    pub fn fetched(&self, bytes: Vec<u8>) -> Result<Self, ApiError> {
+        let field = self.url.as_ref().map_or("", |(_, f)| f.as_str());
+        let ext = sniff(&bytes).ok_or_else(|| {
+            ApiError::invalid(
+                field,
+                "the URL did not give a PNG, JPEG, WebP or GIF picture",
+            )
+        })?;
+        Ok(Self::new(bytes, MediaKind::Image, ext, self.tokens))
+    }
+}
+
+/// A picture's format from its first bytes.
+fn sniff(b: &[u8]) -> Option<&'static str> {
+    match b {
+        [0x89, b'P', b'N', b'G', ..] => Some("png"),
+        [0xFF, 0xD8, 0xFF, ..] => Some("jpg"),
+        [b'G', b'I', b'F', b'8', ..] => Some("gif"),
+        [
+            b'R',
+            b'I',
+            b'F',
+            b'F',
+            _,
+            _,
+            _,
+            _,
+            b'W',
+            b'E',
+            b'B',
+            b'P',
+            ..,
+        ] => Some("webp"),
+        _ => None,
     }
 }
 
@@ -89,8 +138,9 @@ pub(crate) struct ChatRequest {
 /// The most stop strings a request may set.
 const MAX_STOP: usize = 16;
 
-/// Parses and checks a request body; `max_media` bounds its pictures and recordings.
-pub(crate) fn parse(body: &[u8], max_media: usize) -> Result<ChatRequest, ApiError> {
+/// Parses and checks a request body; `max_media` bounds its pictures and recordings, and
+/// `fetch` says whether http(s) picture URLs are taken (fetched later, [`Media::pending`]).
+pub(crate) fn parse(body: &[u8], max_media: usize, fetch: bool) -> Result<ChatRequest, ApiError> {
     let v: Value = serde_json::from_slice(body)
         .map_err(|e| ApiError::invalid("body", format!("the body is not valid JSON: {e}")))?;
     let o = v
@@ -114,7 +164,7 @@ pub(crate) fn parse(body: &[u8], max_media: usize) -> Result<ChatRequest, ApiErr
         .get("messages")
         .and_then(Value::as_array)
         .ok_or_else(|| ApiError::invalid("messages", "`messages` must be an array of messages"))?;
-    conversation(messages, &mut r)?;
+    conversation(messages, &mut r, fetch)?;
     let media = r.last.media.len() + r.history.iter().map(|e| e.user.media.len()).sum::<usize>();
     if media > max_media {
         return Err(ApiError::invalid(

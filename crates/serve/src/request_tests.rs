@@ -4,11 +4,11 @@ use super::*;
 use base64::Engine as _;
 
 fn ok(v: serde_json::Value) -> ChatRequest {
-    parse(v.to_string().as_bytes(), 4).expect("a valid request")
+    parse(v.to_string().as_bytes(), 4, false).expect("a valid request")
 }
 
 fn err(v: serde_json::Value) -> ApiError {
-    parse(v.to_string().as_bytes(), 4).expect_err("an invalid request")
+    parse(v.to_string().as_bytes(), 4, false).expect_err("an invalid request")
 }
 
 #[test]
@@ -130,7 +130,7 @@ fn every_error_names_its_field() {
         assert_eq!(e.param.as_deref(), Some(field), "{body}: {}", e.message);
         assert!(!e.message.is_empty());
     }
-    let not_json = parse(b"{\"messages\": [", 4).expect_err("truncated");
+    let not_json = parse(b"{\"messages\": [", 4, false).expect_err("truncated");
     assert_eq!(not_json.param.as_deref(), Some("body"));
 }
 
@@ -248,4 +248,38 @@ fn a_call_without_its_result_or_a_result_without_its_call_is_named() {
         let e = err(serde_json::json!({ "messages": messages }));
         assert_eq!(e.param.as_deref(), Some(field), "{messages}: {}", e.message);
     }
+}
+
+#[test]
+fn a_picture_url_is_taken_only_where_fetching_is_on_and_must_be_a_picture() {
+    let body = serde_json::json!({"messages": [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "https://example.com/a.png", "detail": "high"}},
+        {"type": "text", "text": "What is it?"}]}]});
+    let off = err(body.clone());
+    assert_eq!(
+        off.param.as_deref(),
+        Some("messages[0].content[0].image_url.url")
+    );
+    assert!(off.message.contains("fetch_images"), "{}", off.message);
+    let on = parse(body.to_string().as_bytes(), 4, true).expect("taken");
+    let pending = &on.last.media[0];
+    assert_eq!(
+        pending.url.as_ref().map(|u| u.0.as_str()),
+        Some("https://example.com/a.png")
+    );
+    assert_eq!(pending.tokens, 1120);
+    let png = pending
+        .fetched(b"\x89PNG\r\n\x1a\nrest".to_vec())
+        .expect("a PNG");
+    assert_eq!(
+        (png.ext, png.url.is_none(), png.digest.len()),
+        ("png", true, 64)
+    );
+    let html = pending
+        .fetched(b"<html>".to_vec())
+        .expect_err("not a picture");
+    assert_eq!(
+        html.param.as_deref(),
+        Some("messages[0].content[0].image_url.url")
+    );
 }

@@ -27,6 +27,8 @@ pub struct ServeConfig {
     pub max_body_mb: u64,
     /// The most pictures and recordings in one request.
     pub max_media: usize,
+    /// Pictures given as http(s) URLs are fetched (public addresses only).
+    pub fetch_images: bool,
 }
 
 /// 1 to 64 slots.
