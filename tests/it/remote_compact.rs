@@ -35,7 +35,8 @@ fn turn(h: &EngineHandle, text: &str) -> String {
 
 #[test]
 fn compact_summarizes_on_the_server_and_the_conversation_goes_on_from_the_summary() {
-    let running = crate::serve::server(1, 4, None, 1 << 20);
+    // A context of 1,024 tokens as the server tells it: the summary gets an eighth of it.
+    let running = crate::serve::server_telling(1024);
     let (port, passed) = crate::common::http::proxy(running.addr().port());
     let h = gemma_engine::spawn_remote(crate::common::remote_tools::options(
         format!("http://127.0.0.1:{port}"),

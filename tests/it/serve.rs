@@ -30,6 +30,13 @@ pub(crate) fn server(
     server_with(EngineOptions::default(), (slots, queue), api_key, max_body)
 }
 
+/// A server on the demo model (one slot) that tells clients a context of `context_length`
+/// tokens (`/v1/models`), whatever the engine's.
+pub(crate) fn server_telling(context_length: usize) -> Running {
+    let (h, _) = demo_engine(EngineOptions::default());
+    serve(h, context_length, (1, 4), None, 1 << 20)
+}
+
 /// [`server`] with the engine's `options`.
 fn server_with(
     options: EngineOptions,
@@ -37,17 +44,22 @@ fn server_with(
     api_key: Option<&str>,
     max_body: usize,
 ) -> Running {
+    let (h, context_length) = demo_engine(options);
+    serve(h, context_length, (slots, queue), api_key, max_body)
+}
+
+/// The demo model's engine with `options`, ready, and its context.
+fn demo_engine(options: EngineOptions) -> (gemma_engine::EngineHandle, usize) {
     let path = demo::ensure(&mut demo::print_progress()).expect("demo model");
     let h = spawn(options, move |progress| {
         load(&path, &Device::flex(), ComputeDtype::F32, &mut |d, t| {
             progress.layers(d, t)
         })
     });
-    let context_length = match first_after_loading(&h) {
-        Event::Ready { context_length, .. } => context_length,
+    match first_after_loading(&h) {
+        Event::Ready { context_length, .. } => (h, context_length),
         other => panic!("unexpected {other:?}"),
-    };
-    serve(h, context_length, (slots, queue), api_key, max_body)
+    }
 }
 
 #[test]
