@@ -34,6 +34,7 @@ mod remote_faults;
 mod remote_hostile;
 mod remote_tools;
 mod serve;
+mod serve_media;
 mod serve_tools;
 mod sessions;
 mod speculate;

@@ -2,15 +2,17 @@
 //! the TUI that sees only the engine protocol. Other tools (editors, scripts, agents, and
 //! gemma-chat's own remote engine on another machine) reuse the loaded model and its warm
 //! conversations. This file owns the options and the start; [`http`] the routes, [`request`]
-//! what a request may say, [`slots`] the conversations kept warm, [`turn`] one answer's events,
-//! [`wire`] the API's JSON, [`media`] the pictures and recordings written for the engine,
-//! [`calls`] the client's tools and the calls the model made, [`convo`] the messages as
-//! exchanges and [`pump`] the engine's events routed to the turns that wait for them.
+//! what a request may say, [`convo`] its messages as exchanges, [`calls`] the client's tools
+//! and the calls the model made, [`input`] what a request becomes for the engine, [`slots`] the
+//! conversations kept warm, [`turn`] one answer's events, [`wire`] the API's JSON, [`media`] the
+//! pictures and recordings written for the engine and [`pump`] the engine's events routed to the
+//! turns that wait for them.
 
 mod calls;
 mod convo;
 mod error;
 mod http;
+mod input;
 mod media;
 mod parts;
 mod pump;
