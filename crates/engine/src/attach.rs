@@ -34,6 +34,8 @@ pub(super) struct Request {
     pub history: Vec<Exchange>,
     pub legacy: Option<LegacyConvo>,
     pub towers: Towers,
+    /// The engine's writer of tool calls and responses, when it has one.
+    pub text: Option<std::sync::Arc<super::tools::ToolText>>,
 }
 
 /// Ties tab `t` to `r.chat` and brings its conversation back: warm when a KV snapshot of it
@@ -62,7 +64,7 @@ pub(super) fn attach(
     }
     t.chat = Some(r.chat.clone());
     let legacy_ids = r.legacy.as_ref().map(|l| l.ids.clone());
-    let setting = Setting::of(&t.settings, r.towers.marks(), t.context);
+    let setting = Setting::of(&t.settings, r.towers.marks(), t.context).with_text(r.text.clone());
     let store = stores.convos.as_ref();
     let sources = (store, &r.towers);
     let found = conversation(

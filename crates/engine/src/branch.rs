@@ -5,6 +5,8 @@
 //! their answers' tool calls and responses where they were made ([`render`]). The session is
 //! left alone: the next turn rewinds it to the longest common prefix.
 
+use std::sync::Arc;
+
 use super::images::MediaSpan;
 use super::pictures::{Encoded, Marks, expand};
 use super::protocol::{Attachment, CallMade, Exchange, MediaKind};
@@ -82,6 +84,9 @@ pub(super) struct Setting<'a> {
     pub context: usize,
     /// The tools declared in the header (`None`: none, or the next turn declares them).
     pub tools: Option<serde_json::Value>,
+    /// The engine's writer of tool calls and responses, when it has one (else it is read from
+    /// the vocabulary when an answer with calls needs it).
+    pub text: Option<Arc<ToolText>>,
 }
 
 impl<'a> Setting<'a> {
@@ -94,7 +99,13 @@ impl<'a> Setting<'a> {
             marks,
             context,
             tools: None,
+            text: None,
         }
+    }
+
+    /// With the engine's writer of tool calls and responses.
+    pub fn with_text(self, text: Option<Arc<ToolText>>) -> Self {
+        Self { text, ..self }
     }
 
     /// With `tools` declared in the header, as the tab's next turn declares them: a path
@@ -138,8 +149,8 @@ pub(super) fn render(
     setting: &Setting,
 ) -> Result<()> {
     let tok = lm.tokenizer.as_ref();
-    // Read once, and only when an answer called tools.
-    let mut tool_text: Option<Option<ToolText>> = None;
+    // The engine's, or read once, and only when an answer called tools.
+    let mut tool_text: Option<Option<Arc<ToolText>>> = setting.text.clone().map(Some);
     for ex in exchanges {
         let placed = placeable(ex, setting.marks, &mut into.left_out);
         let turn = lm.user_turn(
@@ -164,7 +175,9 @@ pub(super) fn render(
         if let Some(tok) = tok {
             let text = match ex.calls.is_empty() {
                 true => None,
-                false => tool_text.get_or_insert_with(|| ToolText::of(tok)).as_ref(),
+                false => tool_text
+                    .get_or_insert_with(|| ToolText::of(tok).map(Arc::new))
+                    .as_deref(),
             };
             match text {
                 Some(text) => {
@@ -240,7 +253,10 @@ pub(super) fn rebase(
         && 1 + header + h.end <= ids.len()
         && h.answered_by(ex)
         && let Some(tok) = lm.tokenizer.as_ref()
-        && let Some(text) = ToolText::of(tok)
+        && let Some(text) = setting
+            .text
+            .clone()
+            .or_else(|| ToolText::of(tok).map(Arc::new))
     {
         out.ids = ids[..1 + header + h.end].to_vec();
         out.header = header;

@@ -87,8 +87,9 @@ pub struct EngineTools {
     pub host: Option<Arc<ToolHost>>,
     /// The vocabulary as bytes, for the call grammar.
     pub vocab: Arc<Vocab>,
-    /// The markers, and calls and responses in ids.
-    pub text: ToolText,
+    /// The markers, and calls and responses in ids (shared with the renders of rebuilt
+    /// conversations, so that the vocabulary is read once).
+    pub text: Arc<ToolText>,
     /// Tools approved everywhere this run ("a").
     pub always: BTreeSet<String>,
     /// Bounds on calls: the host's, or the engine's own for a front end's tools.
@@ -111,7 +112,7 @@ impl EngineTools {
         Ok(Self {
             host,
             vocab: Arc::new(vocab),
-            text,
+            text: Arc::new(text),
             always: BTreeSet::new(),
             limits,
         })

@@ -46,6 +46,24 @@ pub struct Attempt {
     pub written: String,
 }
 
+impl Attempt {
+    /// The call in `ids` (between `<|tool_call>` and `<tool_call|>`), read from the model's
+    /// syntax.
+    pub fn read(tok: &Tokenizer, ids: &[u32]) -> Self {
+        let text = tok.decode(ids, false).unwrap_or_default();
+        let (name, arguments) = match syntax::parse_call(&text) {
+            Ok(p) => (p.name, Ok(p.arguments)),
+            Err(e) => ("?".into(), Err(format!("the call could not be read: {e}"))),
+        };
+        Attempt {
+            name,
+            arguments,
+            raw: raw_shown(&text),
+            written: text,
+        }
+    }
+}
+
 /// Where a hand-over's calls fall: the tab, the bytes of the answer's text before them, and the
 /// hand-over's number in the turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -142,20 +160,10 @@ impl ToolRun {
         batch: Vec<Vec<u32>>,
         place: HandOver,
     ) -> (Self, Vec<Event>) {
-        let read = |ids: Vec<u32>| {
-            let text = tok.decode(&ids, false).unwrap_or_default();
-            let (name, arguments) = match syntax::parse_call(&text) {
-                Ok(p) => (p.name, Ok(p.arguments)),
-                Err(e) => ("?".into(), Err(format!("the call could not be read: {e}"))),
-            };
-            Attempt {
-                name,
-                arguments,
-                raw: raw_shown(&text),
-                written: text,
-            }
-        };
-        let attempts = batch.into_iter().map(read).collect();
+        let attempts = batch
+            .into_iter()
+            .map(|ids| Attempt::read(tok, &ids))
+            .collect();
         let (host, always) = (tools.host.as_deref(), &tools.always);
         Self::begin(host, always, tab_tools, declared, attempts, place)
     }

@@ -188,10 +188,11 @@ impl Worker<'_> {
         let hidden = lm.model.config().hidden_size;
         let declared = self.declared(tab);
         let decl = Self::declarations(&declared);
+        let text = self.tool_text();
         let t = self.idle_tab(tab)?;
         let held = t.held.clone().unwrap_or_default();
         let covered: Vec<Exchange> = held[..plan.keep_from].iter().map(Held::exchange).collect();
-        let setting = Setting::of(&t.settings, marks, t.context.min(context));
+        let setting = Setting::of(&t.settings, marks, t.context.min(context)).with_text(text);
         let base = 1 + t.header.len();
         let room = t.context.saturating_sub(least_summary_tokens(t.context));
         let (turn, rendered) = loop {
@@ -312,6 +313,7 @@ impl Worker<'_> {
     /// dropped and summarized ones), reports it and sends the waiting message again.
     fn reshape(&mut self, tab: TabId, o: Outcome) -> Result<()> {
         let (lm, marks, context) = (self.lm, self.towers.marks(), self.context);
+        let text = self.tool_text();
         let t = self.idle_tab(tab)?;
         let held = t.held.clone().unwrap_or_default();
         // The summary answers a short question in the new path, not the request it was made for.
@@ -327,7 +329,7 @@ impl Worker<'_> {
             })
             .collect();
         history.extend(held[from..].iter().map(Held::exchange));
-        let setting = Setting::of(&t.settings, marks, t.context.min(context));
+        let setting = Setting::of(&t.settings, marks, t.context.min(context)).with_text(text);
         // The summary keeps the ids it was sampled in (its text may take more tokens
         // written again); the kept exchanges are rendered after it.
         let mut r = branch::Rendered::default();

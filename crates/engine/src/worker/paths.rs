@@ -22,7 +22,7 @@ impl Worker<'_> {
         legacy: Option<LegacyConvo>,
     ) -> Result<()> {
         let (lm, end_ids) = (self.lm, self.end_ids.clone());
-        let towers = self.towers.clone();
+        let (towers, text) = (self.towers.clone(), self.tool_text());
         let stores = Stores {
             kv: self.kv.clone(),
             convos: self.convos.clone(),
@@ -33,6 +33,7 @@ impl Worker<'_> {
             history,
             legacy,
             towers,
+            text,
         };
         let Some(origin) = attach::attach(t, lm, &end_ids, &stores, request)? else {
             return Ok(());
@@ -120,8 +121,11 @@ impl Worker<'_> {
     pub(super) fn set_path(&mut self, tab: TabId, history: &[Exchange]) -> Result<()> {
         let (lm, marks, context) = (self.lm, self.towers.marks(), self.context);
         let decl = Self::declarations(&self.declarable(tab).0);
+        let text = self.tool_text();
         let t = self.idle_tab(tab)?;
-        let setting = Setting::of(&t.settings, marks, t.context.min(context)).with_tools(decl);
+        let setting = Setting::of(&t.settings, marks, t.context.min(context))
+            .with_tools(decl)
+            .with_text(text);
         let r = branch::rebase(
             lm,
             &t.convo,

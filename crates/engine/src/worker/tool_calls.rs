@@ -10,7 +10,7 @@ use crate::job::JobTools;
 use crate::protocol::{CallMade, ToolCall};
 use crate::protocol::{Event, TabId, ToolChoice, ToolDecision};
 use crate::tools::guide::{CallGuide, RESERVE};
-use crate::tools::run::{HandOver, ToolRun, calls_in};
+use crate::tools::run::{Attempt, HandOver, ToolRun, calls_in};
 use crate::tools::{CLIENT, EngineTools, TabTools, client_specs, declarations};
 use crate::turn::Turn;
 use gemma_tools::host::ToolSpec;
@@ -239,6 +239,12 @@ impl Worker<'_> {
             })
     }
 
+    /// The engine's writer of tool calls and responses, for the renders of rebuilt
+    /// conversations (`None`: the model calls no tools, or the engine has none).
+    pub(super) fn tool_text(&self) -> Option<Arc<crate::tools::ToolText>> {
+        self.tools.as_ref().map(|t| t.text.clone())
+    }
+
     /// Tells the UI the tools the engine can run.
     pub(super) fn report_tools(&self) {
         if let Some(host) = self.tools.as_ref().and_then(|t| t.host.as_ref()) {
@@ -259,18 +265,18 @@ fn client_calls(
     batch
         .into_iter()
         .map(|ids| {
-            let written = tok.decode(&ids, false).unwrap_or_default();
-            let (name, arguments) = match gemma_tools::syntax::parse_call(&written) {
-                Ok(p) => (p.name, serde_json::Value::Object(p.arguments)),
-                Err(_) => (String::new(), serde_json::json!({ "call": written })),
+            let a = Attempt::read(tok, &ids);
+            let arguments = match a.arguments {
+                Ok(args) => serde_json::Value::Object(args),
+                Err(_) => serde_json::json!({ "call": a.written }),
             };
             tab_tools.last_call += 1;
             ToolCall {
                 id: tab_tools.last_call,
-                name,
+                name: a.name,
                 server: CLIENT.into(),
                 arguments: arguments.to_string(),
-                written,
+                written: a.written,
                 at: place.at,
                 handover: place.number,
             }
