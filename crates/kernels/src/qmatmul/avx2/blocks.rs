@@ -11,7 +11,7 @@ use std::arch::x86_64::*;
 
 use super::super::{BLOCK, QuantRow};
 use super::lanes;
-use super::{f16_lanes, hsum, load16_u8};
+use super::{f16_lanes, hsum, hsums, load16_u8};
 use crate::quant::{GgmlType, IQ4_VALUES};
 
 /// 0xFF in byte j where bit j of `qh` is set, 0 elsewhere.
@@ -162,8 +162,8 @@ pub(super) const ROWS: usize = 4;
 
 /// `w · x` for each of `xs` into `out`, for the types whose blocks are one f16 scale and
 /// signed codes (Q4_0, Q5_0, Q8_0, IQ4_NL): each block's codes converted once per [`ROWS`]
-/// inputs (Q5_0's decoded once, `lanes.rs`), each input's sums the same bits as one at a time. `false` (nothing written) for
-/// the other types.
+/// inputs (Q5_0's decoded once, `lanes.rs`), each input's sums the same bits as one at a
+/// time. `false` (nothing written) for the other types.
 pub(in super::super) fn dot_rows(ty: GgmlType, w: &[u8], xs: &[QuantRow], out: &mut [f32]) -> bool {
     assert_eq!(xs.len(), out.len(), "one output per input");
     // SAFETY: as in `avx2::dot`: the caller checked the level; whole blocks, padded inputs.
@@ -190,16 +190,13 @@ unsafe fn rows(
 ) {
     for (g, o) in xs.chunks(ROWS).zip(out.chunks_mut(ROWS)) {
         // SAFETY: the caller's contract.
-        let sums: Vec<__m256> = unsafe {
+        unsafe {
             match g {
-                [a, b, c, d] => scaled_rows(w, bytes, [a, b, c, d], codes).to_vec(),
-                [a, b, c] => scaled_rows(w, bytes, [a, b, c], codes).to_vec(),
-                [a, b] => scaled_rows(w, bytes, [a, b], codes).to_vec(),
-                _ => scaled_rows(w, bytes, [&g[0]], codes).to_vec(),
+                [a, b, c, d] => hsums(scaled_rows(w, bytes, [a, b, c, d], codes), o),
+                [a, b, c] => hsums(scaled_rows(w, bytes, [a, b, c], codes), o),
+                [a, b] => hsums(scaled_rows(w, bytes, [a, b], codes), o),
+                _ => hsums(scaled_rows(w, bytes, [&g[0]], codes), o),
             }
-        };
-        for (o, v) in o.iter_mut().zip(sums) {
-            *o = hsum(v);
         }
     }
 }

@@ -11,7 +11,7 @@ use std::arch::x86_64::*;
 
 use super::super::{BLOCK, LO, QuantRow};
 use super::blocks::{ROWS, fifth_set};
-use super::{f16_lanes, hsum, load16_u8};
+use super::{f16_lanes, hsum, hsums, load16_u8};
 
 /// Q5_0's 32 codes (−16..15) as two vectors of 16 i16 in lane order (values 0–7 and 16–23,
 /// then 8–15 and 24–31: [`super::super::LANE_ORDER`]): the nibbles (codes 0–15 in the low
@@ -83,16 +83,13 @@ pub(super) unsafe fn q5_0(w: &[u8], x: &QuantRow) -> f32 {
 pub(super) unsafe fn q5_0_rows(w: &[u8], xs: &[QuantRow], out: &mut [f32]) {
     for (g, o) in xs.chunks(ROWS).zip(out.chunks_mut(ROWS)) {
         // SAFETY: the caller's contract; the digits' reads are bounds-checked (`words_dot`).
-        let sums: Vec<__m256> = unsafe {
+        unsafe {
             match g {
-                [a, b, c, d] => q5_0_words_rows(w, [a, b, c, d]).to_vec(),
-                [a, b, c] => q5_0_words_rows(w, [a, b, c]).to_vec(),
-                [a, b] => q5_0_words_rows(w, [a, b]).to_vec(),
-                _ => q5_0_words_rows(w, [&g[0]]).to_vec(),
+                [a, b, c, d] => hsums(q5_0_words_rows(w, [a, b, c, d]), o),
+                [a, b, c] => hsums(q5_0_words_rows(w, [a, b, c]), o),
+                [a, b] => hsums(q5_0_words_rows(w, [a, b]), o),
+                _ => hsums(q5_0_words_rows(w, [&g[0]]), o),
             }
-        };
-        for (o, v) in o.iter_mut().zip(sums) {
-            *o = hsum(v);
         }
     }
 }

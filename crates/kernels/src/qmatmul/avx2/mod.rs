@@ -80,6 +80,15 @@ pub(super) fn hsum(v: __m256) -> f32 {
     _mm_cvtss_f32(s)
 }
 
+/// Each of `sums` added across its lanes into `out`, in order (no allocation: this runs for
+/// every group of inputs of every row).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn hsums<const N: usize>(sums: [__m256; N], out: &mut [f32]) {
+    for (o, v) in out.iter_mut().zip(sums) {
+        *o = hsum(v);
+    }
+}
+
 /// 16 i16 of `digits` (the input's `q` or `lo`) starting at `at`.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn load16(digits: &[i16], at: usize) -> __m256i {
