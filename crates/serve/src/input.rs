@@ -39,13 +39,17 @@ pub(crate) async fn fetch_pictures(
 }
 
 /// The request's exchanges as the engine takes them: media written to files, each call as the
-/// model wrote it where the book still holds it.
+/// model wrote it where the book still holds it (the book held only to read a call, never
+/// while a file is written).
 pub(crate) fn exchanges(
     book: &Mutex<CallBook>,
     media_dir: &Path,
     history: Vec<request::Exchange>,
 ) -> Result<Vec<Exchange>, ApiError> {
-    let book = book.lock().unwrap_or_else(|p| p.into_inner());
+    let written = |id: &str, arguments: &str| {
+        let book = book.lock().unwrap_or_else(|p| p.into_inner());
+        book.written(id, arguments).unwrap_or_default()
+    };
     history
         .into_iter()
         .map(|e| {
@@ -53,7 +57,7 @@ pub(crate) fn exchanges(
                 .calls
                 .into_iter()
                 .map(|c| CallMade {
-                    written: book.written(&c.id, &c.arguments).unwrap_or_default(),
+                    written: written(&c.id, &c.arguments),
                     name: c.name,
                     arguments: c.arguments,
                     at: c.at,

@@ -31,8 +31,6 @@ struct Inner {
     /// Conversations that left their slot, newest last.
     parked: Vec<Parked>,
     waiting: usize,
-    /// Slots answering now.
-    running: usize,
     clock: u64,
     /// Chats named so far.
     named: u64,
@@ -106,7 +104,6 @@ impl Pool {
                     .collect(),
                 parked: Vec::new(),
                 waiting: 0,
-                running: 0,
                 clock: 0,
                 named: 0,
             }),
@@ -138,7 +135,8 @@ impl Pool {
                             format!(
                                 "{} answers run and {} requests wait already: try again \
                                  shortly",
-                                inner.running, inner.waiting
+                                inner.running(),
+                                inner.waiting
                             ),
                         ));
                     }
@@ -153,7 +151,7 @@ impl Pool {
     /// Takes the idle slot sharing the most messages with `keys` (ties: the one used longest
     /// ago), if any is idle; a parked conversation sharing more comes back into it.
     fn take(self: &Arc<Self>, inner: &mut Inner, keys: &[String]) -> Option<Lease> {
-        if inner.running >= self.parallel {
+        if inner.running() >= self.parallel {
             return None;
         }
         let (shared, _, mut index) = inner
@@ -190,7 +188,6 @@ impl Pool {
             None => None,
         };
         inner.clock += 1;
-        inner.running += 1;
         let slot = &mut inner.slots[index];
         slot.used = inner.clock;
         Some(Lease {
@@ -205,6 +202,11 @@ impl Pool {
 }
 
 impl Inner {
+    /// Slots answering now: those whose events a lease holds.
+    fn running(&self) -> usize {
+        self.slots.iter().filter(|s| s.events.is_none()).count()
+    }
+
     /// Slot `index` takes the conversation `chat` holding `held`; the one it had is parked
     /// (the oldest parked one forgotten past the bound).
     fn park(&mut self, index: usize, chat: Option<String>, held: Vec<String>) {
@@ -267,7 +269,6 @@ impl Drop for Lease {
         let events = std::mem::replace(&mut self.events, dummy);
         {
             let mut inner = self.pool.lock();
-            inner.running = inner.running.saturating_sub(1);
             let slot = &mut inner.slots[self.index];
             slot.held = std::mem::take(&mut self.held);
             slot.events = Some(events);

@@ -93,13 +93,13 @@ pub(crate) struct TurnInput {
 pub(crate) async fn answer(
     engine: Arc<Engine>,
     mut lease: Lease,
-    input: TurnInput,
+    mut input: TurnInput,
     (book, out): (Arc<Mutex<CallBook>>, Sender<Out>),
 ) {
     let tab = lease.tab;
     // What the tab said while idle (its tier moving under the memory budget) is not this turn's.
     while lease.events.try_recv().is_ok() {}
-    let (text, calls) = input.prior.clone();
+    let (text, calls) = std::mem::take(&mut input.prior);
     let mut said = Said {
         text,
         calls,
@@ -108,7 +108,7 @@ pub(crate) async fn answer(
         number: input.number,
         book,
     };
-    let keys = input.keys.clone();
+    let keys = std::mem::take(&mut input.keys);
     if !send(&engine, &mut lease, input) {
         let _ = out.send(Out::Failed(stopped(engine.stopped()))).await;
         return;

@@ -1,7 +1,8 @@
 //! What the server is: llama-server (with its slots and its template's thinking switch),
-//! `gemma-chat serve` (it says whether its model thinks), or another OpenAI-compatible server, the model the tabs use, and its context, read from
-//! `/v1/models` and `/props`. Counts the server states are believed only within plausible
-//! ranges, and the names it lists reach messages clipped and cleaned.
+//! `gemma-chat serve` (it says whether its model thinks), or another OpenAI-compatible server;
+//! the model the tabs use, and its context, read from `/v1/models` and `/props`. Counts the
+//! server states are believed only within plausible ranges, and the names it lists reach
+//! messages clipped and cleaned.
 
 use serde_json::Value;
 
